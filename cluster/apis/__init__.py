@@ -1,0 +1,15 @@
+"""One module per API family; ``register_all(node)`` registers this node's own APIs.
+
+Group APIs (JoinGroup, SyncGroup, ...) are registered by ``cluster.group_api``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.apis import api_versions, fetch, find_coordinator, metadata, produce, topics
+
+
+def register_all(node: Any) -> None:
+    for mod in (api_versions, metadata, topics, produce, fetch, find_coordinator):
+        mod.register(node)

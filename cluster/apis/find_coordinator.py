@@ -1,0 +1,56 @@
+"""FindCoordinator (10) v0–6, including batched keys (v4+).
+
+GROUP keys → ``partition_for(key, n)`` → ``node.offsets_partition_leader(p)``;
+TRANSACTION keys → COORDINATOR_NOT_AVAILABLE with a message (no transactions here);
+SHARE keys (type 2) before v6 → INVALID_REQUEST; any other type → INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.dispatch import RequestContext
+from coordinator.partitioner import partition_for
+
+API_KEY = 10
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
+    if key_type == GROUP:
+        leader = node.offsets_partition_leader(partition_for(key, node.offsets_partitions))
+        if leader is None:
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
+        return ErrorCode.none, None, leader
+    if key_type == TRANSACTION:
+        return ErrorCode.coordinator_not_available, "Transactions are not supported by this cluster (kcoord).", None
+    if key_type == SHARE and version >= 6:
+        return ErrorCode.coordinator_not_available, "Share groups are not supported by this cluster (kcoord).", None
+    return ErrorCode.invalid_request, f"Invalid coordinator key type {key_type} for version {version}.", None
+
+
+def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+    v = version_of(request)
+    m = resp_mod(API_KEY, v)
+    key_type = int(getattr(request, "key_type", GROUP))
+    if v >= 4:
+        coords = []
+        for key in request.coordinator_keys:
+            code, msg, b = (error, None, None) if error is not None else _lookup(node, key, key_type, v)
+            coords.append(mk(m.Coordinator, key=key, node_id=b.node_id if b else -1, host=b.host if b else "",
+                             port=b.port if b else -1, error_code=code, error_message=msg))
+        return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
+    code, msg, b = (error, None, None) if error is not None else _lookup(node, request.key, key_type, v)
+    return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
+              node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return build(ctx.node, request)
+
+
+def register(node: Any) -> None:
+    node.registry.register(API_KEY, 0, 6, handle, error_response=lambda req, code: build(node, req, error=code))

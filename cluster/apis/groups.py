@@ -1,0 +1,393 @@
+"""Wire handlers of the group and offset APIs: kio message <-> coordinator command.
+
+Each handler validates what Kafka's API layer validates, routes the group to its
+``__consumer_offsets`` partition (``abs(hashCode(group)) % n``) and awaits the driver,
+which answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this node does not
+(yet) serve that partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import ModuleType
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KErr
+
+from cluster.apis.common import ZERO, has_field, mk, resp_mod, to_ms, version_of
+from cluster.coordinator_driver import CoordinatorDriver
+from cluster.dispatch import RequestContext
+from coordinator import commands as c
+from coordinator.errors import ErrorCode
+from coordinator.partitioner import partition_for
+
+log = logging.getLogger("kcoord.groups")
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+
+# Kafka's ranges (reference §6.4), capped below the topic-id versions (OffsetCommit/Fetch 10).
+RANGES = {
+    JOIN_GROUP: (0, 9),
+    SYNC_GROUP: (0, 5),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
+}
+
+
+def kerr(code: int) -> KErr:
+    return KErr(int(code))
+
+
+def cls(mod: ModuleType, *names: str) -> Any:
+    for n in names:
+        found = getattr(mod, n, None)
+        if found is not None:
+            return found
+    raise LookupError(f"none of {names} in {mod.__name__}")
+
+
+class GroupApi:
+    """Registered on the node; owns the coordinator driver."""
+
+    def __init__(self, node: Any, driver: CoordinatorDriver) -> None:
+        self.node = node
+        self.driver = driver
+
+    async def start(self) -> None:
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        await self.driver.stop()
+
+    def partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.driver.num_partitions)
+
+    async def call(self, group_id: str, request: c.Request) -> Any:
+        return await self.driver.call(self.partition(group_id), request)
+
+    # ------------------------------------------------------------ JoinGroup
+
+    async def join_group(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(JOIN_GROUP, v)
+        session = to_ms(req.session_timeout)
+        rebalance = to_ms(req.rebalance_timeout) if has_field(req, "rebalance_timeout") else session
+        instance_id = getattr(req, "group_instance_id", None)
+        command = c.JoinGroupRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            protocol_type=req.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in req.protocols),
+            group_instance_id=instance_id,
+            client_id=ctx.client_id or "",
+            client_host=ctx.client_host,
+            reason=getattr(req, "reason", None),
+            require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
+        )
+        if instance_id is not None and v < 5:
+            resp: c.JoinGroupResponse = c.JoinGroupResponse(ErrorCode.UNSUPPORTED_VERSION)
+        elif not req.group_id:
+            resp = c.JoinGroupResponse(ErrorCode.INVALID_GROUP_ID, member_id=req.member_id)
+        else:
+            resp = await self.call(req.group_id, command)
+        if resp.error not in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
+            log.info("event=join_group_error group=%s member=%s error=%s", req.group_id, req.member_id,
+                     resp.error.name)
+        member_cls = cls(mod, "JoinGroupResponseMember")
+        return mk(
+            cls(mod, "JoinGroupResponse"),
+            throttle_time=ZERO,
+            error_code=kerr(resp.error),
+            generation_id=resp.generation_id,
+            protocol_type=resp.protocol_type,
+            protocol_name=resp.protocol_name if (resp.protocol_name is not None or v >= 7) else "",
+            leader=resp.leader,
+            skip_assignment=resp.skip_assignment,
+            member_id=resp.member_id,
+            members=tuple(mk(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                             metadata=m.metadata) for m in resp.members),
+        )
+
+    # ------------------------------------------------------------ SyncGroup
+
+    async def sync_group(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(SYNC_GROUP, v)
+        ptype = getattr(req, "protocol_type", None)
+        pname = getattr(req, "protocol_name", None)
+        if v >= 5 and (ptype is None or pname is None):
+            resp: c.SyncGroupResponse = c.SyncGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        elif not req.group_id:
+            resp = c.SyncGroupResponse(ErrorCode.INVALID_GROUP_ID)
+        else:
+            resp = await self.call(req.group_id, c.SyncGroupRequest(
+                group_id=req.group_id,
+                generation_id=int(req.generation_id),
+                member_id=req.member_id,
+                group_instance_id=getattr(req, "group_instance_id", None),
+                protocol_type=ptype,
+                protocol_name=pname,
+                assignments=tuple((a.member_id, bytes(a.assignment)) for a in req.assignments),
+            ))
+        return mk(cls(mod, "SyncGroupResponse"), throttle_time=ZERO, error_code=kerr(resp.error),
+                  protocol_type=resp.protocol_type, protocol_name=resp.protocol_name,
+                  assignment=resp.assignment)
+
+    # ------------------------------------------------------------ Heartbeat
+
+    async def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(HEARTBEAT, version_of(req))
+        if not req.group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        else:
+            resp = await self.call(req.group_id, c.HeartbeatRequest(
+                req.group_id, int(req.generation_id), req.member_id, getattr(req, "group_instance_id", None)))
+            error = resp.error
+        return mk(cls(mod, "HeartbeatResponse"), throttle_time=ZERO, error_code=kerr(error))
+
+    # ------------------------------------------------------------ LeaveGroup
+
+    async def leave_group(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(LEAVE_GROUP, v)
+        if v < 3:
+            members: tuple[c.LeaveMember, ...] = (c.LeaveMember(req.member_id),)
+        else:
+            members = tuple(c.LeaveMember(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+                            for m in req.members)
+        if not req.group_id:
+            resp: c.LeaveGroupResponse = c.LeaveGroupResponse(ErrorCode.INVALID_GROUP_ID)
+        else:
+            resp = await self.call(req.group_id, c.LeaveGroupRequest(req.group_id, members))
+        for m in members:
+            log.info("event=leave_group group=%s member=%s instance=%s reason=%r", req.group_id, m.member_id,
+                     m.group_instance_id, m.reason or "not provided")
+        if v < 3:
+            # v0-2 carry one member and one error: the member's if the group answered.
+            error = resp.error
+            if error is ErrorCode.NONE and resp.members:
+                error = resp.members[0].error
+            return mk(cls(mod, "LeaveGroupResponse"), throttle_time=ZERO, error_code=kerr(error))
+        member_cls = cls(mod, "MemberResponse")
+        return mk(cls(mod, "LeaveGroupResponse"), throttle_time=ZERO, error_code=kerr(resp.error),
+                  members=tuple(mk(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                   error_code=kerr(m.error)) for m in resp.members))
+
+    # ------------------------------------------------------------ OffsetCommit
+
+    async def offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(OFFSET_COMMIT, v)
+        part_cls = cls(mod, "OffsetCommitResponsePartition")
+        topic_cls = cls(mod, "OffsetCommitResponseTopic")
+        unknown: dict[str, list[int]] = {}
+        known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if not self.node.has_partition(t.name, int(p.partition_index)):
+                    unknown.setdefault(t.name, []).append(int(p.partition_index))
+                    continue
+                parts.append(c.PartitionCommit(
+                    partition=int(p.partition_index),
+                    offset=int(p.committed_offset),
+                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                    metadata=p.committed_metadata,
+                    commit_timestamp=-1,
+                ))
+            if parts:
+                known.append((t.name, tuple(parts)))
+        retention = to_ms(req.retention_time) if has_field(req, "retention_time") else -1
+        results: dict[str, list[tuple[int, ErrorCode]]] = {}
+        if known:
+            command = c.OffsetCommitRequest(
+                group_id=req.group_id,
+                topics=tuple(known),
+                generation_id=int(req.generation_id_or_member_epoch),
+                member_id=req.member_id,
+                group_instance_id=getattr(req, "group_instance_id", None),
+                retention_time_ms=retention,
+                group_id_not_found_error=v >= 9,
+            )
+            resp = await self.call(req.group_id, command)
+            for topic, parts_out in resp.topics:
+                results.setdefault(topic, []).extend(parts_out)
+        for topic, plist in unknown.items():
+            results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
+        return mk(cls(mod, "OffsetCommitResponse"), throttle_time=ZERO, topics=tuple(
+            mk(topic_cls, name=topic, partitions=tuple(
+                mk(part_cls, partition_index=p, error_code=kerr(e)) for p, e in plist))
+            for topic, plist in results.items()))
+
+    # ------------------------------------------------------------ OffsetFetch
+
+    async def _fetch_one(self, group_id: str, topics: Any, require_stable: bool) -> c.OffsetFetchResponse:
+        wanted = None if topics is None else tuple(
+            (t.name, tuple(int(i) for i in t.partition_indexes)) for t in topics)
+        return await self.call(group_id, c.OffsetFetchRequest(group_id, wanted, require_stable))  # type: ignore[no-any-return]
+
+    async def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(OFFSET_FETCH, v)
+        require_stable = bool(getattr(req, "require_stable", False))
+        if v >= 8:
+            part_cls = cls(mod, "OffsetFetchResponsePartitions")
+            topic_cls = cls(mod, "OffsetFetchResponseTopics")
+            group_cls = cls(mod, "OffsetFetchResponseGroup")
+            answers = await asyncio.gather(*(self._fetch_one(g.group_id, g.topics, require_stable)
+                                             for g in req.groups))
+            return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, groups=tuple(
+                mk(group_cls, group_id=g.group_id, error_code=kerr(a.error),
+                   topics=self._fetch_topics(a, topic_cls, part_cls))
+                for g, a in zip(req.groups, answers, strict=True)))
+        part_cls = cls(mod, "OffsetFetchResponsePartition")
+        topic_cls = cls(mod, "OffsetFetchResponseTopic")
+        answer = await self._fetch_one(req.group_id, req.topics, require_stable)
+        if v <= 1 and answer.error is not ErrorCode.NONE:
+            # v0-1 have no top-level error: it is copied into every requested partition.
+            topics = tuple(mk(topic_cls, name=t.name, partitions=tuple(
+                mk(part_cls, partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                   error_code=kerr(answer.error)) for i in t.partition_indexes)) for t in (req.topics or ()))
+        else:
+            topics = self._fetch_topics(answer, topic_cls, part_cls)
+        return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, error_code=kerr(answer.error),
+                  topics=topics)
+
+    @staticmethod
+    def _fetch_topics(answer: c.OffsetFetchResponse, topic_cls: Any, part_cls: Any) -> tuple[Any, ...]:
+        return tuple(mk(topic_cls, name=topic, partitions=tuple(
+            mk(part_cls, partition_index=f.partition, committed_offset=f.offset,
+               committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=kerr(f.error))
+            for f in fetched)) for topic, fetched in answer.topics)
+
+    # ------------------------------------------------------------ DescribeGroups / ListGroups
+
+    async def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(DESCRIBE_GROUPS, version_of(req))
+        member_cls = cls(mod, "DescribedGroupMember")
+        group_cls = cls(mod, "DescribedGroup")
+        answers = await asyncio.gather(*(self.call(g, c.DescribeGroupsRequest(g)) for g in req.groups))
+        return mk(cls(mod, "DescribeGroupsResponse"), throttle_time=ZERO, groups=tuple(
+            mk(group_cls, error_code=kerr(a.error), group_id=g, group_state=a.state, protocol_type=a.protocol_type,
+               protocol_data=a.protocol_data, authorized_operations=-2147483648, members=tuple(
+                   mk(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                      client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                      member_assignment=m.assignment) for m in a.members))
+            for g, a in zip(req.groups, answers, strict=True)))
+
+    async def list_groups(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(LIST_GROUPS, version_of(req))
+        listed_cls = cls(mod, "ListedGroup")
+        command = c.ListGroupsRequest(tuple(getattr(req, "states_filter", ()) or ()),
+                                      tuple(getattr(req, "types_filter", ()) or ()))
+        answers = await asyncio.gather(*(self.driver.call(p, command)
+                                         for p in range(self.driver.num_partitions)))
+        error = ErrorCode.NONE
+        groups: list[c.ListedGroup] = []
+        for a in answers:
+            if a.error is ErrorCode.NOT_COORDINATOR:
+                continue  # partitions led elsewhere are skipped, as Kafka does
+            if a.error is not ErrorCode.NONE:
+                error = a.error
+                continue
+            groups.extend(a.groups)
+        return mk(cls(mod, "ListGroupsResponse"), throttle_time=ZERO, error_code=kerr(error), groups=tuple(
+            mk(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+               group_type=g.group_type) for g in groups))
+
+    # ------------------------------------------------------------ DeleteGroups / OffsetDelete
+
+    async def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(DELETE_GROUPS, version_of(req))
+        result_cls = cls(mod, "DeletableGroupResult")
+        by_partition: dict[int, list[str]] = {}
+        for g in dict.fromkeys(req.groups_names):
+            by_partition.setdefault(self.partition(g), []).append(g)
+        answers = await asyncio.gather(*(self.driver.call(p, c.DeleteGroupsRequest(tuple(gs)))
+                                         for p, gs in by_partition.items()))
+        results = [r for a in answers for r in a.results]
+        return mk(cls(mod, "DeleteGroupsResponse"), throttle_time=ZERO, results=tuple(
+            mk(result_cls, group_id=g, error_code=kerr(e)) for g, e in results))
+
+    async def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(OFFSET_DELETE, version_of(req))
+        part_cls = cls(mod, "OffsetDeleteResponsePartition")
+        topic_cls = cls(mod, "OffsetDeleteResponseTopic")
+        topics = tuple((t.name, tuple(int(p.partition_index) for p in t.partitions)) for t in req.topics)
+        if not req.group_id:
+            resp: c.OffsetDeleteResponse = c.OffsetDeleteResponse(ErrorCode.INVALID_GROUP_ID)
+        else:
+            resp = await self.call(req.group_id, c.OffsetDeleteRequest(req.group_id, topics))
+        return mk(cls(mod, "OffsetDeleteResponse"), throttle_time=ZERO, error_code=kerr(resp.error), topics=tuple(
+            mk(topic_cls, name=t, partitions=tuple(mk(part_cls, partition_index=p, error_code=kerr(e))
+                                                   for p, e in ps)) for t, ps in resp.topics))
+
+
+def error_responder(api_key: int) -> Any:
+    """Builds the whole-request error answer of a group API (handler crash, bad version)."""
+
+    def build(req: Any, error: KErr) -> Any:
+        v = version_of(req)
+        mod = resp_mod(api_key, v)
+        if api_key == OFFSET_COMMIT:
+            part_cls = cls(mod, "OffsetCommitResponsePartition")
+            topic_cls = cls(mod, "OffsetCommitResponseTopic")
+            return mk(cls(mod, "OffsetCommitResponse"), throttle_time=ZERO, topics=tuple(
+                mk(topic_cls, name=t.name, partitions=tuple(
+                    mk(part_cls, partition_index=p.partition_index, error_code=error) for p in t.partitions))
+                for t in req.topics))
+        if api_key == OFFSET_FETCH:
+            if v >= 8:
+                group_cls = cls(mod, "OffsetFetchResponseGroup")
+                return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, groups=tuple(
+                    mk(group_cls, group_id=g.group_id, topics=(), error_code=error) for g in req.groups))
+            return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, topics=(), error_code=error)
+        if api_key == DESCRIBE_GROUPS:
+            group_cls = cls(mod, "DescribedGroup")
+            return mk(cls(mod, "DescribeGroupsResponse"), throttle_time=ZERO, groups=tuple(
+                mk(group_cls, error_code=error, group_id=g, group_state="", protocol_type="", protocol_data="",
+                   members=(), authorized_operations=-2147483648) for g in req.groups))
+        if api_key == DELETE_GROUPS:
+            result_cls = cls(mod, "DeletableGroupResult")
+            return mk(cls(mod, "DeleteGroupsResponse"), throttle_time=ZERO, results=tuple(
+                mk(result_cls, group_id=g, error_code=error) for g in req.groups_names))
+        names = {JOIN_GROUP: "JoinGroupResponse", SYNC_GROUP: "SyncGroupResponse",
+                 HEARTBEAT: "HeartbeatResponse", LEAVE_GROUP: "LeaveGroupResponse",
+                 LIST_GROUPS: "ListGroupsResponse", OFFSET_DELETE: "OffsetDeleteResponse"}
+        return mk(cls(mod, names[api_key]), throttle_time=ZERO, error_code=error, generation_id=-1,
+                  protocol_type=None, protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                  member_id="", members=(), assignment=b"", groups=(), topics=())
+
+    return build
+
+
+def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
+    api = GroupApi(node, driver)
+    handlers = {
+        JOIN_GROUP: api.join_group,
+        SYNC_GROUP: api.sync_group,
+        HEARTBEAT: api.heartbeat,
+        LEAVE_GROUP: api.leave_group,
+        OFFSET_COMMIT: api.offset_commit,
+        OFFSET_FETCH: api.offset_fetch,
+        DESCRIBE_GROUPS: api.describe_groups,
+        LIST_GROUPS: api.list_groups,
+        DELETE_GROUPS: api.delete_groups,
+        OFFSET_DELETE: api.offset_delete,
+    }
+    for key, handler in handlers.items():
+        lo, hi = RANGES[key]
+        node.registry.register(key, lo, hi, handler, error_response=error_responder(key))
+    return api

@@ -1,0 +1,93 @@
+"""Produce (0): advertised v0–9 (librdkafka needs v0 in the range, KAFKA-18659), served
+v3–9; v0–2 are rejected (no kio schema → the connection is closed, as Kafka 4 rejects
+them). acks=0 sends no response at all; acks=1 and acks=-1 are the same on one node.
+
+InitProducerId (22) v0–4 lives here too: idempotent producers only. A request with a
+transactional id gets UNSUPPORTED_VERSION (Kafka has no "transactions off" switch; this
+is our choice: a fatal, non-retriable error rather than an authorization error, so a
+transactional client fails fast instead of looping on a retriable one).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.dispatch import RequestContext
+
+PRODUCE_KEY = 0
+INIT_PID_KEY = 22
+log = logging.getLogger("kcoord.api.produce")
+
+
+def _part(m: Any, index: int, code: ErrorCode, *, base_offset: int = -1, log_start: int = -1,
+          message: str | None = None) -> Any:
+    return mk(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base_offset,
+              log_append_time=None, log_start_offset=log_start, record_errors=(), error_message=message)
+
+
+def build_error(request: Any, code: ErrorCode) -> Any:
+    m = resp_mod(PRODUCE_KEY, version_of(request))
+    return mk(m.ProduceResponse, throttle_time=ZERO, responses=tuple(
+        mk(m.TopicProduceResponse, name=t.name,
+           partition_responses=tuple(_part(m, p.index, code) for p in t.partition_data))
+        for t in request.topic_data))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    node = ctx.node
+    m = resp_mod(PRODUCE_KEY, ctx.api_version)
+    acks = int(request.acks)
+    topics = []
+    for t in request.topic_data:
+        parts = []
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(_part(m, p.index, ErrorCode.invalid_required_acks))
+                continue
+            if request.transactional_id is not None:
+                parts.append(_part(m, p.index, ErrorCode.transactional_id_authorization_failed,
+                                   message="Transactions are not supported by kcoord"))
+                continue
+            if node.is_internal_topic(t.name):
+                parts.append(_part(m, p.index, ErrorCode.invalid_topic_exception,
+                                   message=f"Cannot append to internal topic {t.name}"))
+                continue
+            part = node.partition(t.name, p.index)
+            if part is None:
+                parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
+                                   message="This server does not host this topic-partition."))
+                continue
+            res = await part.produce(bytes(p.records) if p.records is not None else None)
+            if res.error is not ErrorCode.none:
+                log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
+                         t.name, p.index, res.error.name, res.message, ctx.client_id)
+            parts.append(_part(m, p.index, res.error, base_offset=res.base_offset, log_start=res.log_start_offset,
+                               message=res.message))
+        topics.append(mk(m.TopicProduceResponse, name=t.name, partition_responses=tuple(parts)))
+    if acks == 0:
+        return None
+    return mk(m.ProduceResponse, throttle_time=ZERO, responses=tuple(topics))
+
+
+def build_init_pid(request: Any, code: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
+    m = resp_mod(INIT_PID_KEY, version_of(request))
+    return mk(m.InitProducerIdResponse, throttle_time=ZERO, error_code=code, producer_id=pid, producer_epoch=epoch)
+
+
+async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        log.info("event=init_producer_id_rejected reason=transactions_unsupported transactional_id=%r client_id=%r",
+                 request.transactional_id, ctx.client_id)
+        return build_init_pid(request, ErrorCode.unsupported_version)
+    pid = ctx.node.allocate_producer_id()
+    log.info("event=producer_id_allocated producer_id=%d client_id=%r", pid, ctx.client_id)
+    return build_init_pid(request, ErrorCode.none, pid, 0)
+
+
+def register(node: Any) -> None:
+    node.registry.register(PRODUCE_KEY, 3, 9, handle, advertised_min=0, error_response=build_error)
+    node.registry.register(INIT_PID_KEY, 0, 4, handle_init_pid, error_response=build_init_pid)

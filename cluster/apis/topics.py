@@ -1,0 +1,153 @@
+"""CreateTopics (19) v2–7 and DeleteTopics (20) v1–6.
+
+kio 0.6.5 has no schemas for CreateTopics v0–1 / DeleteTopics v0, and Kafka 4 removed
+those versions too (KIP-896), so they are not advertised.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.dispatch import RequestContext
+from cluster.metadata import validate_topic_config, validate_topic_name
+
+CREATE_KEY = 19
+DELETE_KEY = 20
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _create_result(m: Any, name: str, error: ErrorCode, message: str | None = None, *,
+                   topic_id: uuid.UUID = ZERO_UUID, partitions: int = -1, rf: int = -1,
+                   configs: dict[str, str] | None = None) -> Any:
+    cfgs = tuple(
+        mk(m.CreatableTopicConfigs, name=k, value=v, read_only=False, config_source=1, is_sensitive=False)
+        for k, v in sorted((configs or {}).items())
+    ) if hasattr(m, "CreatableTopicConfigs") else ()
+    return mk(m.CreatableTopicResult, name=name, topic_id=topic_id, error_code=error, error_message=message,
+              topic_config_error_code=0, num_partitions=partitions, replication_factor=rf, configs=cfgs)
+
+
+def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
+    name = t.name
+    bad = validate_topic_name(name)
+    if bad is not None:
+        return ErrorCode.invalid_topic_exception, bad, -1
+    if node.topic(name) is not None or node.is_internal_topic(name):
+        return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            return (ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments "
+                    "were set. Both cannot be used at the same time.", -1)
+        idx = sorted(a.partition_index for a in t.assignments)
+        if idx != list(range(len(idx))):
+            return ErrorCode.invalid_replica_assignment, "Partitions should be a consecutive 0-based integer sequence", -1
+        for a in t.assignments:
+            if list(a.broker_ids) != [node.node_id]:
+                return (ErrorCode.invalid_replica_assignment,
+                        f"Replica assignment {list(a.broker_ids)} for partition {a.partition_index} is invalid: "
+                        f"only broker {node.node_id} exists", -1)
+        partitions = len(idx)
+    else:
+        partitions = node.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+        if t.num_partitions == 0 or t.num_partitions < -1:
+            return ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.", -1
+        if t.replication_factor == 0 or t.replication_factor < -1:
+            return (ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.", -1)
+        if t.replication_factor > 1:
+            return (ErrorCode.invalid_replication_factor,
+                    f"Unable to replicate the partition {t.replication_factor} time(s): The target replication "
+                    f"factor of {t.replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                    -1)
+        if partitions > 100000:
+            return ErrorCode.invalid_partitions, f"Number of partitions {partitions} is too large.", -1
+    for c in t.configs:
+        err = validate_topic_config(c.name, c.value)
+        if err is not None:
+            return ErrorCode.invalid_config, err, -1
+    return ErrorCode.none, None, partitions
+
+
+def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+    m = resp_mod(CREATE_KEY, version_of(request))
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    seen: set[str] = set()
+    for t in request.topics:
+        if error is not None:
+            results.append(_create_result(m, t.name, error))
+            continue
+        if counts[t.name] > 1:
+            if t.name not in seen:
+                seen.add(t.name)
+                results.append(_create_result(
+                    m, t.name, ErrorCode.invalid_request,
+                    f"Create topics request from client contains multiple topics named {t.name}"))
+            continue
+        code, msg, partitions = _validate_create(node, t)
+        if code is not ErrorCode.none:
+            results.append(_create_result(m, t.name, code, msg))
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        if request.validate_only:
+            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=1, configs=configs))
+            continue
+        meta = node.create_topic(t.name, partitions, configs)
+        results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
+                                      rf=1, configs=configs))
+    return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
+
+
+async def handle_create(ctx: RequestContext, request: Any) -> Any:
+    return build_create(ctx.node, request)
+
+
+def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+    m = resp_mod(DELETE_KEY, version_of(request))
+    if hasattr(request, "topic_names"):
+        targets: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in request.topic_names]
+    else:
+        targets = [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics]
+    results = []
+    for name, tid in targets:
+        def res(code: ErrorCode, msg: str | None = None, *, n: str | None = name,
+                i: uuid.UUID | None = tid) -> Any:
+            return mk(m.DeletableTopicResult, name=n, topic_id=i or ZERO_UUID, error_code=code, error_message=msg)
+
+        if error is not None:
+            results.append(res(error))
+            continue
+        if name is None:
+            meta = node.metadata.by_id(tid) if tid is not None else None
+            if meta is None:
+                results.append(res(ErrorCode.unknown_topic_id, "This server does not host this topic ID."))
+                continue
+            name = meta.name
+        if node.is_internal_topic(name):
+            results.append(res(ErrorCode.invalid_topic_exception, f"Topic {name} is internal and cannot be deleted",
+                               n=name))
+            continue
+        meta = node.delete_topic(name)
+        if meta is None:
+            results.append(res(ErrorCode.unknown_topic_or_partition,
+                               "This server does not host this topic-partition.", n=name))
+        else:
+            results.append(res(ErrorCode.none, n=name, i=meta.topic_id))
+    return mk(m.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results))
+
+
+async def handle_delete(ctx: RequestContext, request: Any) -> Any:
+    return build_delete(ctx.node, request)
+
+
+def register(node: Any) -> None:
+    node.registry.register(CREATE_KEY, 2, 7, handle_create,
+                           error_response=lambda req, code: build_create(node, req, error=code))
+    node.registry.register(DELETE_KEY, 1, 6, handle_delete,
+                           error_response=lambda req, code: build_delete(node, req, error=code))

@@ -1,0 +1,112 @@
+"""The kio-backed wire codec: request headers, request bodies, responses.
+
+Request header v1 = apiKey int16, apiVersion int16, correlationId int32, clientId
+(nullable, int16 length — also in v2); v2 (flexible API versions) adds a tagged-field
+section. Response header v0 = correlationId; v1 (flexible) adds tagged fields, except
+ApiVersions, whose responses always use header v0 (KIP-511).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
+
+API_VERSIONS_KEY = 18
+
+_HDR = struct.Struct(">hhi")
+
+
+class CodecError(Exception):
+    """A request that cannot be decoded: the connection is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int  # where the body starts in the frame (-1 if the header is not complete)
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> type[Any] | None:
+    try:
+        return load_request_schema(api_key, api_version)
+    except Exception:  # noqa: BLE001 - unknown key or version
+        return None
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> type[Any] | None:
+    try:
+        return load_response_schema(api_key, api_version)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _skip_tagged_fields(buf: bytes, pos: int) -> int:
+    count, n = read_unsigned_varint(buf, pos)
+    pos += n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(buf, pos)
+        pos += n
+        size, n = read_unsigned_varint(buf, pos)
+        pos += n + size
+    if pos > len(buf):
+        raise CodecError("tagged fields run past the frame")
+    return pos
+
+
+def decode_header(frame: bytes) -> RequestHeader:
+    """Decode the request header; the tagged section is skipped when the version is flexible."""
+    if len(frame) < _HDR.size + 2:
+        raise CodecError(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
+    try:
+        client_id, n = read_nullable_legacy_string(frame, _HDR.size)
+    except Exception as e:  # noqa: BLE001
+        raise CodecError(f"bad client id: {e}") from None
+    pos = _HDR.size + n
+    schema = request_schema(api_key, api_version)
+    if schema is not None and schema.__flexible__:
+        try:
+            pos = _skip_tagged_fields(frame, pos)
+        except CodecError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise CodecError(f"bad header tagged fields: {e}") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def decode_body(header: RequestHeader, frame: bytes) -> Any:
+    schema = request_schema(header.api_key, header.api_version)
+    if schema is None:
+        raise CodecError(f"no schema for api_key={header.api_key} version={header.api_version}")
+    try:
+        obj, size = entity_reader(schema)(frame, header.body_offset)
+    except Exception as e:  # noqa: BLE001 - kio raises several error types
+        raise CodecError(f"cannot parse {schema.__name__} v{header.api_version}: {type(e).__name__}: {e}") from None
+    if header.body_offset + size > len(frame):
+        raise CodecError("request body runs past the frame")
+    return obj
+
+
+def encode_response(api_key: int, correlation_id: int, response: Any) -> bytes:
+    """Encode header + body and the 4-byte size prefix."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(struct.pack(">i", correlation_id))
+    if type(response).__flexible__ and api_key != API_VERSIONS_KEY:
+        buf.write(b"\0")  # empty tagged-field section (response header v1)
+    entity_writer(type(response))(buf, response)
+    data = buf.getbuffer()
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)

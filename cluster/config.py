@@ -1,0 +1,179 @@
+"""Node configuration: a dataclass, a TOML loader, env overrides, validation.
+
+Sources, later ones win: dataclass defaults < TOML file < environment < explicit
+overrides (CLI flags). In TOML and in overrides a setting may be given by its field name
+(``group_min_session_timeout_ms``) or by Kafka's dotted name where Kafka has one
+(``group.min.session.timeout.ms``). Environment variables are ``KCOORD_<FIELD_NAME>``
+in upper case (``KCOORD_GROUP_MIN_SESSION_TIMEOUT_MS=...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# field name -> Kafka's dotted name
+KAFKA_NAMES: dict[str, str] = {
+    "node_id": "node.id",
+    "auto_create_topics": "auto.create.topics.enable",
+    "default_num_partitions": "num.partitions",
+    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_max_size": "group.max.size",
+    "offsets_retention_minutes": "offsets.retention.minutes",
+    "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
+    "socket_request_max_bytes": "socket.request.max.bytes",
+    "log_segment_bytes": "log.segment.bytes",
+    "log_retention_ms": "log.retention.ms",
+    "log_retention_bytes": "log.retention.bytes",
+    "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    "data_dir": "log.dirs",
+}
+_BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
+
+
+@dataclass(slots=True)
+class NodeConfig:
+    node_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    data_dir: str = "./data/node-0"
+    auto_create_topics: bool = True
+    default_num_partitions: int = 1
+    offsets_topic_num_partitions: int = 16
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2147483647
+    offsets_retention_minutes: int = 10080
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_check_interval_ms: int = 600000
+    socket_request_max_bytes: int = 104857600
+    log_segment_bytes: int = 1073741824
+    log_retention_ms: int = 604800000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
+    fetch_max_wait_cap_ms: int = 30000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host
+
+    def validate(self) -> NodeConfig:
+        def need(cond: bool, name: str, what: str) -> None:
+            if not cond:
+                raise ConfigError(f"invalid setting {name}={getattr(self, name)!r}: {what}")
+
+        need(0 <= self.node_id < 2**31, "node_id", "must be a non-negative int32")
+        need(0 <= self.port <= 65535, "port", "must be 0..65535")
+        need(bool(self.host), "host", "must not be empty")
+        need(bool(self.data_dir), "data_dir", "must not be empty")
+        need(self.default_num_partitions >= 1, "default_num_partitions", "must be >= 1")
+        need(self.offsets_topic_num_partitions >= 1, "offsets_topic_num_partitions", "must be >= 1")
+        need(self.group_min_session_timeout_ms >= 0, "group_min_session_timeout_ms", "must be >= 0")
+        need(self.group_max_session_timeout_ms >= self.group_min_session_timeout_ms,
+             "group_max_session_timeout_ms", "must be >= group_min_session_timeout_ms")
+        need(self.group_initial_rebalance_delay_ms >= 0, "group_initial_rebalance_delay_ms", "must be >= 0")
+        need(self.group_max_size >= 1, "group_max_size", "must be >= 1")
+        need(self.offsets_retention_minutes >= 1, "offsets_retention_minutes", "must be >= 1")
+        need(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
+        need(self.offsets_retention_check_interval_ms >= 1, "offsets_retention_check_interval_ms", "must be >= 1")
+        need(self.socket_request_max_bytes >= 1024, "socket_request_max_bytes", "must be >= 1024")
+        need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
+        need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
+        need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")
+        need(self.log_retention_check_interval_ms >= 1, "log_retention_check_interval_ms", "must be >= 1")
+        return self
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(NodeConfig) if f.name != "extra"}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    f = _FIELDS[name]
+    typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        if typ == "bool":
+            if isinstance(value, bool):
+                return value
+            s = str(value).strip().lower()
+            if s in ("1", "true", "yes", "on"):
+                return True
+            if s in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected a boolean")
+        if typ == "int":
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            if isinstance(value, int):
+                return value
+            return int(str(value).strip())
+        if typ.startswith("str"):
+            if value is None or (typ == "str | None" and str(value) == ""):
+                return None if "None" in typ else ""
+            return str(value)
+    except ValueError as e:
+        raise ConfigError(f"invalid setting {name} from {source}: {value!r} ({e})") from None
+    return value
+
+
+def _resolve_name(key: str, source: str) -> str:
+    if key in _FIELDS:
+        return key
+    if key in _BY_KAFKA_NAME:
+        return _BY_KAFKA_NAME[key]
+    under = key.replace(".", "_").replace("-", "_")
+    if under in _FIELDS:
+        return under
+    raise ConfigError(f"unknown setting {key!r} in {source}")
+
+
+def load_config(
+    path: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> NodeConfig:
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        flat: dict[str, Any] = {}
+        for k, v in doc.items():
+            if isinstance(v, dict) and k in ("node", "kcoord", "broker"):
+                flat.update(v)
+            else:
+                flat[k] = v
+        for k, v in flat.items():
+            name = _resolve_name(k, path)
+            values[name] = _coerce(name, v, path)
+    env = os.environ if env is None else env
+    for name in _FIELDS:
+        key = f"KCOORD_{name.upper()}"
+        if key in env:
+            values[name] = _coerce(name, env[key], key)
+    for k, v in (overrides or {}).items():
+        if v is None:
+            continue
+        name = _resolve_name(k, "command line")
+        values[name] = _coerce(name, v, "command line")
+    return NodeConfig(**values).validate()

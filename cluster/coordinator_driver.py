@@ -1,0 +1,201 @@
+"""The asyncio driver of the pure coordinator runtime: I/O, real timers, group commit.
+
+It turns runtime effects into actions: ``Respond`` resolves the caller's future;
+``Append`` records are coalesced per partition into one replicated entry while the
+previous entry of that partition is in flight (group commit); ``Reload`` re-reads the
+partition. Leadership changes of the ``__consumer_offsets`` logs load and unload shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator import commands as c
+from coordinator.codec import RecordDecodeError, decode_batch, encode_batch
+from coordinator.config import GroupConfig
+from coordinator.errors import ErrorCode
+from coordinator.records import Record
+from coordinator.runtime import Append, CoordinatorRuntime, Effect, Reload, Respond
+from replication.api import (
+    LeadershipChange,
+    NotLeaderError,
+    ReplicatedLog,
+    ReplicationError,
+    StaleEpochError,
+)
+
+log = logging.getLogger("kcoord.coordinator")
+
+
+@dataclass(slots=True)
+class _Outbox:
+    """Records of one partition waiting for the next replicated entry."""
+
+    epoch: int = -1
+    records: list[Record] = field(default_factory=list)
+    end_offset: int = 0
+    in_flight: bool = False
+
+
+class CoordinatorDriver:
+    def __init__(self, config: GroupConfig, logs: Callable[[int], ReplicatedLog], num_partitions: int,
+                 now_ms: Callable[[], int], commit_timeout_ms: int = 5000) -> None:
+        self.runtime = CoordinatorRuntime(config, new_id=lambda: str(uuid.uuid4()))
+        self._logs = logs
+        self.num_partitions = num_partitions
+        self._now_ms = now_ms
+        self._commit_timeout_s = commit_timeout_ms / 1000
+        self._futures: dict[object, asyncio.Future[c.Response]] = {}
+        self._outboxes: dict[int, _Outbox] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.load_times_ms: dict[int, int] = {}
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        for p in range(self.num_partitions):
+            lg = self._logs(p)
+            lg.subscribe(lambda change, p=p: self._on_leadership(p, change))
+            if lg.is_leader():
+                self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for p in self.runtime.partitions():
+            epoch = self.runtime.epoch_of(p)
+            if epoch is not None:
+                self._run(self.runtime.unload(p, epoch))
+        for t in list(self._tasks):
+            t.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_leadership(self, partition: int, change: LeadershipChange) -> None:
+        """Called on the event loop (replication implementations hop threads first)."""
+        if change.is_leader:
+            current = self.runtime.epoch_of(partition)
+            if current is not None and current >= change.epoch:
+                return  # already loading or serving this leadership
+            effects = self.runtime.begin_load(partition, change.epoch)
+            self._run(effects)
+            if self.runtime.epoch_of(partition) == change.epoch:
+                self._spawn(self._load(partition, change.epoch))
+        else:
+            current = self.runtime.epoch_of(partition)
+            if current is not None:
+                self._run(self.runtime.unload(partition, max(change.epoch, current)))
+                self._outboxes.pop(partition, None)
+                log.info("event=shard_unloaded partition=%d epoch=%d", partition, change.epoch)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        started = self._now_ms()
+        lg = self._logs(partition)
+        records: list[Record] = []
+        entries = 0
+        for entry in lg.read_committed(0):
+            try:
+                records.extend(decode_batch(entry.payload))
+            except RecordDecodeError as exc:
+                log.error("event=load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset, str(exc))
+            entries += 1
+            if entries % 2000 == 0:
+                await asyncio.sleep(0)  # let other partitions and requests breathe
+        self._outboxes[partition] = _Outbox(epoch=epoch)
+        self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms()))
+        took = self._now_ms() - started
+        self.load_times_ms[partition] = took
+        log.info("event=shard_loaded partition=%d epoch=%d entries=%d records=%d took_ms=%d",
+                 partition, epoch, entries, len(records), took)
+
+    # ---------------------------------------------------------------- requests
+
+    def is_active(self, partition: int) -> bool:
+        return self.runtime.state_of(partition) is not None and partition in self.runtime.active_partitions()
+
+    async def call(self, partition: int, request: c.Request) -> c.Response:
+        assert self._loop is not None, "driver not started"
+        token = object()
+        fut: asyncio.Future[c.Response] = self._loop.create_future()
+        self._futures[token] = fut
+        try:
+            self._run(self.runtime.submit(partition, request, token, self._now_ms()))
+            return await fut
+        finally:
+            self._futures.pop(token, None)
+
+    # ---------------------------------------------------------------- effects
+
+    def _run(self, effects: list[Effect]) -> None:
+        for e in effects:
+            if isinstance(e, Respond):
+                fut = self._futures.pop(e.token, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(e.response)
+            elif isinstance(e, Append):
+                box = self._outboxes.setdefault(e.partition, _Outbox(epoch=e.epoch))
+                if box.epoch != e.epoch:
+                    box.epoch, box.records = e.epoch, []
+                box.records.extend(e.records)
+                box.end_offset = e.end_offset
+                if not box.in_flight:
+                    box.in_flight = True
+                    self._spawn(self._flush(e.partition, box))
+            elif isinstance(e, Reload):
+                log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
+                self._outboxes[e.partition] = _Outbox(epoch=e.epoch)
+                self._spawn(self._load(e.partition, e.epoch))
+        self._arm_timer()
+
+    async def _flush(self, partition: int, box: _Outbox) -> None:
+        """Send what the outbox holds as one entry; repeat while more arrived meanwhile."""
+        lg = self._logs(partition)
+        try:
+            while box.records and self._outboxes.get(partition) is box:
+                records, end, epoch = box.records, box.end_offset, box.epoch
+                box.records = []
+                try:
+                    await asyncio.wait_for(lg.append(encode_batch(records), epoch), self._commit_timeout_s)
+                except (NotLeaderError, StaleEpochError):
+                    self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                    return
+                except (ReplicationError, TimeoutError) as exc:
+                    log.warning("event=append_failed partition=%d epoch=%d error=%r", partition, epoch, str(exc))
+                    self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.REQUEST_TIMED_OUT))
+                    return
+                self._run(self.runtime.on_committed(partition, epoch, end))
+        finally:
+            box.in_flight = False
+
+    # ---------------------------------------------------------------- timers
+
+    def _arm_timer(self) -> None:
+        if self._loop is None:
+            return
+        deadline = self.runtime.next_deadline()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            delay = max(0.0, (deadline - self._now_ms() + 1) / 1000)
+            self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        self._run(self.runtime.advance(self._now_ms()))

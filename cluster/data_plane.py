@@ -1,0 +1,180 @@
+"""Topic partitions on this node: the produce → append path and fetch waiting.
+
+Produce path (leader): validate the batch → idempotence check → assign offsets (rewrite
+baseOffset / leader epoch, recompute CRC) → ``ReplicatedLog.append(batch, epoch)`` →
+the committed entry is applied to the partition's ``DataLog`` → wake fetchers → ack.
+On one node the ReplicatedLog is ``DataPassThroughLog`` (the DataLog is the durable
+store; see that module for why), so the apply happens inside ``append``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from replication.api import ReplicatedLog, ReplicationError
+from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
+from replication.data_passthrough import DataPassThroughLog
+from replication.record_batch import InvalidBatchError, assign_offsets, split_batches
+
+log = logging.getLogger("kcoord.data")
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+class DataPartition:
+    def __init__(self, topic: str, partition: int, directory: str, data_log: DataLog) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.data = data_log
+        self.rlog: ReplicatedLog = DataPassThroughLog(f"{topic}-{partition}", data_log)
+        self.next_offset = data_log.log_end_offset
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.rlog.leader_epoch()
+
+    async def produce(self, records: bytes | None) -> ProduceResult:
+        if not records:
+            return ProduceResult(ErrorCode.invalid_record, message="Produce request has no record batch")
+        try:
+            batches = split_batches(records)
+        except InvalidBatchError as e:
+            code = ErrorCode.corrupt_message if e.corrupt else ErrorCode.invalid_record
+            return ProduceResult(code, message=str(e))
+        if len(batches) != 1:
+            return ProduceResult(ErrorCode.invalid_record,
+                                 message="Produce requests are only allowed to contain exactly one record batch "
+                                         "per partition")
+        hdr, batch = batches[0]
+        if hdr.is_control:
+            return ProduceResult(ErrorCode.invalid_record, message="Control records cannot be produced by clients")
+        if hdr.is_transactional:
+            return ProduceResult(ErrorCode.invalid_txn_state, message="Transactions are not supported by kcoord")
+        if hdr.producer_id >= 0:
+            check = self.data.check_sequence(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence,
+                                             hdr.last_sequence)
+            if check.result is SeqResult.DUPLICATE:
+                return ProduceResult(ErrorCode.none, check.base_offset, self.data.log_start_offset)
+            if check.result is SeqResult.FENCED:
+                return ProduceResult(ErrorCode.invalid_producer_epoch,
+                                     message=f"Producer epoch {hdr.producer_epoch} is older than the current one")
+            if check.result is SeqResult.OUT_OF_ORDER:
+                return ProduceResult(ErrorCode.out_of_order_sequence_number,
+                                     message=f"Out of order sequence number {hdr.base_sequence} for producer "
+                                             f"{hdr.producer_id}")
+            if check.result is SeqResult.DUPLICATE_SEQUENCE:
+                return ProduceResult(ErrorCode.duplicate_sequence_number,
+                                     message=f"Duplicate sequence number {hdr.base_sequence} for producer "
+                                             f"{hdr.producer_id}")
+        epoch = self.leader_epoch
+        base = self.next_offset
+        assigned = assign_offsets(batch, base, epoch)
+        self.next_offset = base + hdr.last_offset_delta + 1
+        try:
+            await self.rlog.append(assigned, epoch)
+        except ReplicationError as e:
+            self.next_offset = self.data.log_end_offset
+            return ProduceResult(ErrorCode.not_leader_or_follower, message=str(e))
+        except OSError as e:
+            self.next_offset = self.data.log_end_offset
+            log.error("event=append_failed topic=%s partition=%d error=%r", self.topic, self.partition, str(e))
+            return ProduceResult(ErrorCode.kafka_storage_error, message=str(e))
+        self._wake()
+        return ProduceResult(ErrorCode.none, base, self.data.log_start_offset)
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> bytes:
+        return self.data.read(offset, max_bytes, min_one=min_one)
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def close(self) -> None:
+        self._wake()
+        self.data.close()
+
+
+class PartitionStore:
+    """All data partitions of this node, opened on demand from ``<data_dir>/topics``."""
+
+    def __init__(self, data_dir: str, config: Any) -> None:
+        self.root = os.path.join(data_dir, "topics")
+        os.makedirs(self.root, exist_ok=True)
+        self.config = config
+        self._parts: dict[tuple[str, int], DataPartition] = {}
+
+    def _dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.root, f"{topic}-{partition}")
+
+    def open(self, topic: str, partition: int, topic_configs: dict[str, str]) -> DataPartition:
+        key = (topic, partition)
+        part = self._parts.get(key)
+        if part is None:
+            d = self._dir(topic, partition)
+            data = DataLog(
+                d,
+                segment_bytes=int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
+                retention_ms=int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
+                retention_bytes=int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
+            )
+            part = DataPartition(topic, partition, d, data)
+            self._parts[key] = part
+        return part
+
+    def get(self, topic: str, partition: int) -> DataPartition | None:
+        return self._parts.get((topic, partition))
+
+    def all(self) -> list[DataPartition]:
+        return list(self._parts.values())
+
+    def drop_topic(self, topic: str, partitions: int) -> None:
+        for p in range(partitions):
+            part = self._parts.pop((topic, p), None)
+            if part is not None:
+                part.close()
+            d = self._dir(topic, p)
+            if os.path.isdir(d):
+                tomb = d + ".deleted"
+                shutil.rmtree(tomb, ignore_errors=True)
+                os.replace(d, tomb)
+                shutil.rmtree(tomb, ignore_errors=True)
+
+    def enforce_retention(self) -> int:
+        deleted = 0
+        for part in self.all():
+            try:
+                deleted += part.data.enforce_retention()
+            except OSError as e:
+                log.error("event=retention_failed topic=%s partition=%d error=%r", part.topic, part.partition, str(e))
+        return deleted
+
+    def close(self) -> None:
+        for part in self._parts.values():
+            part.close()
+        self._parts.clear()
+
+
+__all__ = ["DataPartition", "OffsetOutOfRangeError", "PartitionStore", "ProduceResult"]

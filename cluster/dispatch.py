@@ -1,0 +1,184 @@
+"""API registry and per-request dispatch.
+
+``ApiRegistry.register(api_key, min_version, max_version, handler, *, advertised_min=None,
+error_response=None)``: ``handler`` is ``async def handler(ctx, request) -> response``
+(request = the decoded kio object of the request's version; response = the kio
+response object of the same version, or ``None`` to send nothing, e.g. Produce acks=0).
+``error_response(request, error_code) -> response`` (optional) builds that API's error
+response; it is used for handler crashes (UNKNOWN_SERVER_ERROR) and unsupported versions
+(UNSUPPORTED_VERSION). Without it those cases close the connection, as Kafka does when
+it cannot answer.
+
+ApiVersions is answered from the registry: it advertises exactly what is registered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.codec import (
+    API_VERSIONS_KEY,
+    CodecError,
+    RequestHeader,
+    decode_body,
+    decode_header,
+    encode_response,
+    request_schema,
+)
+
+log = logging.getLogger("kcoord.dispatch")
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+ErrorResponder = Callable[[Any, ErrorCode], Any]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str  # Java InetAddress.toString() style: "/127.0.0.1"
+    node: Any  # the composition root (cluster.node.Node)
+    client_port: int = 0
+    connection_id: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+    advertised_min: int
+    error_response: ErrorResponder | None
+
+
+class ApiRegistry:
+    def __init__(self) -> None:
+        self._apis: dict[int, ApiSpec] = {}
+
+    def register(
+        self,
+        api_key: int,
+        min_version: int,
+        max_version: int,
+        handler: Handler,
+        *,
+        advertised_min: int | None = None,
+        error_response: ErrorResponder | None = None,
+    ) -> None:
+        if min_version > max_version:
+            raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
+        for v in range(min_version, max_version + 1):
+            if request_schema(api_key, v) is None:
+                raise ValueError(f"api {api_key} v{v} has no kio schema")
+        adv = min_version if advertised_min is None else advertised_min
+        self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response)
+
+    def get(self, api_key: int) -> ApiSpec | None:
+        return self._apis.get(api_key)
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        """``(api_key, min, max)`` for ApiVersions, sorted by key."""
+        return sorted((s.api_key, s.advertised_min, s.max_version) for s in self._apis.values())
+
+    def __contains__(self, api_key: int) -> bool:
+        return api_key in self._apis
+
+
+class CloseConnection(Exception):
+    """Dispatch decided to close the connection (already logged)."""
+
+
+@dataclass(slots=True)
+class ConnInfo:
+    host: str
+    port: int
+    connection_id: int
+
+
+class Dispatcher:
+    def __init__(self, registry: ApiRegistry, node: Any) -> None:
+        self.registry = registry
+        self.node = node
+
+    async def handle(self, frame: bytes, conn: ConnInfo) -> bytes | None:
+        """Handle one request frame. Returns the encoded response, ``None`` for no
+        response, or raises ``CloseConnection``."""
+        try:
+            header = decode_header(frame)
+        except CodecError as e:
+            log.warning("event=bad_request_header conn=%d peer=%s:%d error=%r", conn.connection_id, conn.host,
+                        conn.port, str(e))
+            raise CloseConnection from None
+        spec = self.registry.get(header.api_key)
+        if spec is None:
+            log.warning("event=unknown_api_key conn=%d peer=%s:%d api_key=%d api_version=%d client_id=%r",
+                        conn.connection_id, conn.host, conn.port, header.api_key, header.api_version,
+                        header.client_id)
+            raise CloseConnection
+        if not spec.min_version <= header.api_version <= spec.max_version:
+            return self._unsupported_version(spec, header, frame, conn)
+        try:
+            request = decode_body(header, frame)
+        except CodecError as e:
+            log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
+                        conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
+            raise CloseConnection from None
+        ctx = RequestContext(
+            api_key=header.api_key,
+            api_version=header.api_version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            client_host="/" + conn.host,
+            node=self.node,
+            client_port=conn.port,
+            connection_id=conn.connection_id,
+        )
+        try:
+            response = await spec.handler(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception as e:  # noqa: BLE001 - one failing request must not take others down
+            log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
+                      conn.connection_id, header.api_key, header.api_version, header.correlation_id,
+                      f"{type(e).__name__}: {e}")
+            if spec.error_response is None:
+                raise CloseConnection from None
+            try:
+                response = spec.error_response(request, ErrorCode.unknown_server_error)
+            except Exception as e2:  # noqa: BLE001
+                log.error("event=error_response_failed api_key=%d error=%r", header.api_key, str(e2))
+                raise CloseConnection from None
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.correlation_id, response)
+
+    def _unsupported_version(self, spec: ApiSpec, header: RequestHeader, frame: bytes, conn: ConnInfo) -> bytes:
+        if header.api_key == API_VERSIONS_KEY:
+            from cluster.apis.api_versions import unsupported_version_response
+
+            log.info("event=api_versions_unsupported_version conn=%d peer=%s:%d api_version=%d client_id=%r",
+                     conn.connection_id, conn.host, conn.port, header.api_version, header.client_id)
+            return encode_response(API_VERSIONS_KEY, header.correlation_id,
+                                   unsupported_version_response(self.registry))
+        if spec.error_response is not None and request_schema(header.api_key, header.api_version) is not None:
+            try:
+                request = decode_body(header, frame)
+                response = spec.error_response(request, ErrorCode.unsupported_version)
+                log.warning("event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d "
+                            "action=error_response", conn.connection_id, conn.host, conn.port, header.api_key,
+                            header.api_version)
+                return encode_response(header.api_key, header.correlation_id, response)
+            except Exception:  # noqa: BLE001 - fall through to closing
+                pass
+        log.warning("event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d action=close",
+                    conn.connection_id, conn.host, conn.port, header.api_key, header.api_version)
+        raise CloseConnection

@@ -1,0 +1,36 @@
+"""Hook the node calls at start-up: builds the coordinator driver and registers the group APIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.apis.groups import GroupApi, register as register_handlers
+from cluster.coordinator_driver import CoordinatorDriver
+from coordinator.config import GroupConfig
+
+
+def group_config(node_config: Any) -> GroupConfig:
+    cfg = GroupConfig(
+        min_session_timeout_ms=node_config.group_min_session_timeout_ms,
+        max_session_timeout_ms=node_config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms=node_config.group_initial_rebalance_delay_ms,
+        max_size=node_config.group_max_size,
+        offsets_retention_ms=node_config.offsets_retention_minutes * 60_000,
+        offsets_retention_check_interval_ms=node_config.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=node_config.offset_metadata_max_bytes,
+    )
+    cfg.validate()
+    return cfg
+
+
+def register(node: Any) -> GroupApi:
+    driver = CoordinatorDriver(
+        group_config(node.config),
+        node.offsets_log,
+        node.offsets_partitions,
+        node.now_ms,
+        commit_timeout_ms=getattr(node.config, "offsets_commit_timeout_ms", 5000),
+    )
+    api = register_handlers(node, driver)
+    node.group_api = api
+    return api

@@ -1,0 +1,154 @@
+"""Cluster metadata persisted in the data dir: cluster id, topics, ``n``, producer ids.
+
+Stored as ``<data_dir>/cluster.json`` and replaced atomically (write tmp, fsync, rename)
+on every change. On one node this is the source of truth; a multi-node cluster will
+replicate the same document through a metadata log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK = 1000
+
+# Kafka topic-level configs we accept in CreateTopics; numeric ones are validated.
+NUMERIC_TOPIC_CONFIGS = {
+    "retention.ms": -1, "retention.bytes": -1, "segment.bytes": 1024, "segment.ms": 1,
+    "max.message.bytes": 0, "min.insync.replicas": 1, "segment.index.bytes": 4,
+    "index.interval.bytes": 0, "flush.messages": 1, "flush.ms": 0, "delete.retention.ms": 0,
+    "file.delete.delay.ms": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1,
+    "segment.jitter.ms": 0, "local.retention.ms": -2, "local.retention.bytes": -2,
+    "message.timestamp.difference.max.ms": 0, "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0, "min.cleanable.dirty.ratio": 0,
+}
+OTHER_TOPIC_CONFIGS = {
+    "cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
+    "compression.type": {"producer", "none", "gzip", "snappy", "lz4", "zstd", "uncompressed"},
+    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
+    "unclean.leader.election.enable": {"true", "false"},
+    "preallocate": {"true", "false"},
+    "message.downconversion.enable": {"true", "false"},
+    "remote.storage.enable": {"false"},
+    "follower.replication.throttled.replicas": None,
+    "leader.replication.throttled.replicas": None,
+    "message.format.version": None,
+    "compression.gzip.level": None, "compression.lz4.level": None, "compression.zstd.level": None,
+}
+
+
+def validate_topic_name(name: str | None) -> str | None:
+    """Kafka's ``Topic.validate``: returns an error message, or ``None`` if valid."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}"
+    if not _LEGAL.match(name):
+        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    if name in NUMERIC_TOPIC_CONFIGS:
+        try:
+            v = float(value) if name == "min.cleanable.dirty.ratio" else int(value or "")
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type " \
+                   f"{'DOUBLE' if '.' in str(value) else 'LONG'}"
+        if v < NUMERIC_TOPIC_CONFIGS[name]:
+            return f"Invalid value {value} for configuration {name}: Value must be at least {NUMERIC_TOPIC_CONFIGS[name]}"
+        return None
+    if name in OTHER_TOPIC_CONFIGS:
+        allowed = OTHER_TOPIC_CONFIGS[name]
+        if allowed is not None and value not in allowed:
+            return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(sorted(allowed))}"
+        return None
+    return f"Unknown topic config name: {name}"
+
+
+@dataclass(slots=True)
+class TopicMeta:
+    name: str
+    partitions: int
+    topic_id: uuid.UUID
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"partitions": self.partitions, "topic_id": str(self.topic_id), "configs": self.configs,
+                "internal": self.internal}
+
+
+class ClusterMetadata:
+    def __init__(self, data_dir: str, *, offsets_partitions: int) -> None:
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, "cluster.json")
+        os.makedirs(data_dir, exist_ok=True)
+        self.topics: dict[str, TopicMeta] = {}
+        self.next_producer_id_block = 0
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            self.cluster_id: str = doc["cluster_id"]
+            # ``n`` is fixed at first start: changing it would move every group.
+            self.offsets_partitions: int = int(doc["offsets_partitions"])
+            self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
+            for name, t in doc.get("topics", {}).items():
+                self.topics[name] = TopicMeta(name, int(t["partitions"]), uuid.UUID(t["topic_id"]),
+                                              dict(t.get("configs", {})), bool(t.get("internal", False)))
+        else:
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            self.offsets_partitions = offsets_partitions
+            self.save()
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+
+    def save(self) -> None:
+        doc = {
+            "cluster_id": self.cluster_id,
+            "offsets_partitions": self.offsets_partitions,
+            "next_producer_id_block": self.next_producer_id_block,
+            "topics": {name: t.to_obj() for name, t in sorted(self.topics.items())},
+        }
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def add_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
+        t = TopicMeta(name, partitions, uuid.uuid4(), dict(configs or {}))
+        self.topics[name] = t
+        self._by_id[t.topic_id] = t
+        self.save()
+        return t
+
+    def remove_topic(self, name: str) -> TopicMeta | None:
+        t = self.topics.pop(name, None)
+        if t is not None:
+            self._by_id.pop(t.topic_id, None)
+            self.save()
+        return t
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        return self._by_id.get(topic_id)
+
+    def allocate_producer_id_block(self) -> int:
+        """Reserve the next block of producer ids; returns its first id."""
+        start = self.next_producer_id_block
+        self.next_producer_id_block = start + PRODUCER_ID_BLOCK
+        self.save()
+        return start

@@ -1,0 +1,210 @@
+"""The composition root: one node process's config, registry, metadata and partitions.
+
+Group API hook: if the module ``cluster.group_api`` exists, ``Node.__init__`` calls
+``cluster.group_api.register(node)``; it registers its handlers on ``node.registry``
+and may set ``node.group_api`` to an object with optional ``async start()`` /
+``async stop()`` methods, which the node awaits after its listener is up / before it
+closes its data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.config import NodeConfig
+from cluster.data_plane import DataPartition, PartitionStore
+from cluster.dispatch import ApiRegistry, Dispatcher
+from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.server import WireServer
+from replication.api import ReplicatedLog
+from replication.local import LocalLog
+
+log = logging.getLogger("kcoord.node")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        os.makedirs(config.data_dir, exist_ok=True)
+        self.registry = ApiRegistry()
+        self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions)
+        if self.metadata.offsets_partitions != config.offsets_topic_num_partitions:
+            log.warning("event=offsets_partitions_fixed configured=%d persisted=%d",
+                        config.offsets_topic_num_partitions, self.metadata.offsets_partitions)
+        self.partitions = PartitionStore(config.data_dir, config)
+        self.server: WireServer | None = None
+        self.group_api: Any = None
+        self._offsets_logs: dict[int, ReplicatedLog] = {}
+        self._producer_id_next = 0
+        self._producer_id_end = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.started_at_ms = self.now_ms()
+
+        from cluster.apis import register_all
+
+        register_all(self)
+        self._load_group_api()
+
+    # -- hook for the group coordinator ----------------------------------------------------
+
+    def _load_group_api(self) -> None:
+        try:
+            mod = importlib.import_module("cluster.group_api")
+        except ModuleNotFoundError as e:
+            if e.name != "cluster.group_api":
+                raise
+            log.info("event=group_api_absent detail='cluster.group_api not found; group APIs not registered'")
+            return
+        mod.register(self)
+        log.info("event=group_api_registered")
+
+    # -- identity / routing ---------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    @property
+    def port(self) -> int:
+        return self.server.port if self.server is not None else self.config.port
+
+    @property
+    def offsets_partitions(self) -> int:
+        """``n``: partitions of ``__consumer_offsets`` (fixed at the cluster's first start)."""
+        return self.metadata.offsets_partitions
+
+    def self_info(self) -> BrokerInfo:
+        return BrokerInfo(self.config.node_id, self.config.advertised, self.port)
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.self_info()]
+
+    def controller_id(self) -> int:
+        return self.config.node_id
+
+    def offsets_partition_leader(self, partition: int) -> BrokerInfo | None:
+        """The node leading ``__consumer_offsets`` partition ``partition`` (None = unknown)."""
+        if 0 <= partition < self.offsets_partitions:
+            return self.self_info()
+        return None
+
+    def offsets_log(self, partition: int) -> ReplicatedLog:
+        """The ReplicatedLog of ``__consumer_offsets`` partition ``partition`` (opened once)."""
+        lg = self._offsets_logs.get(partition)
+        if lg is None:
+            path = os.path.join(self.config.data_dir, "offsets", f"{OFFSETS_TOPIC}-{partition}", "log")
+            lg = LocalLog(path, f"{OFFSETS_TOPIC}-{partition}")
+            self._offsets_logs[partition] = lg
+        return lg
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.metadata.topics.get(name)
+
+    def topic_partitions(self, name: str) -> int | None:
+        """Partition count of a topic this cluster serves (``None`` = unknown topic).
+
+        ``__consumer_offsets`` answers ``n`` so OffsetCommit on it is not rejected.
+        """
+        if name == OFFSETS_TOPIC:
+            return self.offsets_partitions
+        t = self.metadata.topics.get(name)
+        return t.partitions if t is not None else None
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        n = self.topic_partitions(topic)
+        return n is not None and 0 <= partition < n
+
+    def is_internal_topic(self, name: str) -> bool:
+        return name in INTERNAL_TOPICS
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
+        t = self.metadata.add_topic(name, partitions, configs)
+        for p in range(partitions):
+            self.partitions.open(name, p, t.configs)
+        log.info("event=topic_created topic=%s partitions=%d topic_id=%s", name, partitions, t.topic_id)
+        return t
+
+    def delete_topic(self, name: str) -> TopicMeta | None:
+        t = self.metadata.remove_topic(name)
+        if t is not None:
+            self.partitions.drop_topic(name, t.partitions)
+            log.info("event=topic_deleted topic=%s partitions=%d", name, t.partitions)
+        return t
+
+    def partition(self, topic: str, partition: int) -> DataPartition | None:
+        t = self.metadata.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return None
+        return self.partitions.get(topic, partition) or self.partitions.open(topic, partition, t.configs)
+
+    # -- producer ids -------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        if self._producer_id_next >= self._producer_id_end:
+            start = self.metadata.allocate_producer_id_block()
+            self._producer_id_next, self._producer_id_end = start, start + 1000
+        pid = self._producer_id_next
+        self._producer_id_next += 1
+        return pid
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for t in self.metadata.topics.values():
+            for p in range(t.partitions):
+                self.partitions.open(t.name, p, t.configs)
+        self.server = WireServer(Dispatcher(self.registry, self), self.config.host, self.config.port,
+                                 max_request_bytes=self.config.socket_request_max_bytes)
+        await self.server.start()
+        self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        if self.group_api is not None and hasattr(self.group_api, "start"):
+            await self.group_api.start()
+        log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d",
+                 self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
+                 self.offsets_partitions)
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            deleted = self.partitions.enforce_retention()
+            if deleted:
+                log.info("event=retention_run segments_deleted=%d", deleted)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.server is not None:
+            await self.server.stop()
+        if self.group_api is not None and hasattr(self.group_api, "stop"):
+            await self.group_api.stop()
+        self.partitions.close()
+        for lg in self._offsets_logs.values():
+            close = getattr(lg, "close", None)
+            if close is not None:
+                close()
+        log.info("event=node_stopped node_id=%d", self.node_id)

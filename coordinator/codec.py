@@ -1,0 +1,274 @@
+"""Byte encoding of coordinator records, bit-compatible with Kafka's ``__consumer_offsets``.
+
+Keys: int16 record type (1 = offset commit, 2 = group metadata; 0 also read as offset
+commit) then the key struct. Values: int16 version then the struct; written as v3
+(offset commit v1 when an expire timestamp is present); read v0-v4, v4 being flexible.
+A Raft entry holds a batch of records, framed with msgpack.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import msgpack
+
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+
+
+class RecordDecodeError(ValueError):
+    pass
+
+
+class UnknownRecordType(RecordDecodeError):
+    """A record type this coordinator does not know; loaders skip it, as Kafka does."""
+
+
+class _Writer:
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def int16(self, v: int) -> None:
+        self.parts.append(struct.pack(">h", v))
+
+    def int32(self, v: int) -> None:
+        self.parts.append(struct.pack(">i", v))
+
+    def int64(self, v: int) -> None:
+        self.parts.append(struct.pack(">q", v))
+
+    def string(self, v: str) -> None:
+        b = v.encode("utf-8")
+        self.int16(len(b))
+        self.parts.append(b)
+
+    def nstring(self, v: str | None) -> None:
+        if v is None:
+            self.int16(-1)
+        else:
+            self.string(v)
+
+    def bytes_(self, v: bytes) -> None:
+        self.int32(len(v))
+        self.parts.append(v)
+
+    def done(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordDecodeError("record truncated")
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self._take(8))[0])
+
+    def uvarint(self) -> int:
+        shift = 0
+        result = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise RecordDecodeError("varint too long")
+
+    def string(self, flexible: bool) -> str:
+        s = self.nstring(flexible)
+        if s is None:
+            raise RecordDecodeError("null where a string is required")
+        return s
+
+    def nstring(self, flexible: bool) -> str | None:
+        n = self.uvarint() - 1 if flexible else self.int16()
+        if n < 0:
+            return None
+        return self._take(n).decode("utf-8")
+
+    def bytes_(self, flexible: bool) -> bytes:
+        n = self.uvarint() - 1 if flexible else self.int32()
+        if n < 0:
+            return b""
+        return self._take(n)
+
+    def array_len(self, flexible: bool) -> int:
+        n = self.uvarint() - 1 if flexible else self.int32()
+        return max(n, 0)
+
+    def skip_tags(self, flexible: bool) -> None:
+        if not flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+def encode_key(record: Record) -> bytes:
+    w = _Writer()
+    key = record.key
+    if isinstance(key, OffsetCommitKey):
+        w.int16(1)
+        w.string(key.group)
+        w.string(key.topic)
+        w.int32(key.partition)
+    else:
+        w.int16(2)
+        w.string(key.group)
+    return w.done()
+
+
+def encode_value(record: Record) -> bytes | None:
+    value = record.value
+    if value is None:
+        return None
+    w = _Writer()
+    if isinstance(value, OffsetCommitValue):
+        if value.expire_timestamp != -1:
+            w.int16(1)
+            w.int64(value.offset)
+            w.string(value.metadata)
+            w.int64(value.commit_timestamp)
+            w.int64(value.expire_timestamp)
+        else:
+            w.int16(3)
+            w.int64(value.offset)
+            w.int32(value.leader_epoch)
+            w.string(value.metadata)
+            w.int64(value.commit_timestamp)
+        return w.done()
+    w.int16(3)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.nstring(value.protocol)
+    w.nstring(value.leader)
+    w.int64(value.current_state_timestamp)
+    w.int32(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        w.nstring(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+    return w.done()
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record:
+    r = _Reader(key)
+    record_type = r.int16()
+    if record_type in (0, 1):
+        k: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(
+            r.string(False), r.string(False), r.int32()
+        )
+    elif record_type == 2:
+        k = GroupMetadataKey(r.string(False))
+    else:
+        raise UnknownRecordType(f"unknown coordinator record type {record_type}")
+    if value is None:
+        return Record(k, None)
+    if isinstance(k, OffsetCommitKey):
+        return Record(k, _decode_offset_value(value))
+    return Record(k, _decode_group_value(value))
+
+
+def _decode_offset_value(data: bytes) -> OffsetCommitValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unsupported offset commit value version {version}")
+    flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string(flexible)
+    commit_ts = r.int64()
+    expire_ts = r.int64() if version == 1 else -1
+    r.skip_tags(flexible)
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+def _decode_group_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unsupported group metadata value version {version}")
+    fx = version >= 4
+    protocol_type = r.string(fx)
+    generation = r.int32()
+    protocol = r.nstring(fx)
+    leader = r.nstring(fx)
+    state_ts = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len(fx)):
+        member_id = r.string(fx)
+        instance_id = r.nstring(fx) if version >= 3 else None
+        client_id = r.string(fx)
+        client_host = r.string(fx)
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_(fx)
+        assignment = r.bytes_(fx)
+        r.skip_tags(fx)
+        members.append(
+            MemberMetadata(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
+    r.skip_tags(fx)
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+def encode_batch(records: Sequence[Record]) -> bytes:
+    """One replicated entry: the records of one or many requests, in order."""
+    packed: bytes = msgpack.packb([[encode_key(r), encode_value(r)] for r in records], use_bin_type=True)
+    return packed
+
+
+def decode_batch(payload: bytes) -> list[Record]:
+    """Decode an entry, skipping record types this version does not know."""
+    try:
+        items = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise RecordDecodeError(f"undecodable entry: {exc}") from exc
+    out: list[Record] = []
+    for key, value in items:
+        try:
+            out.append(decode_record(key, value))
+        except UnknownRecordType:
+            continue
+    return out

@@ -1,0 +1,292 @@
+"""Version-free requests and responses of the group and offset APIs.
+
+The wire layer turns a versioned Kafka message into one of these and back. Fields
+that change behaviour by API version are carried as explicit flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ErrorCode
+
+# ---------------------------------------------------------------- JoinGroup
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    group_id: str
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    reason: str | None = None
+    require_known_member_id: bool = True  # v4+ (KIP-394)
+    supports_skip_assignment: bool = False  # v9+
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupMember, ...] = ()
+
+
+# ---------------------------------------------------------------- SyncGroup
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+# ---------------------------------------------------------------- Heartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    error: ErrorCode
+
+
+# ---------------------------------------------------------------- LeaveGroup
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMember:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequest:
+    group_id: str
+    members: tuple[LeaveMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponse:
+    error: ErrorCode
+    members: tuple[LeaveMemberResult, ...] = ()
+
+
+# ---------------------------------------------------------------- OffsetCommit
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp: int = -1  # v1 only
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1  # v2-4
+    group_id_not_found_error: bool = False  # v9+: GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]
+
+
+# ---------------------------------------------------------------- OffsetFetch
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None = all partitions
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    error: ErrorCode
+    topics: tuple[tuple[str, tuple[FetchedOffset, ...]], ...] = ()
+
+
+# ---------------------------------------------------------------- admin
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsRequest:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsResponse:
+    error: ErrorCode
+    group_id: str
+    state: str = "Dead"
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedMember, ...] = ()
+    found: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsRequest:
+    states_filter: tuple[str, ...] = ()
+    types_filter: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResponse:
+    error: ErrorCode
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsRequest:
+    group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResponse:
+    results: tuple[tuple[str, ErrorCode], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error: ErrorCode
+    topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...] = ()
+
+
+Request = (
+    JoinGroupRequest
+    | SyncGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | OffsetCommitRequest
+    | OffsetFetchRequest
+    | DescribeGroupsRequest
+    | ListGroupsRequest
+    | DeleteGroupsRequest
+    | OffsetDeleteRequest
+)
+
+Response = (
+    JoinGroupResponse
+    | SyncGroupResponse
+    | HeartbeatResponse
+    | LeaveGroupResponse
+    | OffsetCommitResponse
+    | OffsetFetchResponse
+    | DescribeGroupsResponse
+    | ListGroupsResponse
+    | DeleteGroupsResponse
+    | OffsetDeleteResponse
+)
+
+
+def error_response(request: Request, error: ErrorCode) -> Response:
+    """The answer to ``request`` when it fails as a whole (routing, loading, unload)."""
+    if isinstance(request, JoinGroupRequest):
+        return JoinGroupResponse(error)
+    if isinstance(request, SyncGroupRequest):
+        return SyncGroupResponse(error)
+    if isinstance(request, HeartbeatRequest):
+        return HeartbeatResponse(error)
+    if isinstance(request, LeaveGroupRequest):
+        return LeaveGroupResponse(error)
+    if isinstance(request, OffsetCommitRequest):
+        return OffsetCommitResponse(
+            tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in request.topics)
+        )
+    if isinstance(request, OffsetFetchRequest):
+        return OffsetFetchResponse(error)
+    if isinstance(request, DescribeGroupsRequest):
+        return DescribeGroupsResponse(error, request.group_id, state="", found=False)
+    if isinstance(request, ListGroupsRequest):
+        return ListGroupsResponse(error)
+    if isinstance(request, DeleteGroupsRequest):
+        return DeleteGroupsResponse(tuple((g, error) for g in request.group_ids))
+    return OffsetDeleteResponse(error)
+

@@ -1,0 +1,39 @@
+"""Settings that govern groups and offsets, with Kafka's names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Not configurable in Kafka either: how long a member added mid-rebalance may take to join.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_size: int = 2_147_483_647  # group.max.size
+    offsets_retention_ms: int = 10_080 * 60_000  # offsets.retention.minutes * 60000
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4_096  # offset.metadata.max.bytes
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+
+    def validate(self) -> None:
+        problems = []
+        if self.min_session_timeout_ms < 0:
+            problems.append("group.min.session.timeout.ms must be >= 0")
+        if self.max_session_timeout_ms < self.min_session_timeout_ms:
+            problems.append("group.max.session.timeout.ms must be >= group.min.session.timeout.ms")
+        if self.initial_rebalance_delay_ms < 0:
+            problems.append("group.initial.rebalance.delay.ms must be >= 0")
+        if self.max_size < 1:
+            problems.append("group.max.size must be >= 1")
+        if self.offsets_retention_ms < 1:
+            problems.append("offsets.retention.minutes must be >= 1")
+        if self.offsets_retention_check_interval_ms < 1:
+            problems.append("offsets.retention.check.interval.ms must be >= 1")
+        if self.offset_metadata_max_bytes < 0:
+            problems.append("offset.metadata.max.bytes must be >= 0")
+        if problems:
+            raise ValueError("; ".join(problems))

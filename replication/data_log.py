@@ -1,0 +1,503 @@
+"""One topic partition's storage: v2 record batches in on-disk segments.
+
+Files in the partition directory:
+
+* ``<base_offset:020d>.log`` — batches, back to back, as clients receive them.
+* ``<base_offset:020d>.index`` — a sparse index: fixed 24-byte entries
+  ``(offset int64, position int64, max_timestamp_before int64)``, one every
+  ``index_interval_bytes`` of log, so a fetch seeks near its offset and scans at most
+  one interval. ``max_timestamp_before`` lets a reopen recover the segment's largest
+  timestamp by scanning only the bytes after the last entry.
+* ``producer.snapshot`` — idempotent-producer state (msgpack) valid up to an offset,
+  written at every roll and on close; a reopen replays batch headers after it.
+
+Memory per segment is the sparse index only. On open every segment scans the bytes
+after its last index entry, validating each batch (length + CRC); the first bad batch
+and everything after it is a torn tail and is truncated (then later segments, which a
+torn write cannot have produced, are kept only if the offsets still line up).
+
+The caller (the partition leader) assigns offsets; :meth:`DataLog.append` takes a batch
+whose ``baseOffset`` already equals :attr:`log_end_offset`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import msgpack
+
+from replication.record_batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    InvalidBatchError,
+    crc32c,
+    decode_records,
+    parse_header,
+)
+
+log = logging.getLogger("kcoord.replication.data_log")
+
+_IDX = struct.Struct(">qqq")
+PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
+INT32_MAX = (1 << 31) - 1
+
+
+class OffsetOutOfRangeError(Exception):
+    pass
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Segment:
+    """One segment file plus its sparse index (only the index is held in memory)."""
+
+    def __init__(self, directory: str, base: int, index_interval: int) -> None:
+        self.base = base
+        self.log_path = os.path.join(directory, f"{base:020d}.log")
+        self.idx_path = os.path.join(directory, f"{base:020d}.index")
+        self.index_interval = index_interval
+        self.idx_offsets = array("q")
+        self.idx_positions = array("q")
+        self.idx_maxts = array("q")
+        self.size = 0
+        self.next_offset = base
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1
+        self.bytes_since_index = 0
+        self.fh = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
+        self.idx_fh = open(self.idx_path, "a+b")  # noqa: SIM115
+
+    # -- recovery -------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Load the index, scan the tail, truncate a torn tail. Returns bytes dropped."""
+        self.fh.seek(0, os.SEEK_END)
+        file_size = self.fh.tell()
+        self.idx_fh.seek(0)
+        raw = self.idx_fh.read()
+        n = len(raw) // _IDX.size
+        valid = 0
+        for i in range(n):
+            off, pos, mts = _IDX.unpack_from(raw, i * _IDX.size)
+            if pos >= file_size or (valid and off <= self.idx_offsets[-1]):
+                break
+            self.idx_offsets.append(off)
+            self.idx_positions.append(pos)
+            self.idx_maxts.append(mts)
+            valid += 1
+        if valid * _IDX.size != len(raw):
+            self.idx_fh.truncate(valid * _IDX.size)
+        if valid:
+            pos, self.max_timestamp, self.next_offset = self.idx_positions[-1], self.idx_maxts[-1], self.idx_offsets[-1]
+            last_index_pos = pos
+        else:
+            pos, last_index_pos = 0, 0
+        while pos < file_size:
+            hdr = self._read_valid_header(pos, file_size)
+            if hdr is None or hdr.base_offset < self.next_offset:
+                break
+            self._track(hdr)
+            pos += hdr.size
+        self.size = pos
+        self.bytes_since_index = pos - last_index_pos
+        dropped = file_size - pos
+        if dropped:
+            self.fh.truncate(pos)
+        return dropped
+
+    def _read_valid_header(self, pos: int, file_size: int) -> BatchHeader | None:
+        self.fh.seek(pos)
+        head = self.fh.read(HEADER_SIZE)
+        if len(head) < HEADER_SIZE:
+            return None
+        hdr = parse_header(head)
+        if hdr.magic != 2 or hdr.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + hdr.size > file_size:
+            return None
+        self.fh.seek(pos + ATTRIBUTES_OFFSET)
+        body = self.fh.read(hdr.size - ATTRIBUTES_OFFSET)
+        if crc32c(body) != hdr.crc:
+            return None
+        return hdr
+
+    def _track(self, hdr: BatchHeader) -> None:
+        if hdr.max_timestamp > self.max_timestamp:
+            self.max_timestamp = hdr.max_timestamp
+            self.max_timestamp_offset = hdr.base_offset
+        self.next_offset = hdr.next_offset
+
+    # -- writes ------------------------------------------------------------------------
+
+    def append(self, hdr: BatchHeader, batch: bytes) -> None:
+        pos = self.size
+        if self.size == 0 or self.bytes_since_index >= self.index_interval:
+            entry = _IDX.pack(hdr.base_offset, pos, self.max_timestamp)
+            self.idx_offsets.append(hdr.base_offset)
+            self.idx_positions.append(pos)
+            self.idx_maxts.append(self.max_timestamp)
+            self.bytes_since_index = 0
+            self.fh.write(batch)
+            self.fh.flush()
+            self.idx_fh.write(entry)
+            self.idx_fh.flush()
+        else:
+            self.fh.write(batch)
+            self.fh.flush()
+        self.size += len(batch)
+        self.bytes_since_index += len(batch)
+        self._track(hdr)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def iter_headers(self, from_offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of batches whose last offset is >= ``from_offset``."""
+        i = bisect.bisect_right(self.idx_offsets, from_offset) - 1
+        pos = self.idx_positions[i] if i >= 0 else 0
+        while pos + HEADER_SIZE <= self.size:
+            self.fh.seek(pos)
+            hdr = parse_header(self.fh.read(HEADER_SIZE))
+            if hdr.last_offset >= from_offset:
+                yield pos, hdr
+            pos += hdr.size
+
+    def read_at(self, pos: int, n: int) -> bytes:
+        self.fh.seek(pos)
+        return self.fh.read(n)
+
+    def close(self) -> None:
+        self.fh.close()
+        self.idx_fh.close()
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.log_path, self.idx_path):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+
+class SeqResult(Enum):
+    OK = "ok"
+    DUPLICATE = "duplicate"  # exact resend of a cached batch: success with its offset
+    DUPLICATE_SEQUENCE = "duplicate_sequence"  # an older sequence outside the cache
+    OUT_OF_ORDER = "out_of_order"
+    FENCED = "fenced"  # an older producer epoch
+
+
+@dataclass(frozen=True, slots=True)
+class SeqCheck:
+    result: SeqResult
+    base_offset: int = -1
+    timestamp: int = -1
+
+
+@dataclass(slots=True)
+class _ProducerEntry:
+    epoch: int
+    # (first_seq, last_seq, base_offset, last_offset, max_timestamp)
+    batches: deque[tuple[int, int, int, int, int]]
+
+
+class ProducerStateManager:
+    """Idempotent-producer state of one partition: the last 5 batches per producer id."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, _ProducerEntry] = {}
+
+    def check(self, pid: int, epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
+        if pid == NO_PRODUCER_ID:
+            return SeqCheck(SeqResult.OK)
+        entry = self.producers.get(pid)
+        if entry is None or not entry.batches:
+            # Unknown producer (new, or its state expired): accept what it sends.
+            return SeqCheck(SeqResult.OK)
+        if epoch < entry.epoch:
+            return SeqCheck(SeqResult.FENCED)
+        if epoch > entry.epoch:
+            # A bumped epoch restarts sequences at 0.
+            return SeqCheck(SeqResult.OK if first_seq == 0 else SeqResult.OUT_OF_ORDER)
+        for fs, ls, base, _last, ts in entry.batches:
+            if fs == first_seq and ls == last_seq:
+                return SeqCheck(SeqResult.DUPLICATE, base, ts)
+        expected = (entry.batches[-1][1] + 1) % (INT32_MAX + 1)
+        if first_seq == expected:
+            return SeqCheck(SeqResult.OK)
+        oldest = entry.batches[0][0]
+        if _seq_before(first_seq, oldest) or _seq_before(first_seq, expected):
+            return SeqCheck(SeqResult.DUPLICATE_SEQUENCE)
+        return SeqCheck(SeqResult.OUT_OF_ORDER)
+
+    def update(self, hdr: BatchHeader) -> None:
+        if hdr.producer_id == NO_PRODUCER_ID or hdr.base_sequence < 0:
+            return
+        entry = self.producers.get(hdr.producer_id)
+        if entry is None or hdr.producer_epoch != entry.epoch:
+            entry = _ProducerEntry(hdr.producer_epoch, deque(maxlen=PRODUCER_WINDOW))
+            self.producers[hdr.producer_id] = entry
+        entry.batches.append((hdr.base_sequence, hdr.last_sequence, hdr.base_offset, hdr.last_offset,
+                              hdr.max_timestamp))
+
+    def to_obj(self) -> dict[int, list[object]]:
+        return {pid: [e.epoch, [list(b) for b in e.batches]] for pid, e in self.producers.items()}
+
+    def load_obj(self, obj: Any) -> None:
+        self.producers = {}
+        for pid, (epoch, batches) in obj.items():
+            dq: deque[tuple[int, int, int, int, int]] = deque(maxlen=PRODUCER_WINDOW)
+            for b in batches:
+                dq.append((int(b[0]), int(b[1]), int(b[2]), int(b[3]), int(b[4])))
+            self.producers[int(pid)] = _ProducerEntry(int(epoch), dq)
+
+
+def _seq_before(a: int, b: int) -> bool:
+    """``a`` precedes ``b`` in int32 sequence space (with wraparound)."""
+    diff = (b - a) % (INT32_MAX + 1)
+    return 0 < diff < (1 << 30)
+
+
+class DataLog:
+    """Segments of one partition plus its producer state; single writer, synchronous I/O."""
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        segment_bytes: int = 1 << 30,
+        retention_ms: int = 7 * 24 * 3600 * 1000,
+        retention_bytes: int = -1,
+        index_interval_bytes: int = 4096,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.retention_ms = retention_ms
+        self.retention_bytes = retention_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.clock = clock
+        self.producer_state = ProducerStateManager()
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []
+        os.makedirs(directory, exist_ok=True)
+        self._open()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        bases = sorted(int(f[:-4]) for f in os.listdir(self.directory) if f.endswith(".log") and f[:-4].isdigit())
+        for f in os.listdir(self.directory):  # orphan index files
+            if f.endswith(".index") and f[:-6].isdigit() and int(f[:-6]) not in bases:
+                os.remove(os.path.join(self.directory, f))
+        expected: int | None = None
+        for i, base in enumerate(bases):
+            seg = _Segment(self.directory, base, self.index_interval_bytes)
+            if expected is not None and base != expected:
+                # Offsets no longer line up (earlier segment lost its tail): drop the rest.
+                log.warning("event=segment_dropped dir=%s base=%d expected=%d", self.directory, base, expected)
+                seg.delete()
+                for later in bases[i + 1 :]:
+                    _Segment(self.directory, later, self.index_interval_bytes).delete()
+                break
+            dropped = seg.recover()
+            if dropped:
+                log.warning("event=torn_tail_truncated dir=%s segment=%d dropped_bytes=%d",
+                            self.directory, base, dropped)
+            self._segments.append(seg)
+            self._bases.append(base)
+            expected = seg.next_offset
+        if not self._segments:
+            self._new_segment(0)
+        self._load_producer_state()
+
+    def _new_segment(self, base: int) -> _Segment:
+        seg = _Segment(self.directory, base, self.index_interval_bytes)
+        self._segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def close(self) -> None:
+        self._save_producer_state()
+        for seg in self._segments:
+            seg.close()
+
+    # -- producer state snapshots ----------------------------------------------------------
+
+    @property
+    def _snapshot_path(self) -> str:
+        return os.path.join(self.directory, "producer.snapshot")
+
+    def _save_producer_state(self) -> None:
+        tmp = self._snapshot_path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(msgpack.packb({"offset": self.log_end_offset, "producers": self.producer_state.to_obj()},
+                                   use_bin_type=True))
+        os.replace(tmp, self._snapshot_path)
+
+    def _load_producer_state(self) -> None:
+        start = self.log_start_offset
+        try:
+            with open(self._snapshot_path, "rb") as fh:
+                snap = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
+            if start <= int(snap["offset"]) <= self.log_end_offset:
+                self.producer_state.load_obj(snap["producers"])
+                start = int(snap["offset"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError, msgpack.UnpackException):
+            pass
+        for _seg, _pos, hdr in self._iter_headers(start):
+            if hdr.base_offset >= start:
+                self.producer_state.update(hdr)
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base if self._segments[0].size else self._segments[0].next_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # Only committed batches are applied here, so everything is below the HW.
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def check_sequence(self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
+        return self.producer_state.check(producer_id, producer_epoch, first_seq, last_seq)
+
+    def append(self, batch: bytes) -> BatchHeader:
+        """Append one offset-assigned batch (its baseOffset must be the log end offset)."""
+        hdr = parse_header(batch)
+        if hdr.size != len(batch):
+            raise InvalidBatchError("batch length does not match its bytes")
+        if hdr.base_offset != self.log_end_offset:
+            raise ValueError(f"batch base offset {hdr.base_offset} != log end offset {self.log_end_offset}")
+        active = self._segments[-1]
+        if active.size > 0 and active.size + len(batch) > self.segment_bytes:
+            active = self.roll()
+        active.append(hdr, batch)
+        self.producer_state.update(hdr)
+        return hdr
+
+    def roll(self) -> _Segment:
+        seg = self._new_segment(self.log_end_offset)
+        self._save_producer_state()
+        return seg
+
+    def enforce_retention(self) -> int:
+        """Delete whole old segments past retention.ms / retention.bytes; returns count."""
+        deleted = 0
+        now = self.clock()
+        if self.retention_ms >= 0:
+            while self._segments and self._segments[0].size:
+                seg = self._segments[0]
+                ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.path.getmtime(seg.log_path) * 1000)
+                if now - ts <= self.retention_ms:
+                    break
+                if len(self._segments) == 1:
+                    self.roll()
+                self._delete_oldest()
+                deleted += 1
+        if self.retention_bytes >= 0:
+            total = self.size_bytes
+            while len(self._segments) > 1 and total - self._segments[0].size >= self.retention_bytes:
+                total -= self._segments[0].size
+                self._delete_oldest()
+                deleted += 1
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        seg.delete()
+        log.info("event=segment_deleted dir=%s base=%d log_start_offset=%d",
+                 self.directory, seg.base, self.log_start_offset)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def _iter_headers(self, from_offset: int) -> Iterator[tuple[_Segment, int, BatchHeader]]:
+        for seg in self._segments[self._segment_index(from_offset) :]:
+            for pos, hdr in seg.iter_headers(from_offset):
+                yield seg, pos, hdr
+
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        The first batch is returned whole even if larger than ``max_bytes`` (when
+        ``min_one``), as Kafka does so a consumer can always make progress.
+        """
+        end = self.high_watermark if upper is None else min(upper, self.high_watermark)
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(offset)
+        chunks: list[bytes] = []
+        total = 0
+        # Collect contiguous ranges per segment and read each with one call.
+        run_seg: _Segment | None = None
+        run_start = run_len = 0
+        for seg, pos, hdr in self._iter_headers(offset):
+            if hdr.base_offset >= end:
+                break
+            if total + hdr.size > max_bytes and (total > 0 or not min_one):
+                break
+            if run_seg is seg and run_start + run_len == pos:
+                run_len += hdr.size
+            else:
+                if run_seg is not None:
+                    chunks.append(run_seg.read_at(run_start, run_len))
+                run_seg, run_start, run_len = seg, pos, hdr.size
+            total += hdr.size
+        if run_seg is not None:
+            chunks.append(run_seg.read_at(run_start, run_len))
+        return b"".join(chunks)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record with timestamp >= ``timestamp``."""
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or not seg.size:
+                continue
+            for pos, hdr in seg.iter_headers(seg.base):
+                if hdr.max_timestamp < timestamp or hdr.base_offset < self.log_start_offset:
+                    continue
+                batch = seg.read_at(pos, hdr.size)
+                try:
+                    for rec in decode_records(batch):
+                        if rec.timestamp >= timestamp:
+                            return rec.timestamp, rec.offset
+                except InvalidBatchError:
+                    return hdr.max_timestamp, hdr.base_offset  # compressed: batch granularity
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the batch holding the largest timestamp."""
+        best: tuple[int, int] | None = None
+        for seg in self._segments:
+            if seg.size and (best is None or seg.max_timestamp > best[0]):
+                best = (seg.max_timestamp, seg.max_timestamp_offset)
+        return best
