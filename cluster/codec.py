@@ -15,10 +15,14 @@ from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
 
 API_VERSIONS_KEY = 18
+
+__all__ = ["API_VERSIONS_KEY", "CodecError", "ErrorCode", "RequestHeader", "decode_body", "decode_header",
+           "encode_response", "request_schema", "response_schema"]
 
 _HDR = struct.Struct(">hhi")
 

@@ -14,9 +14,8 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
-
-from kio.schema.errors import ErrorCode
 
 from replication.api import ReplicatedLog, ReplicationError
 from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
@@ -26,9 +25,23 @@ from replication.record_batch import InvalidBatchError, assign_offsets, split_ba
 log = logging.getLogger("kcoord.data")
 
 
+class Err(IntEnum):
+    """Kafka error codes the data plane produces (handlers map them to the wire enum)."""
+
+    NONE = 0
+    CORRUPT_MESSAGE = 2
+    NOT_LEADER_OR_FOLLOWER = 6
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    KAFKA_STORAGE_ERROR = 56
+    INVALID_RECORD = 87
+
+
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
-    error: ErrorCode
+    error: Err
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
@@ -50,35 +63,35 @@ class DataPartition:
 
     async def produce(self, records: bytes | None) -> ProduceResult:
         if not records:
-            return ProduceResult(ErrorCode.invalid_record, message="Produce request has no record batch")
+            return ProduceResult(Err.INVALID_RECORD, message="Produce request has no record batch")
         try:
             batches = split_batches(records)
         except InvalidBatchError as e:
-            code = ErrorCode.corrupt_message if e.corrupt else ErrorCode.invalid_record
+            code = Err.CORRUPT_MESSAGE if e.corrupt else Err.INVALID_RECORD
             return ProduceResult(code, message=str(e))
         if len(batches) != 1:
-            return ProduceResult(ErrorCode.invalid_record,
+            return ProduceResult(Err.INVALID_RECORD,
                                  message="Produce requests are only allowed to contain exactly one record batch "
                                          "per partition")
         hdr, batch = batches[0]
         if hdr.is_control:
-            return ProduceResult(ErrorCode.invalid_record, message="Control records cannot be produced by clients")
+            return ProduceResult(Err.INVALID_RECORD, message="Control records cannot be produced by clients")
         if hdr.is_transactional:
-            return ProduceResult(ErrorCode.invalid_txn_state, message="Transactions are not supported by kcoord")
+            return ProduceResult(Err.INVALID_TXN_STATE, message="Transactions are not supported by kcoord")
         if hdr.producer_id >= 0:
             check = self.data.check_sequence(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence,
                                              hdr.last_sequence)
             if check.result is SeqResult.DUPLICATE:
-                return ProduceResult(ErrorCode.none, check.base_offset, self.data.log_start_offset)
+                return ProduceResult(Err.NONE, check.base_offset, self.data.log_start_offset)
             if check.result is SeqResult.FENCED:
-                return ProduceResult(ErrorCode.invalid_producer_epoch,
+                return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
                                      message=f"Producer epoch {hdr.producer_epoch} is older than the current one")
             if check.result is SeqResult.OUT_OF_ORDER:
-                return ProduceResult(ErrorCode.out_of_order_sequence_number,
+                return ProduceResult(Err.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                      message=f"Out of order sequence number {hdr.base_sequence} for producer "
                                              f"{hdr.producer_id}")
             if check.result is SeqResult.DUPLICATE_SEQUENCE:
-                return ProduceResult(ErrorCode.duplicate_sequence_number,
+                return ProduceResult(Err.DUPLICATE_SEQUENCE_NUMBER,
                                      message=f"Duplicate sequence number {hdr.base_sequence} for producer "
                                              f"{hdr.producer_id}")
         epoch = self.leader_epoch
@@ -89,13 +102,13 @@ class DataPartition:
             await self.rlog.append(assigned, epoch)
         except ReplicationError as e:
             self.next_offset = self.data.log_end_offset
-            return ProduceResult(ErrorCode.not_leader_or_follower, message=str(e))
+            return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message=str(e))
         except OSError as e:
             self.next_offset = self.data.log_end_offset
             log.error("event=append_failed topic=%s partition=%d error=%r", self.topic, self.partition, str(e))
-            return ProduceResult(ErrorCode.kafka_storage_error, message=str(e))
+            return ProduceResult(Err.KAFKA_STORAGE_ERROR, message=str(e))
         self._wake()
-        return ProduceResult(ErrorCode.none, base, self.data.log_start_offset)
+        return ProduceResult(Err.NONE, base, self.data.log_start_offset)
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool) -> bytes:
         return self.data.read(offset, max_bytes, min_one=min_one)
@@ -177,4 +190,4 @@ class PartitionStore:
         self._parts.clear()
 
 
-__all__ = ["DataPartition", "OffsetOutOfRangeError", "PartitionStore", "ProduceResult"]
+__all__ = ["DataPartition", "Err", "OffsetOutOfRangeError", "PartitionStore", "ProduceResult"]

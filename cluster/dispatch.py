@@ -19,11 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from cluster.codec import (
     API_VERSIONS_KEY,
     CodecError,
+    ErrorCode,
     RequestHeader,
     decode_body,
     decode_header,

@@ -64,7 +64,7 @@ def validate_topic_name(name: str | None) -> str | None:
 def validate_topic_config(name: str, value: str | None) -> str | None:
     if name in NUMERIC_TOPIC_CONFIGS:
         try:
-            v = float(value) if name == "min.cleanable.dirty.ratio" else int(value or "")
+            v = float(value or "") if name == "min.cleanable.dirty.ratio" else int(value or "")
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type " \
                    f"{'DOUBLE' if '.' in str(value) else 'LONG'}"

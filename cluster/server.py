@@ -42,7 +42,7 @@ class WireServer:
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

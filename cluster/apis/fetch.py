@@ -94,7 +94,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             part.add_waiter(fut)
         try:
             await asyncio.wait_for(fut, left)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             pass
         finally:
             for part in parts:

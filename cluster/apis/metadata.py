@@ -71,7 +71,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
                 topics.append(_topic(m, node, name, ErrorCode.invalid_topic_exception))
             elif auto_create and not node.is_internal_topic(name):
                 node.create_topic(name, node.config.default_num_partitions)
-                log.info("event=topic_auto_created topic=%s client_id=%r", name, None)
+                log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
                 topics.append(_known(m, node, name))
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))

@@ -62,10 +62,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                    message="This server does not host this topic-partition."))
                 continue
             res = await part.produce(bytes(p.records) if p.records is not None else None)
-            if res.error is not ErrorCode.none:
+            if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)
-            parts.append(_part(m, p.index, res.error, base_offset=res.base_offset, log_start=res.log_start_offset,
+            parts.append(_part(m, p.index, ErrorCode(int(res.error)), base_offset=res.base_offset, log_start=res.log_start_offset,
                                message=res.message))
         topics.append(mk(m.TopicProduceResponse, name=t.name, partition_responses=tuple(parts)))
     if acks == 0:

@@ -127,13 +127,14 @@ def test_aiokafka_produce_consume(bootstrap) -> None:
 
 @pytest.mark.skipif(shutil.which("node") is None or not (ROOT / "node_modules" / "kafkajs").is_dir(),
                     reason="node or kafkajs not installed")
-def test_kafkajs_producer(bootstrap) -> None:
+def test_kafkajs_produce_and_fetch(bootstrap) -> None:
     out = subprocess.run(["node", str(ROOT / "tests/cluster/js/kjs_produce.js"), bootstrap, "kjs", "300"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["created"] is True and res["acked"] == 300
     assert sorted((o["partition"], o["high"], o["low"]) for o in res["offsets"]) == [(0, "150", "0"), (1, "150", "0")]
+    assert sorted(res["fetched"]) == sorted(f"v{i}" for i in range(300))  # KafkaJS's own Fetch path
     got = ck_consume_assigned(bootstrap, "kjs", 2, 300)
     assert sorted(v for *_, v in got) == sorted(b"v%d" % i for i in range(300))
 

@@ -82,3 +82,13 @@ def static_members_join_and_rebalance(h: Harness, group_id: str = "g", leader_in
     follower_sync = h.sync(group_id, follower_id, 1, instance_id=follower_instance)
     assert follower_sync.response.error == E.NONE and follower_sync.response.assignment == b"\x02"
     return RebalanceResult(1, leader_id, follower_id)
+
+
+def canonical(records: Iterable[Record]) -> list[Record]:
+    """Records with GroupMetadata members sorted by id (Kafka's member map order is unspecified)."""
+    out = []
+    for r in records:
+        if isinstance(r.value, GroupMetadataValue):
+            r = Record(r.key, replace(r.value, members=tuple(sorted(r.value.members, key=lambda m: m.member_id))))
+        out.append(r)
+    return out

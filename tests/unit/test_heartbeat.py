@@ -7,7 +7,7 @@ from coordinator.group import GroupState
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, Record
 
 from .harness import Harness
-from .offset_helpers import heartbeat_deadline, join_completing
+from .offset_helpers import heartbeat_deadline, join_completing, join_static_stable
 
 E = ErrorCode
 S = GroupState
@@ -41,7 +41,6 @@ def test_heartbeat_unknown_member_existing_group() -> None:
 def test_heartbeat_fenced_and_unknown_instance() -> None:
     """testHeartbeatUnknownMemberExistingGroup (static: FENCED_INSTANCE_ID / unknown instance)"""
     h = Harness()
-    from .offset_helpers import join_static_stable
     ids = join_static_stable(h, "g", ["i1"])
     gen = h.group("g").generation_id
     assert h.heartbeat("g", "wrong-id", gen, "i1") == E.FENCED_INSTANCE_ID

@@ -41,6 +41,7 @@ from coordinator.group import ClassicGroup, GroupState
 from coordinator.records import GroupMetadataValue, Record
 from coordinator.runtime import Append, CoordinatorRuntime, Reload, Respond
 from coordinator.shard import GroupCoordinatorShard
+from coordinator.timers import heartbeat_key
 
 from .harness import consumer_subscription
 
@@ -236,6 +237,14 @@ class World:
             for instance, member_id in group.static_members.items():
                 assert group.members[member_id].group_instance_id == instance
             assert group.pending_sync_members <= set(group.members)
+            # a member that is not parked can still expire (else a departed member, and its
+            # group, would live forever); so can a pending (KIP-394) member id
+            for member in group.members.values():
+                if member.awaiting_join is None and member.awaiting_sync is None:
+                    assert heartbeat_key(gid, member.member_id) in shard.timers, (
+                        f"member {member.member_id} of {gid} ({group.state.value}) has no session timer")
+            for member_id in group.pending_join_members:
+                assert heartbeat_key(gid, member_id) in shard.timers, (gid, member_id)
             if group.is_in(GroupState.STABLE):
                 durable = live_groups.get(gid)
                 assert isinstance(durable, GroupMetadataValue), f"Stable group {gid} has no record"
@@ -292,12 +301,15 @@ class Runner:
             return live[sel % len(live)]
         return _pick(self.w.known[g], sel) or ""
 
-    def op_clients(self, g: str, protos: int) -> None:
-        """Every current member of ``g`` takes its natural next step, as a client would."""
+    def op_clients(self, g: str, protos: int, mask: int) -> None:
+        """Current members of ``g`` (those whose position is in ``mask``; all when it is 0) take
+        their natural next step, as clients would."""
         group = self.w.shard.groups.get(g)
         if group is None:
             return
-        for member in list(group.members.values()):
+        for i, member in enumerate(list(group.members.values())):
+            if mask and not mask >> i & 1:
+                continue
             if group.is_in(GroupState.PREPARING_REBALANCE) and member.awaiting_join is None:
                 self.w.submit(c.JoinGroupRequest(
                     g, member.member_id, member.session_timeout_ms, member.rebalance_timeout_ms,
@@ -429,7 +441,8 @@ commit_offsets_op = st.tuples(
     st.lists(st.tuples(st.sampled_from(TOPICS), st.integers(0, 1), st.integers(0, 1000)),
              min_size=1, max_size=3).map(tuple),
     st.sampled_from((False,) * 4 + (True,)), st.sampled_from((-1, 0, 7)))
-clients_op = st.tuples(st.just("clients"), groups, st.sampled_from((0, 0, 0, 1, 2)))
+clients_op = st.tuples(st.just("clients"), groups, st.sampled_from((0, 0, 0, 1, 2)),
+                       st.sampled_from((0, 0, 1, 2, 3, 4, 5, 6)))
 ops = st.one_of(
     join_op, join_op, join_op,
     sync_op, sync_op,

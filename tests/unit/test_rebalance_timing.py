@@ -310,6 +310,21 @@ def test_pending_member_is_removed_when_its_session_expires() -> None:
     assert h.join("g", pending, version=4).response.error == E.UNKNOWN_MEMBER_ID
 
 
+def test_pending_member_expiring_during_initial_delay_completes_join_at_once() -> None:
+    """testJoinGroupCompletionWhenPendingMemberTimesOut (initial rebalance: removePendingMember... has no delay guard)."""
+    h = Harness()
+    a_id = h.join("g", version=4).response.member_id
+    a = h.join("g", a_id, version=4)
+    pending = h.join("g", session_ms=1000, version=4).response.member_id
+    g = h.group("g")
+    assert g.pending_join_members == {pending} and g.state is S.PREPARING_REBALANCE
+    h.sleep(999)
+    assert not a.done
+    h.sleep(1)
+    assert (a.response.error, a.response.generation_id) == (E.NONE, 1)
+    assert g.state is S.COMPLETING_REBALANCE and list(g.members) == [a_id]
+
+
 def test_expired_member_is_removed_and_its_parked_join_gets_unknown_member_id() -> None:
     """testHeartbeatExpirationShouldRemoveMember."""
     h = Harness(config(initial_rebalance_delay_ms=600_000))

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from cluster.config import ConfigError, NodeConfig, load_config
+
+
+def test_defaults_toml_env_and_overrides(tmp_path) -> None:
+    assert NodeConfig().socket_request_max_bytes == 104857600
+    f = tmp_path / "n.toml"
+    f.write_text('node_id = 3\nport = 19999\n"group.min.session.timeout.ms" = 100\n'
+                 '[node]\noffsets_topic_num_partitions = 4\n"auto.create.topics.enable" = false\n')
+    cfg = load_config(str(f), env={"KCOORD_PORT": "20000", "KCOORD_LOG_RETENTION_BYTES": "5000"},
+                      overrides={"log.segment.bytes": "4096"})
+    assert (cfg.node_id, cfg.port, cfg.group_min_session_timeout_ms) == (3, 20000, 100)
+    assert cfg.offsets_topic_num_partitions == 4 and cfg.auto_create_topics is False
+    assert cfg.log_retention_bytes == 5000 and cfg.log_segment_bytes == 4096
+
+
+@pytest.mark.parametrize(("src", "needle"), [
+    ({"port": "abc"}, "port"),
+    ({"offsets.topic.num.partitions": 0}, "offsets_topic_num_partitions"),
+    ({"group_min_session_timeout_ms": 10, "group_max_session_timeout_ms": 5}, "group_max_session_timeout_ms"),
+    ({"socket.request.max.bytes": -1}, "socket_request_max_bytes"),
+    ({"no.such.setting": 1}, "no.such.setting"),
+    ({"auto_create_topics": "maybe"}, "auto_create_topics"),
+])
+def test_bad_values_name_the_setting(src, needle) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_config(None, env={}, overrides=src)
+    assert needle in str(ei.value)
+
+
+def test_bad_env_value(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="KCOORD_GROUP_MAX_SIZE"):
+        load_config(None, env={"KCOORD_GROUP_MAX_SIZE": "lots"})
