@@ -64,7 +64,7 @@ class CoordinatorDriver:
         self._loop = asyncio.get_running_loop()
         for p in range(self.num_partitions):
             lg = self._logs(p)
-            lg.subscribe(lambda change, p=p: self._on_leadership(p, change))
+            lg.subscribe(self._listener(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
 
@@ -77,6 +77,9 @@ class CoordinatorDriver:
                 self._run(self.runtime.unload(p, epoch))
         for t in list(self._tasks):
             t.cancel()
+
+    def _listener(self, partition: int) -> Callable[[LeadershipChange], None]:
+        return lambda change: self._on_leadership(partition, change)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.apis.groups import GroupApi, register as register_handlers
+from cluster.apis.groups import GroupApi
+from cluster.apis.groups import register as register_handlers
 from cluster.coordinator_driver import CoordinatorDriver
 from coordinator.config import GroupConfig
 

@@ -424,6 +424,9 @@ class GroupCoordinatorShard:
                 if m.awaiting_sync is not None:
                     self._respond(m.awaiting_sync, c.SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
                     m.awaiting_sync = None
+                    # Kafka's propagateAssignment: a session that expired while the member was
+                    # parked was ignored, so re-arm it now or the member could never expire.
+                    self._reschedule_heartbeat(group, m)
         self.timers.cancel(sync_key(group.group_id))
         group.pending_sync_members.clear()
         is_initial = group.is_in(S.EMPTY)

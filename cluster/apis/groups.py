@@ -292,8 +292,8 @@ class GroupApi:
         listed_cls = cls(mod, "ListedGroup")
         command = c.ListGroupsRequest(tuple(getattr(req, "states_filter", ()) or ()),
                                       tuple(getattr(req, "types_filter", ()) or ()))
-        answers = await asyncio.gather(*(self.driver.call(p, command)
-                                         for p in range(self.driver.num_partitions)))
+        answers: list[Any] = await asyncio.gather(*(self.driver.call(p, command)
+                                                    for p in range(self.driver.num_partitions)))
         error = ErrorCode.NONE
         groups: list[c.ListedGroup] = []
         for a in answers:
@@ -315,8 +315,8 @@ class GroupApi:
         by_partition: dict[int, list[str]] = {}
         for g in dict.fromkeys(req.groups_names):
             by_partition.setdefault(self.partition(g), []).append(g)
-        answers = await asyncio.gather(*(self.driver.call(p, c.DeleteGroupsRequest(tuple(gs)))
-                                         for p, gs in by_partition.items()))
+        answers: list[Any] = await asyncio.gather(*(self.driver.call(p, c.DeleteGroupsRequest(tuple(gs)))
+                                                    for p, gs in by_partition.items()))
         results = [r for a in answers for r in a.results]
         return mk(cls(mod, "DeleteGroupsResponse"), throttle_time=ZERO, results=tuple(
             mk(result_cls, group_id=g, error_code=kerr(e)) for g, e in results))

@@ -333,3 +333,29 @@ def test_find_coordinator_and_metadata(bootstrap, kcoord_node) -> None:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("auto-made", timeout=10)
     assert "auto-made" in md.topics and md.topics["auto-made"].error is None
     assert md.controller_id == 0 and [b.id for b in md.brokers.values()] == [0]
+
+
+def test_delete_topics(bootstrap) -> None:
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(bootstrap, "gone", 2)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        p.produce("gone", b"%d" % i, partition=0)
+    assert p.flush(10) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics(["gone"])["gone"].result(10)
+    assert "gone" not in admin.list_topics(timeout=10).topics
+    with pytest.raises(KafkaException) as ei:
+        admin.delete_topics(["never-existed"])["never-existed"].result(10)
+    assert ei.value.args[0].code() == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(KafkaException) as ei:
+        admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"].result(10)
+    assert ei.value.args[0].code() == 17  # INVALID_TOPIC_EXCEPTION
+    create_topic(bootstrap, "gone", 1)  # the name can be reused, starting empty
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
+    assert c.get_watermark_offsets(TopicPartition("gone", 0), timeout=10) == (0, 0)
+    c.close()

@@ -57,7 +57,7 @@ PROTOCOL_SETS: tuple[tuple[tuple[str, bytes], ...], ...] = (
 )
 SESSIONS = (6_000, 10_000, 30_000)
 REBALANCES = (3_000, 10_000, 30_000)
-SLEEPS = (1, 500, 1_000, 3_000, 3_000, 6_000, 10_000, 30_000, 300_000)
+SLEEPS = (1, 500, 1_000, 3_000, 3_000, 3_000, 6_000, 6_000, 10_000, 30_000, 300_000)
 
 BASE_CONFIG = GroupConfig(
     min_session_timeout_ms=10,
@@ -303,14 +303,25 @@ class Runner:
 
     def op_clients(self, g: str, protos: int, mask: int) -> None:
         """Current members of ``g`` (those whose position is in ``mask``; all when it is 0) take
-        their natural next step, as clients would."""
+        their natural next step, as clients would; the others only heartbeat (a Java client's
+        heartbeat thread keeps going while its application or assignor is slow)."""
         group = self.w.shard.groups.get(g)
         if group is None:
             return
+        for pending in sorted(group.pending_join_members):  # rejoin with the id MEMBER_ID_REQUIRED gave
+            self.w.submit(c.JoinGroupRequest(g, pending, 10_000, 10_000, "consumer", PROTOCOL_SETS[protos],
+                                             client_id="client", client_host="/10.0.0.1"))
+            group = self.w.shard.groups.get(g)
+            if group is None:
+                return
         for i, member in enumerate(list(group.members.values())):
-            if mask and not mask >> i & 1:
+            if member.member_id not in group.members:
                 continue
-            if group.is_in(GroupState.PREPARING_REBALANCE) and member.awaiting_join is None:
+            if mask and not mask >> i & 1:
+                if member.awaiting_join is None and member.awaiting_sync is None:
+                    self.w.submit(c.HeartbeatRequest(g, group.generation_id, member.member_id,
+                                                     member.group_instance_id))
+            elif group.is_in(GroupState.PREPARING_REBALANCE) and member.awaiting_join is None:
                 self.w.submit(c.JoinGroupRequest(
                     g, member.member_id, member.session_timeout_ms, member.rebalance_timeout_ms,
                     group.protocol_type or "consumer", PROTOCOL_SETS[protos], member.group_instance_id,
@@ -428,7 +439,8 @@ instances = st.one_of(st.none(), st.none(), st.sampled_from(INSTANCES))
 gens = st.sampled_from(("mine", "mine", "live", "stale"))
 
 join_op = st.tuples(
-    st.just("join"), groups, st.one_of(st.none(), st.integers(0, 4)), st.sampled_from((3, 4, 9)), instances,
+    st.just("join"), groups, st.one_of(st.none(), st.none(), st.integers(0, 5)), st.sampled_from((3, 4, 9)),
+    instances,
     st.sampled_from((0, 0, 0, 1, 2, 3)), st.sampled_from(("consumer",) * 5 + ("connect",)),
     st.sampled_from(SESSIONS), st.sampled_from(REBALANCES))
 sync_op = st.tuples(st.just("sync"), groups, member_sel, gens, instances, st.booleans(),
@@ -444,7 +456,7 @@ commit_offsets_op = st.tuples(
 clients_op = st.tuples(st.just("clients"), groups, st.sampled_from((0, 0, 0, 1, 2)),
                        st.sampled_from((0, 0, 1, 2, 3, 4, 5, 6)))
 ops = st.one_of(
-    join_op, join_op, join_op,
+    join_op, join_op, join_op, join_op, join_op,
     sync_op, sync_op,
     clients_op, clients_op, clients_op, clients_op, clients_op,
     heartbeat_op,
@@ -546,3 +558,20 @@ def test_gate_check_catches_a_read_overtaking_a_write(monkeypatch: pytest.Monkey
     script = EARLY_RELEASE_SCRIPT + [("fetch", "g0", True)]
     with pytest.raises(AssertionError, match="released before its records committed"):
         run_ops(BASE_CONFIG, script)
+
+
+def test_regression_a_parked_sync_answered_by_a_rebalance_rearms_the_session() -> None:
+    """Found while writing these properties (shard._prepare_rebalance): a member whose session
+    timer fired while its SyncGroup was parked (ignored: it is waiting) was answered
+    REBALANCE_IN_PROGRESS without re-arming the timer, so it could never expire; an absent
+    static member then kept its group in PreparingRebalance forever. Kafka's
+    propagateAssignment re-arms it."""
+    script: list[tuple[Any, ...]] = [
+        ("join", "g0", None, 9, "i0", 0, "consumer", 6000, 30000),
+        ("join", "g0", None, 9, "i1", 0, "consumer", 6000, 30000),
+        ("sleep", 6000),  # the join completes: generation 1, leader i0
+        ("clients", "g0", 0, 2),  # i1 syncs and waits for the leader; the leader only heartbeats
+        ("sleep", 6000),  # i1's session fires while parked; then the leader's: it leaves, rebalance
+    ]
+    world = run_ops(BASE_CONFIG, script)  # the session-timer check fails without the fix
+    assert "g0" not in world.shard.groups  # everyone expired; the empty group was cleaned up

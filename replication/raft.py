@@ -1,0 +1,538 @@
+"""The ReplicatedLog seam over pysyncobj: one Raft group per partition.
+
+This is the only module that imports pysyncobj. What it adds to the library:
+
+- **Epoch fencing.** When a node wins leadership at Raft term T it first replicates an
+  ``announce(T)``; only once that is applied does it publish ``LeadershipChange(True, T)``.
+  Every append carries the epoch its caller believes in and is applied only if it equals
+  the latest announced epoch, so a deposed leader's late append never takes effect.
+- **Crash-safe compaction.** pysyncobj 0.3.17 loses acknowledged entries when it restarts
+  after compacting (see shared/reference/pysyncobj-notes.md §4.3): its journal is
+  shortened in place, and ``__loadDumpFile`` throws away the journal tail whenever the
+  journal does not start at the snapshot. We plug in ``SafeJournal`` (atomic rewrite by
+  rename) and a corrected dump loader that keeps every journal entry after the snapshot.
+  Snapshots are written by our own serializer: the state machine's bytes plus the Raft
+  position, replaced atomically.
+- **One ticker thread** drives every group of the process (``autoTick=False``).
+- **A cluster secret** (pysyncobj's ``password``) is mandatory: without it the Raft port
+  would unpickle whatever any TCP client sends.
+- **Leadership balancing**: each group has a preferred node; a leader hands leadership
+  back to the preferred node once it is connected and caught up, pausing new appends
+  for a moment so the target can match its log (quiesce, then transfer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgpack
+import pysyncobj.syncobj as _pso
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.poller import POLL_EVENT_TYPE
+
+from replication.api import (
+    LeadershipChange,
+    LeadershipListener,
+    LogEntry,
+    NotLeaderError,
+    ReplicationError,
+    StaleEpochError,
+)
+from replication.journal import SafeJournal
+
+log = logging.getLogger("kcoord.raft")
+
+_original_create_journal = _pso.createJournal
+
+
+def _create_journal(journal_file: str | None = None) -> Any:
+    if journal_file is not None and journal_file.endswith(".kcj"):
+        return SafeJournal(journal_file)
+    return _original_create_journal(journal_file)
+
+
+_pso.createJournal = _create_journal
+
+
+class _EpollPoller:
+    """pysyncobj's poller interface on an epoll object, so one ticker can wait on all groups."""
+
+    def __init__(self) -> None:
+        self.epoll = select.epoll()
+        self._callbacks: dict[int, Callable[[int, int], None]] = {}
+
+    def fileno(self) -> int:
+        return self.epoll.fileno()
+
+    def subscribe(self, descr: int, callback: Callable[[int, int], None], event_mask: int) -> None:
+        mask = 0
+        if event_mask & POLL_EVENT_TYPE.READ:
+            mask |= select.EPOLLIN
+        if event_mask & POLL_EVENT_TYPE.WRITE:
+            mask |= select.EPOLLOUT
+        if event_mask & POLL_EVENT_TYPE.ERROR:
+            mask |= select.EPOLLERR
+        fd = descr if isinstance(descr, int) else descr.fileno()
+        if fd in self._callbacks:
+            self.epoll.modify(fd, mask)
+        else:
+            self.epoll.register(fd, mask)
+        self._callbacks[fd] = callback
+
+    def unsubscribe(self, descr: int) -> None:
+        fd = descr if isinstance(descr, int) else descr.fileno()
+        if self._callbacks.pop(fd, None) is not None:
+            try:
+                self.epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def poll(self, timeout: float) -> None:
+        for fd, event in self.epoll.poll(timeout):
+            mask = 0
+            if event & select.EPOLLIN:
+                mask |= POLL_EVENT_TYPE.READ
+            if event & select.EPOLLOUT:
+                mask |= POLL_EVENT_TYPE.WRITE
+            if event & (select.EPOLLERR | select.EPOLLHUP):
+                mask |= POLL_EVENT_TYPE.ERROR
+            callback = self._callbacks.get(fd)
+            if callback is not None:
+                callback(fd, mask)
+
+
+_pso.createPoller = lambda poller_type: _EpollPoller()
+
+
+class _QuirkFilter(logging.Filter):
+    """pysyncobj logs CRITICAL when a leader re-sends entries a follower already holds
+    (pysyncobj-notes §1e); the entries are identical, so the line is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "truncating already-applied log entries" not in record.getMessage()
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
+
+FENCED = -1  # result of an append whose epoch is not the announced one
+
+
+class StateMachine(Protocol):
+    """What a partition's replicated state looks like to this module (bytes in, int out)."""
+
+    def apply(self, epoch: int, payload: bytes) -> int: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+class EntryStore:
+    """A partition whose state is its entries, compacted by an injected function.
+
+    ``compact(payloads) -> payloads`` must keep the meaning of replaying them in order
+    (the coordinator keeps the latest record per key). Offsets keep counting across
+    compactions; the compacted prefix is served with offset -1.
+    """
+
+    def __init__(self, compact: Callable[[list[bytes]], list[bytes]] | None = None,
+                 compact_every: int = 20_000) -> None:
+        self._compact = compact
+        self._compact_every = compact_every
+        self.lock = threading.Lock()
+        self.base: list[bytes] = []
+        self.tail: list[tuple[int, int, bytes]] = []
+        self.next_offset = 0
+
+    def apply(self, epoch: int, payload: bytes) -> int:
+        with self.lock:
+            offset = self.next_offset
+            self.tail.append((offset, epoch, payload))
+            self.next_offset += 1
+            if self._compact is not None and len(self.tail) >= self._compact_every:
+                self.base = self._compact(self.base + [p for _, _, p in self.tail])
+                self.tail = []
+            return offset
+
+    def entries(self, start: int = 0) -> list[LogEntry]:
+        with self.lock:
+            out = [LogEntry(-1, 0, p) for p in self.base] if start <= 0 else []
+            out.extend(LogEntry(o, e, p) for o, e, p in self.tail if o >= start)
+            return out
+
+    def snapshot(self) -> bytes:
+        with self.lock:
+            base = self._compact(self.base + [p for _, _, p in self.tail]) if self._compact else (
+                self.base + [p for _, _, p in self.tail])
+            return bytes(msgpack.packb({"base": base, "next": self.next_offset}, use_bin_type=True))
+
+    def restore(self, data: bytes) -> None:
+        state = msgpack.unpackb(data, raw=False)
+        with self.lock:
+            self.base = list(state["base"])
+            self.tail = []
+            self.next_offset = int(state["next"])
+
+
+@dataclass(frozen=True, slots=True)
+class RaftTimings:
+    """Raft timings for the network the cluster runs on (defaults: one host or a LAN)."""
+
+    raft_min_timeout: float = 0.30
+    raft_max_timeout: float = 0.60
+    append_entries_period: float = 0.05
+    tick_period: float = 0.01
+    connection_retry: float = 0.5
+    compaction_min_entries: int = 20_000
+    compaction_min_time: float = 600.0
+    compaction_split: bool = True  # nodes compact in turns, never all at once
+
+
+class _Group(SyncObj):  # type: ignore[misc]
+    """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
+
+    def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine) -> None:
+        self.sm = sm
+        self.fence = 0
+        super().__init__(self_addr, peers, conf)
+
+    @replicated  # type: ignore[untyped-decorator]
+    def announce(self, epoch: int) -> int:
+        if epoch > self.fence:
+            self.fence = epoch
+        return self.fence
+
+    @replicated  # type: ignore[untyped-decorator]
+    def append(self, epoch: int, payload: bytes) -> int:
+        if epoch != self.fence:
+            return FENCED
+        return self.sm.apply(epoch, payload)
+
+    # pysyncobj 0.3.17 clears the journal when it does not start exactly at the snapshot,
+    # dropping acknowledged entries that follow it. Keep the journal if it holds the
+    # snapshot's last entry; replace it only when it cannot continue from the snapshot.
+    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:  # noqa: N802,N803
+        try:
+            data = self._SyncObj__serializer.deserialize()
+            last, prev = data[1], data[2]
+            journal = self._SyncObj__raftLog
+            keep = False
+            if not clearJournal and len(journal) > 0:
+                pos = last[1] - journal[0][1]
+                if 0 <= pos < len(journal) and journal[pos][1] == last[1] and journal[pos][2] == last[2]:
+                    keep = True
+            if not keep:
+                journal.clear()
+                journal.add(*prev)
+                journal.add(*last)
+            self._SyncObj__raftLastApplied = last[1]
+            end = journal[len(journal) - 1][1]
+            if getattr(self, "_SyncObj__raftCommitIndex") > end:
+                self._SyncObj__raftCommitIndex = end
+                journal.setRaftCommitIndex(end)
+            self._SyncObj__onSetCodeVersion(0)
+        except Exception:
+            log.exception("event=snapshot_load_failed")
+
+
+def _make_serializer(group: Callable[[], _Group | None]) -> tuple[Callable[..., None], Callable[[str], Any]]:
+    def serialize(path: str, raft_data: Any) -> None:
+        g = group()
+        assert g is not None
+        last, prev, cluster = raft_data
+        blob = {"last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
+                "fence": g.fence, "state": g.sm.snapshot()}
+        with open(path, "wb") as f:
+            f.write(msgpack.packb(blob, use_bin_type=True))
+
+    def deserialize(path: str) -> Any:
+        g = group()
+        assert g is not None
+        with open(path, "rb") as f:
+            blob = msgpack.unpackb(f.read(), raw=False)
+        g.fence = max(g.fence, int(blob["fence"]))
+        g.sm.restore(blob["state"])
+        return (tuple(blob["last"]), tuple(blob["prev"]), set())
+
+    return serialize, deserialize
+
+
+class RaftLog:
+    """A ReplicatedLog over one Raft group; created and driven by a ``RaftHost``."""
+
+    def __init__(self, host: RaftHost, name: str, self_addr: str, peers: list[str], preferred: str,
+                 data_dir: str, sm: StateMachine) -> None:
+        self.host = host
+        self._name = name
+        self.self_addr = self_addr
+        self.preferred = preferred
+        self.sm = sm
+        os.makedirs(data_dir, exist_ok=True)
+        holder: dict[str, _Group] = {}
+        ser, deser = _make_serializer(lambda: holder.get("g"))
+        t = host.timings
+        conf = SyncObjConf(
+            autoTick=False,
+            password=host.secret,
+            journalFile=os.path.join(data_dir, "raft.kcj"),
+            fullDumpFile=os.path.join(data_dir, "raft.snapshot"),
+            serializer=ser,
+            deserializer=deser,
+            appendEntriesUseBatch=False,
+            appendEntriesPeriod=t.append_entries_period,
+            raftMinTimeout=t.raft_min_timeout,
+            raftMaxTimeout=t.raft_max_timeout,
+            connectionTimeout=max(1000.0, t.raft_max_timeout),  # see notes §2: idle-connection quirk
+            connectionRetryTime=t.connection_retry,
+            logCompactionMinEntries=t.compaction_min_entries,
+            logCompactionMinTime=t.compaction_min_time,
+            logCompactionSplit=t.compaction_split,
+            useFork=False,
+            commandsWaitLeader=False,
+            bindRetryTime=0.2,
+        )
+        self.group = _Group(self_addr, peers, conf, sm)
+        holder["g"] = self.group
+        self._listeners: list[LeadershipListener] = []
+        self._was_leader = False
+        self._announced = -1  # epoch announced and applied while leader (-1: none)
+        self._announcing = -1
+        self._paused_until = 0.0
+
+    # ---------------------------------------------------------------- ReplicatedLog
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def is_leader(self) -> bool:
+        return self._announced >= 0
+
+    def leader_epoch(self) -> int:
+        return self._announced
+
+    def committed_offset(self) -> int:
+        return int(getattr(self.sm, "next_offset", 0))
+
+    def leader_address(self) -> str | None:
+        leader = self.group._getLeader()
+        return leader.id if leader is not None else None
+
+    async def append(self, payload: bytes, epoch: int) -> int:
+        if self._announced < 0:
+            raise NotLeaderError(f"{self._name}: not the leader")
+        if epoch != self._announced:
+            raise StaleEpochError(f"{self._name}: epoch {epoch} is not the current {self._announced}")
+        while time.monotonic() < self._paused_until:
+            await asyncio.sleep(0.005)  # quiesced for a leadership transfer
+            if self._announced != epoch:
+                raise NotLeaderError(f"{self._name}: leadership moved")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            loop.call_soon_threadsafe(_resolve, fut, result, error)
+
+        self.group.append(epoch, payload, callback=done)
+        result = await fut
+        if result == FENCED:
+            raise StaleEpochError(f"{self._name}: append at epoch {epoch} was fenced")
+        return int(result)
+
+    def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
+        entries = getattr(self.sm, "entries", None)
+        return entries(start) if entries is not None else []
+
+    def subscribe(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
+        if self._announced >= 0:
+            listener(LeadershipChange(self._name, True, self._announced))
+
+    # ---------------------------------------------------------------- ticker side
+
+    def _publish(self, change: LeadershipChange) -> None:
+        for listener in list(self._listeners):
+            self.host.call_in_loop(listener, change)
+
+    def check_leadership(self) -> None:
+        """Ticker thread: notice leadership changes and fence them with an announce."""
+        g = self.group
+        leader = g._isLeader()
+        term = g.raftCurrentTerm
+        if leader and self._announcing != term and self._announced != term:
+            self._announcing = term
+
+            def announced(result: Any, error: int, term: int = term) -> None:
+                if error == FAIL_REASON.SUCCESS and g._isLeader() and g.raftCurrentTerm == term:
+                    self.host.call_in_loop(self._became_leader, term)
+
+            g.announce(term, callback=announced)
+        if not leader and (self._announced >= 0 or self._announcing >= 0):
+            self._announcing = -1
+            self.host.call_in_loop(self._lost_leadership, term)
+
+    def _became_leader(self, term: int) -> None:
+        if self._announced == term:
+            return
+        self._announced = term
+        log.info("event=leader_elected partition=%s epoch=%d", self._name, term)
+        self._publish(LeadershipChange(self._name, True, term))
+
+    def _lost_leadership(self, term: int) -> None:
+        if self._announced < 0:
+            return
+        self._announced = -1
+        log.info("event=leadership_lost partition=%s term=%d", self._name, term)
+        self._publish(LeadershipChange(self._name, False, term))
+
+    def wants_transfer(self) -> bool:
+        """Ticker thread: leader here, preferred node elsewhere and connected."""
+        g = self.group
+        if not g._isLeader() or self.preferred == self.self_addr:
+            return False
+        status = g.getStatus()
+        return bool(status.get("partner_node_status_server_" + self.preferred) == 2)
+
+    def start_transfer(self, now: float) -> None:
+        """Quiesce new appends for a moment so the preferred node can match our log."""
+        self._paused_until = now + 0.5
+
+    def step_transfer(self, now: float) -> None:
+        """Ticker thread, every tick while quiesced: try the transfer until it goes through."""
+        if self._paused_until == 0.0:
+            return
+        g = self.group
+        if not g._isLeader() or now > self._paused_until:
+            self._paused_until = 0.0  # done, or give up until the next balancing round
+            return
+        # Denied (REQUEST_DENIED) until the target matches our log; retried every tick.
+        def transferred(result: Any, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS:
+                log.info("event=leadership_transfer partition=%s to=%s", self._name, self.preferred)
+
+        g.transferLeadership(self.preferred, callback=transferred)
+
+    def destroy(self) -> None:
+        try:
+            self.group.destroy()
+            self.group._destroy()
+        except Exception:  # noqa: BLE001 - shutting down anyway
+            pass
+
+
+def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
+    if fut.done():
+        return
+    if error == FAIL_REASON.SUCCESS:
+        fut.set_result(result)
+    elif error in (FAIL_REASON.NOT_LEADER, FAIL_REASON.MISSING_LEADER, FAIL_REASON.LEADER_CHANGED,
+                   FAIL_REASON.DISCARDED):
+        fut.set_exception(NotLeaderError(f"raft append failed: {error}"))
+    else:
+        fut.set_exception(ReplicationError(f"raft append failed: {error}"))
+
+
+class RaftHost:
+    """All Raft groups of one node process, ticked by one thread."""
+
+    def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 1.0) -> None:
+        if not secret:
+            raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
+        self.secret = secret
+        self.timings = timings or RaftTimings()
+        self._logs: list[RaftLog] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._balance_every = balance_every
+        self._last_balance = 0.0
+        self.balance = True
+
+    def add(self, name: str, self_addr: str, peers: list[str], preferred: str, data_dir: str,
+            sm: StateMachine) -> RaftLog:
+        lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm)
+        with self._lock:
+            self._logs.append(lg)
+        self.wake()
+        return lg
+
+    def remove(self, lg: RaftLog) -> None:
+        with self._lock:
+            if lg in self._logs:
+                self._logs.remove(lg)
+        lg.destroy()
+
+    def logs(self) -> list[RaftLog]:
+        with self._lock:
+            return list(self._logs)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="raft-ticker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        for lg in self.logs():
+            lg.destroy()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def _run(self) -> None:
+        """Tick every group each period; in between, tick a group as soon as its sockets
+        (or pysyncobj's submit pipe) have something, so replication does not wait a period."""
+        period = self.timings.tick_period
+        master = select.epoll()
+        watched: dict[int, RaftLog] = {}
+        next_round = 0.0
+        while not self._stop.is_set():
+            logs = self.logs()
+            current = {lg.group._poller.fileno(): lg for lg in logs}
+            for fd in set(watched) - set(current):
+                try:
+                    master.unregister(fd)
+                except OSError:
+                    pass
+            for fd in set(current) - set(watched):
+                master.register(fd, select.EPOLLIN)
+            watched = current
+            now = time.monotonic()
+            if now >= next_round:
+                due = logs
+                next_round = now + period
+                if self.balance and now - self._last_balance >= self._balance_every:
+                    self._last_balance = now
+                    for lg in logs:
+                        if lg.wants_transfer():
+                            lg.start_transfer(now)
+            else:
+                due = [watched[fd] for fd, _ in master.poll(max(0.0, next_round - now)) if fd in watched]
+                if self._wake.is_set():
+                    self._wake.clear()
+                    due = logs
+            for lg in due:
+                try:
+                    lg.group.doTick(0.0)
+                    lg.check_leadership()
+                    lg.step_transfer(now)
+                except Exception:  # noqa: BLE001 - one group's failure must not stop the others
+                    log.exception("event=raft_tick_failed partition=%s", lg.name)
+        master.close()

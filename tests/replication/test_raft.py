@@ -1,0 +1,240 @@
+"""The pysyncobj-backed ReplicatedLog: replication, fencing, crash-safe compaction, the secret.
+
+Three RaftHosts run in this process on 127.0.0.1 (separate ports, separate data dirs),
+which exercises the real pysyncobj transport and journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import shutil
+import socket
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from replication.api import StaleEpochError
+from replication.raft import EntryStore, RaftHost, RaftLog, RaftTimings
+from tests.cluster.harness import free_port
+
+TIMINGS = RaftTimings(compaction_min_entries=50, compaction_min_time=3.0)
+
+
+class Cluster:
+    def __init__(self, base: Path, secret: str = "test-secret", preferred: int = 0,
+                 timings: RaftTimings = TIMINGS) -> None:
+        self.timings = timings
+        self.base = base
+        self.secret = secret
+        self.addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+        self.preferred = preferred
+        self.hosts: list[RaftHost] = []
+        self.logs: list[RaftLog] = []
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.hosts, self.logs = [], []
+        for i, addr in enumerate(self.addrs):
+            host = RaftHost(self.secret, self.timings)
+            host.balance = False
+            peers = [a for a in self.addrs if a != addr]
+            self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),
+                                      EntryStore(compact=None, compact_every=10**9)))
+            host.start(loop)
+            self.hosts.append(host)
+
+    def stop(self) -> None:
+        for h in self.hosts:
+            h.stop()
+
+    async def leader(self, timeout: float = 10.0) -> RaftLog:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            for lg in self.logs:
+                if lg.is_leader():
+                    return lg
+            await asyncio.sleep(0.01)
+        raise AssertionError("no leader elected")
+
+
+def payloads(lg: RaftLog) -> list[bytes]:
+    return [e.payload for e in lg.read_committed(0)]
+
+
+async def wait_for(cond, timeout: float = 10.0, what=lambda: "") -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not reached {what()}")
+        await asyncio.sleep(0.02)
+
+
+def test_appends_replicate_to_every_node(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            leader = await c.leader()
+            offsets = [await leader.append(b"e%d" % i, leader.leader_epoch()) for i in range(20)]
+            assert offsets == list(range(20))
+            want = [b"e%d" % i for i in range(20)]
+            await wait_for(lambda: all(payloads(lg) == want for lg in c.logs))
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def test_append_with_a_stale_epoch_is_rejected(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            leader = await c.leader()
+            await leader.append(b"ok", leader.leader_epoch())
+            with pytest.raises(StaleEpochError):
+                await leader.append(b"stale", leader.leader_epoch() - 1)
+            # A stale append that reaches the log anyway is not applied (the fence).
+            done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            leader.group.append(leader.leader_epoch() - 1, b"late",
+                                callback=lambda r, e: asyncio.get_running_loop().call_soon_threadsafe(
+                                    done.set_result, r) if False else c.hosts[0].call_in_loop(done.set_result, r))
+            assert await asyncio.wait_for(done, 5) == -1
+            assert payloads(leader) == [b"ok"]
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def test_full_restart_after_compaction_keeps_every_acknowledged_entry(tmp_path: Path) -> None:
+    """Compaction has run on every node, then all three stop without a clean shutdown."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        c = Cluster(tmp_path)
+        c.start(loop)
+        acked: list[bytes] = []
+        try:
+            leader = await c.leader()
+            for i in range(400):
+                p = b"v%d" % i
+                await leader.append(p, leader.leader_epoch())
+                acked.append(p)
+            await wait_for(lambda: all(len(payloads(lg)) == 400 for lg in c.logs))
+            await wait_for(lambda: all(os.path.exists(tmp_path / f"n{i}" / "raft.snapshot") for i in range(3)), 20)
+        finally:
+            c.stop()
+        c.start(loop)
+        try:
+            leader = await c.leader()
+            await wait_for(lambda: all(payloads(lg)[:400] == acked for lg in c.logs), 20)
+            await leader.append(b"after", leader.leader_epoch())
+            await wait_for(lambda: all(payloads(lg) == acked + [b"after"] for lg in c.logs), 20)
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def test_restart_in_the_window_between_snapshot_and_journal_truncation(tmp_path: Path) -> None:
+    """The case pysyncobj 0.3.17 gets wrong: the snapshot exists but the journal still starts at
+    index 1. Its loader clears the journal and loses the entries after the snapshot; ours keeps them."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        c = Cluster(tmp_path, timings=RaftTimings(compaction_min_entries=10**6, compaction_min_time=3600,
+                                                  compaction_split=False))
+        c.start(loop)
+        a = [b"a%d" % i for i in range(60)]
+        b = [b"b%d" % i for i in range(40)]
+        try:
+            leader = await c.leader()
+            for p in a:
+                await leader.append(p, leader.leader_epoch())
+            await wait_for(lambda: all(payloads(lg) == a for lg in c.logs))
+            await asyncio.sleep(0.3)
+            for i in range(3):  # journals before compaction: index 1 onwards
+                shutil.copy(tmp_path / f"n{i}" / "raft.kcj", tmp_path / f"n{i}" / "journal.before")
+            for lg in c.logs:
+                lg.group.forceLogCompaction()
+            await wait_for(lambda: all(os.path.exists(tmp_path / f"n{i}" / "raft.snapshot") for i in range(3)))
+            await asyncio.sleep(0.3)
+            for p in b:
+                await leader.append(p, leader.leader_epoch())
+            await wait_for(lambda: all(payloads(lg) == a + b for lg in c.logs))
+            await asyncio.sleep(0.3)
+        finally:
+            c.stop()
+        # On every node: the snapshot, next to a journal that still starts at index 1 and runs to the
+        # end, which is what a crash between writing the snapshot and truncating the journal leaves.
+        for i in range(3):
+            journal = tmp_path / f"n{i}" / "raft.kcj"
+            before = (tmp_path / f"n{i}" / "journal.before").read_bytes()
+            journal.write_bytes(_merge_journals(before, journal.read_bytes()))
+        c.start(loop)
+        try:
+            await c.leader()
+            await wait_for(lambda: all(payloads(lg) == a + b for lg in c.logs), 20,
+                           lambda: [len(payloads(lg)) for lg in c.logs])
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def _merge_journals(before: bytes, after: bytes) -> bytes:
+    """Entries of ``before`` followed by the entries of ``after`` with a higher index."""
+    head = struct.Struct("<IQQ")
+
+    def entries(data: bytes) -> list[tuple[int, bytes]]:
+        out, pos = [], 4
+        while pos + head.size <= len(data):
+            size, idx, _ = head.unpack_from(data, pos)
+            out.append((idx, data[pos: pos + head.size + size]))
+            pos += head.size + size
+        return out
+
+    old = entries(before)
+    new = entries(after)
+    last = old[-1][0]
+    assert new[0][0] <= last + 1, "the journals must overlap to make one contiguous journal"
+    return before[:4] + b"".join(f for _, f in old) + b"".join(f for i, f in new if i > last)
+
+
+class _Evil:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_peer_without_the_secret_cannot_make_a_node_load_its_pickle(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            leader = await c.leader()
+            marker = tmp_path / "pwned"
+            frame = zlib.compress(pickle.dumps(_Evil(str(marker))), 3)
+            for addr in c.addrs:
+                host, port = addr.split(":")
+                with socket.create_connection((host, int(port)), timeout=2) as s:
+                    s.sendall(struct.pack("i", len(frame)) + frame)
+                    await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
+            assert not marker.exists(), "the Raft port unpickled an unauthenticated frame"
+            await leader.append(b"still-serving", leader.leader_epoch())
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def test_a_host_refuses_to_start_without_a_secret() -> None:
+    with pytest.raises(ValueError, match="secret"):
+        RaftHost("")
