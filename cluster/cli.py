@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -16,13 +17,14 @@ from cluster.logfmt import setup_logging
 log = logging.getLogger("kcoord.cli")
 
 
-async def _run_node(config: NodeConfig) -> None:
+async def _run_node(config: NodeConfig) -> int:
     from cluster.node import Node
 
     node = Node(config)
     await node.start()
     print(f"kcoord node {config.node_id} listening on {config.advertised}:{node.port}", flush=True)
-    stop = asyncio.Event()
+    stop = node.stop_requested
+    assert stop is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -30,6 +32,7 @@ async def _run_node(config: NodeConfig) -> None:
     await stop.wait()
     log.info("event=shutdown_requested node_id=%d", config.node_id)
     await node.stop()
+    return node.exit_code
 
 
 def _run(config: NodeConfig) -> int:
@@ -39,18 +42,48 @@ def _run(config: NodeConfig) -> int:
         runner: Any = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
+    from cluster.node import NodeStartError
+
     try:
-        runner(_run_node(config))
+        code = runner(_run_node(config))
+    except NodeStartError as e:
+        print(f"kcoord: {e}", file=sys.stderr)
+        log.error("event=node_refused_to_start error=%r", str(e))
+        return 2
     except OSError as e:
         log.error("event=node_failed error=%r", str(e))
         return 1
-    return 0
+    if code:
+        print(f"kcoord: node stopped: {code}", file=sys.stderr)
+    return int(code or 0)
+
+
+# Subcommands that live in their own modules: each has ``add_parser(subparsers)`` and ``run(args) -> int``.
+TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.bench.cli")
+
+
+def _tools() -> dict[str, Any]:
+    import importlib
+
+    found: dict[str, Any] = {}
+    for name in TOOL_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and name.startswith(e.name):
+                continue  # not built yet
+            raise
+        found[mod.COMMAND] = mod
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kcoord", description="Kafka-wire-compatible group coordinator cluster")
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    tools = _tools()
+    for mod in tools.values():
+        mod.add_parser(sub)
     p_node = sub.add_parser("node", help="run one node in the foreground")
     p_node.add_argument("--config", help="TOML config file")
     p_node.add_argument("--node-id", type=int)
@@ -59,11 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     p_node.add_argument("--data-dir")
     p_node.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="any setting, by field name or Kafka dotted name (repeatable)")
-    p_up = sub.add_parser("up", help="start a local node on 127.0.0.1:9092 (data in ./data/node-0)")
-    p_up.add_argument("--port", type=int, default=9092)
-    p_up.add_argument("--data-dir", default="./data/node-0")
+    p_up = sub.add_parser("up", help="start a local 3-node cluster on 127.0.0.1:9092-9094 (data in ./data)")
+    p_up.add_argument("--nodes", type=int, default=3, help="1 = a single node without Raft")
+    p_up.add_argument("--base-port", "--port", dest="port", type=int, default=9092)
+    p_up.add_argument("--raft-port", type=int, default=19000)
+    p_up.add_argument("--data-dir", default="./data")
+    p_up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
+    if args.cmd in tools:
+        return int(tools[args.cmd].run(args))
     try:
         if args.cmd == "node":
             overrides: dict[str, Any] = {"node_id": args.node_id, "host": args.host, "port": args.port,
@@ -75,8 +113,13 @@ def main(argv: list[str] | None = None) -> int:
                 overrides[k.strip()] = v
             config = load_config(args.config, overrides=overrides)
         else:
+            settings = dict(item.split("=", 1) for item in args.set if "=" in item)
+            if args.nodes > 1:
+                from cluster.launcher import up
+
+                return up(args.nodes, args.port, args.raft_port, args.data_dir, settings)
             config = load_config(None, overrides={"node_id": 0, "host": "127.0.0.1", "port": args.port,
-                                                  "data_dir": args.data_dir})
+                                                  "data_dir": os.path.join(args.data_dir, "node-0"), **settings})
     except ConfigError as e:
         print(f"kcoord: {e}", file=sys.stderr)
         return 2

@@ -44,6 +44,25 @@ KAFKA_NAMES: dict[str, str] = {
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Peer:
+    node_id: int
+    host: str
+    kafka_port: int
+    raft_port: int
+
+
+def parse_peers(spec: str) -> list[Peer]:
+    """``host:kafka_port:raft_port,...`` in node-id order."""
+    out = []
+    for i, item in enumerate(x.strip() for x in spec.split(",") if x.strip()):
+        parts = item.rsplit(":", 2)
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ValueError(f"peer {item!r} is not host:kafka_port:raft_port")
+        out.append(Peer(i, parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
 @dataclass(slots=True)
 class NodeConfig:
     node_id: int = 0
@@ -67,6 +86,15 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
     fetch_max_wait_cap_ms: int = 30000
+    # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
+    peers: str = ""
+    # Shared secret of the Raft ports (pysyncobj password); required in cluster mode.
+    cluster_secret: str = ""
+    raft_election_timeout_ms: int = 500  # minimum; the maximum is twice this
+    raft_heartbeat_ms: int = 150
+    raft_tick_ms: int = 50
+    raft_compaction_entries: int = 20000
+    raft_compaction_interval_s: int = 600
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -97,7 +125,26 @@ class NodeConfig:
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_check_interval_ms >= 1, "log_retention_check_interval_ms", "must be >= 1")
+        if self.peers:
+            try:
+                peers = parse_peers(self.peers)
+            except ValueError as e:
+                raise ConfigError(f"invalid setting peers={self.peers!r}: {e}") from None
+            need(len(peers) >= 3 and len(peers) % 2 == 1, "peers", "a cluster needs an odd number (>= 3) of nodes")
+            need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
+            need(bool(self.cluster_secret), "cluster_secret",
+                 "is required in cluster mode: without it the Raft port runs pickles from anyone")
+        need(self.raft_heartbeat_ms >= 5, "raft_heartbeat_ms", "must be >= 5")
+        need(self.raft_election_timeout_ms > 3 * self.raft_heartbeat_ms, "raft_election_timeout_ms",
+             "must be more than 3 x raft_heartbeat_ms")
+        need(1 <= self.raft_tick_ms <= self.raft_heartbeat_ms, "raft_tick_ms", "must be 1..raft_heartbeat_ms")
+        need(self.raft_compaction_entries >= 100, "raft_compaction_entries", "must be >= 100")
+        need(self.raft_compaction_interval_s >= 1, "raft_compaction_interval_s", "must be >= 1")
         return self
+
+    @property
+    def cluster_peers(self) -> list[Peer]:
+        return parse_peers(self.peers) if self.peers else []
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(NodeConfig) if f.name != "extra"}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from replication.api import ReplicatedLog, ReplicationError
+from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
 from replication.data_passthrough import DataPassThroughLog
 from replication.record_batch import InvalidBatchError, assign_offsets, split_batches
@@ -57,6 +57,25 @@ class DataPartition:
         self.next_offset = data_log.log_end_offset
         self._waiters: set[asyncio.Future[None]] = set()
 
+    def attach(self, rlog: ReplicatedLog) -> None:
+        """Cluster mode: replicate through Raft; the DataLog is written by the applied entries."""
+        self.rlog = rlog
+        rlog.subscribe(self._on_leadership)
+
+    def _on_leadership(self, change: LeadershipChange) -> None:
+        if change.is_leader:
+            # Everything before our announce is applied: continue from the log end.
+            self.next_offset = self.data.log_end_offset
+        self._wake()
+
+    def applied(self) -> None:
+        """A replicated batch was applied (event loop): wake long-polling fetchers."""
+        self._wake()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rlog.is_leader()
+
     @property
     def leader_epoch(self) -> int:
         return self.rlog.leader_epoch()
@@ -74,6 +93,8 @@ class DataPartition:
                                  message="Produce requests are only allowed to contain exactly one record batch "
                                          "per partition")
         hdr, batch = batches[0]
+        if not self.is_leader:
+            return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
         if hdr.is_control:
             return ProduceResult(Err.INVALID_RECORD, message="Control records cannot be produced by clients")
         if hdr.is_transactional:
@@ -99,7 +120,9 @@ class DataPartition:
         assigned = assign_offsets(batch, base, epoch)
         self.next_offset = base + hdr.last_offset_delta + 1
         try:
-            await self.rlog.append(assigned, epoch)
+            result = await self.rlog.append(assigned, epoch)
+            if result < 0:
+                raise ReplicationError(f"batch refused by the replicated log ({result})")
         except ReplicationError as e:
             self.next_offset = self.data.log_end_offset
             return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message=str(e))
@@ -162,6 +185,17 @@ class PartitionStore:
 
     def all(self) -> list[DataPartition]:
         return list(self._parts.values())
+
+    def drop_partition(self, topic: str, partition: int) -> None:
+        part = self._parts.pop((topic, partition), None)
+        if part is not None:
+            part.close()
+        d = self._dir(topic, partition)
+        if os.path.isdir(d):
+            tomb = d + ".deleted"
+            shutil.rmtree(tomb, ignore_errors=True)
+            os.replace(d, tomb)
+            shutil.rmtree(tomb, ignore_errors=True)
 
     def drop_topic(self, topic: str, partitions: int) -> None:
         for p in range(partitions):

@@ -143,6 +143,11 @@ class ClusterMetadata:
             self.save()
         return t
 
+    def replace_topics(self, topics: dict[str, TopicMeta]) -> None:
+        """Cluster mode: the replicated metadata log is the source of truth for topics."""
+        self.topics = dict(topics)
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self._by_id.get(topic_id)
 

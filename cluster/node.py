@@ -36,6 +36,10 @@ class BrokerInfo:
     rack: str | None = None
 
 
+class NodeStartError(RuntimeError):
+    """A node that must not start (the message says why)."""
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -43,8 +47,10 @@ class Node:
         self.registry = ApiRegistry()
         self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions)
         if self.metadata.offsets_partitions != config.offsets_topic_num_partitions:
-            log.warning("event=offsets_partitions_fixed configured=%d persisted=%d",
-                        config.offsets_topic_num_partitions, self.metadata.offsets_partitions)
+            # Changing n would move every group to another partition: refuse, as the issue asks.
+            raise NodeStartError(
+                f"offsets.topic.num.partitions is {config.offsets_topic_num_partitions} but this node's data "
+                f"({config.data_dir}) was created with {self.metadata.offsets_partitions}; it can never change")
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
         self.group_api: Any = None
@@ -53,6 +59,13 @@ class Node:
         self._producer_id_end = 0
         self._tasks: list[asyncio.Task[Any]] = []
         self.started_at_ms = self.now_ms()
+        self.stop_requested: asyncio.Event | None = None
+        self.exit_code = 0
+        self.cluster: Any = None
+        if config.peers:
+            from cluster.raft_cluster import RaftCluster
+
+            self.cluster = RaftCluster(self)
 
         from cluster.apis import register_all
 
@@ -94,20 +107,49 @@ class Node:
     def self_info(self) -> BrokerInfo:
         return BrokerInfo(self.config.node_id, self.config.advertised, self.port)
 
-    def brokers(self) -> list[BrokerInfo]:
+    def brokers(self) -> list[Any]:
+        if self.cluster is not None:
+            return self.cluster.live_brokers()  # type: ignore[no-any-return]
         return [self.self_info()]
 
     def controller_id(self) -> int:
+        if self.cluster is not None:
+            return int(self.cluster.controller().node_id)
         return self.config.node_id
 
-    def offsets_partition_leader(self, partition: int) -> BrokerInfo | None:
+    def offsets_partition_leader(self, partition: int) -> Any:
         """The node leading ``__consumer_offsets`` partition ``partition`` (None = unknown)."""
-        if 0 <= partition < self.offsets_partitions:
-            return self.self_info()
-        return None
+        if not 0 <= partition < self.offsets_partitions:
+            return None
+        if self.cluster is not None:
+            peer = self.cluster.leader_of(self.cluster.offsets_logs[partition])
+            return self.cluster.broker(peer) if peer is not None else None
+        return self.self_info()
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(leader node id or -1, leader epoch)`` of a data partition, for Metadata."""
+        if self.cluster is None:
+            return self.config.node_id, 1
+        lg = self.cluster.data_logs.get((topic, partition))
+        if lg is None:
+            return -1, -1
+        peer = self.cluster.leader_of(lg)
+        return (peer.node_id if peer is not None else -1), lg.current_term()
+
+    def replica_ids(self) -> list[int]:
+        if self.cluster is None:
+            return [self.config.node_id]
+        return [p.node_id for p in self.cluster.peers]
+
+    def request_stop(self, code: int) -> None:
+        self.exit_code = code
+        if self.stop_requested is not None:
+            self.stop_requested.set()
 
     def offsets_log(self, partition: int) -> ReplicatedLog:
         """The ReplicatedLog of ``__consumer_offsets`` partition ``partition`` (opened once)."""
+        if self.cluster is not None:
+            return self.cluster.offsets_logs[partition]  # type: ignore[no-any-return]
         lg = self._offsets_logs.get(partition)
         if lg is None:
             path = os.path.join(self.config.data_dir, "offsets", f"{OFFSETS_TOPIC}-{partition}", "log")
@@ -141,6 +183,21 @@ class Node:
     def is_internal_topic(self, name: str) -> bool:
         return name in INTERNAL_TOPICS
 
+    async def create_topic_async(self, name: str, partitions: int,
+                                 configs: dict[str, str] | None = None) -> TopicMeta:
+        if self.cluster is not None:
+            t: TopicMeta = await self.cluster.create_topic(name, partitions, dict(configs or {}))
+            log.info("event=topic_created topic=%s partitions=%d topic_id=%s", name, partitions, t.topic_id)
+            return t
+        return self.create_topic(name, partitions, configs)
+
+    async def delete_topic_async(self, name: str) -> TopicMeta | None:
+        if self.cluster is not None:
+            t = self.metadata.topics.get(name)
+            await self.cluster.delete_topic(name)
+            return t
+        return self.delete_topic(name)
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
         t = self.metadata.add_topic(name, partitions, configs)
         for p in range(partitions):
@@ -159,6 +216,8 @@ class Node:
         t = self.metadata.topics.get(topic)
         if t is None or not 0 <= partition < t.partitions:
             return None
+        if self.cluster is not None:
+            return self.partitions.get(topic, partition)  # opened with its Raft group by the metadata log
         return self.partitions.get(topic, partition) or self.partitions.open(topic, partition, t.configs)
 
     # -- producer ids -------------------------------------------------------------------------
@@ -169,12 +228,17 @@ class Node:
             self._producer_id_next, self._producer_id_end = start, start + 1000
         pid = self._producer_id_next
         self._producer_id_next += 1
+        if self.cluster is not None:
+            pid |= self.config.node_id << 40  # unique across nodes without asking anyone
         return pid
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        for t in self.metadata.topics.values():
+        self.stop_requested = asyncio.Event()
+        if self.cluster is not None:
+            await self.cluster.start()
+        for t in list(self.metadata.topics.values()) if self.cluster is None else []:
             for p in range(t.partitions):
                 self.partitions.open(t.name, p, t.configs)
         self.server = WireServer(Dispatcher(self.registry, self), self.config.host, self.config.port,
@@ -202,6 +266,8 @@ class Node:
             await self.server.stop()
         if self.group_api is not None and hasattr(self.group_api, "stop"):
             await self.group_api.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         self.partitions.close()
         for lg in self._offsets_logs.values():
             close = getattr(lg, "close", None)

@@ -26,6 +26,7 @@ import bisect
 import logging
 import os
 import struct
+import threading
 import time
 from array import array
 from collections import deque
@@ -290,6 +291,8 @@ class DataLog:
         self.index_interval_bytes = index_interval_bytes
         self.clock = clock
         self.producer_state = ProducerStateManager()
+        # Raft applies batches on its ticker thread while the event loop reads: one lock.
+        self.lock = threading.RLock()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
         os.makedirs(directory, exist_ok=True)
@@ -386,10 +389,10 @@ class DataLog:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def check_sequence(self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
+    def _check_sequence_unlocked(self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
         return self.producer_state.check(producer_id, producer_epoch, first_seq, last_seq)
 
-    def append(self, batch: bytes) -> BatchHeader:
+    def _append_unlocked(self, batch: bytes) -> BatchHeader:
         """Append one offset-assigned batch (its baseOffset must be the log end offset)."""
         hdr = parse_header(batch)
         if hdr.size != len(batch):
@@ -408,7 +411,7 @@ class DataLog:
         self._save_producer_state()
         return seg
 
-    def enforce_retention(self) -> int:
+    def _enforce_retention_unlocked(self) -> int:
         """Delete whole old segments past retention.ms / retention.bytes; returns count."""
         deleted = 0
         now = self.clock()
@@ -447,7 +450,7 @@ class DataLog:
             for pos, hdr in seg.iter_headers(from_offset):
                 yield seg, pos, hdr
 
-    def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
+    def _read_unlocked(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``.
 
         The first batch is returned whole even if larger than ``max_bytes`` (when
@@ -477,7 +480,7 @@ class DataLog:
             chunks.append(run_seg.read_at(run_start, run_len))
         return b"".join(chunks)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def _offset_for_timestamp_unlocked(self, timestamp: int) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the first record with timestamp >= ``timestamp``."""
         for seg in self._segments:
             if seg.max_timestamp < timestamp or not seg.size:
@@ -494,10 +497,73 @@ class DataLog:
                     return hdr.max_timestamp, hdr.base_offset  # compressed: batch granularity
         return None
 
-    def max_timestamp(self) -> tuple[int, int] | None:
+    def _max_timestamp_unlocked(self) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the batch holding the largest timestamp."""
         best: tuple[int, int] | None = None
         for seg in self._segments:
             if seg.size and (best is None or seg.max_timestamp > best[0]):
                 best = (seg.max_timestamp, seg.max_timestamp_offset)
         return best
+
+
+    # -- locked entry points (the Raft ticker applies while the event loop reads) -------------
+
+    def append(self, batch: bytes) -> BatchHeader:
+        """Append one offset-assigned batch (its baseOffset must be the log end offset)."""
+        with self.lock:
+            return self._append_unlocked(batch)
+
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
+        with self.lock:
+            return self._read_unlocked(offset, max_bytes, upper=upper, min_one=min_one)
+
+    def enforce_retention(self) -> int:
+        """Delete whole old segments past retention.ms / retention.bytes; returns count."""
+        with self.lock:
+            return self._enforce_retention_unlocked()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        with self.lock:
+            return self._offset_for_timestamp_unlocked(timestamp)
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        with self.lock:
+            return self._max_timestamp_unlocked()
+
+    def check_sequence(self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
+        with self.lock:
+            return self._check_sequence_unlocked(producer_id, producer_epoch, first_seq, last_seq)
+
+    def reset_to(self, start_offset: int, batches: bytes, producers: Any) -> None:
+        """Replace the whole partition with a snapshot: offsets from ``start_offset``, these batches."""
+        with self.lock:
+            for seg in self._segments:
+                seg.delete()
+            self._segments, self._bases = [], []
+            self._new_segment(start_offset)
+            pos = 0
+            while pos < len(batches):
+                hdr = parse_header(batches, pos)
+                self._append_unlocked(batches[pos : pos + hdr.size])
+                pos += hdr.size
+            self.producer_state = ProducerStateManager()
+            self.producer_state.load_obj(producers)
+            self._save_producer_state()
+
+    def snapshot(self) -> tuple[int, bytes, Any]:
+        """``(log start offset, every retained batch, producer state)`` for a Raft snapshot."""
+        with self.lock:
+            start = self.log_start_offset
+            chunks = []
+            off = start
+            while off < self.log_end_offset:
+                chunk = self._read_unlocked(off, 1 << 24, min_one=True)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                pos = 0
+                while pos < len(chunk):
+                    hdr = parse_header(chunk, pos)
+                    pos += hdr.size
+                    off = hdr.next_offset
+            return start, b"".join(chunks), self.producer_state.to_obj()

@@ -139,8 +139,9 @@ class SafeJournal:
         self._meta_dirty = False
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802,N803
-        self._meta["commit"] = raftCommitIndex
-        self._meta_dirty = True
+        if self._meta.get("commit") != raftCommitIndex:  # heartbeats repeat it; write only changes
+            self._meta["commit"] = raftCommitIndex
+            self._meta_dirty = True
 
     def getRaftCommitIndex(self) -> int:  # noqa: N802
         return int(self._meta.get("commit", 1))

@@ -27,6 +27,7 @@ import asyncio
 import logging
 import os
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -216,6 +217,11 @@ class _Group(SyncObj):  # type: ignore[misc]
             return FENCED
         return self.sm.apply(epoch, payload)
 
+    @replicated  # type: ignore[untyped-decorator]
+    def submit(self, payload: bytes) -> int:
+        """Unfenced: any node may submit (pysyncobj forwards it to the leader)."""
+        return self.sm.apply(self.fence, payload)
+
     # pysyncobj 0.3.17 clears the journal when it does not start exactly at the snapshot,
     # dropping acknowledged entries that follow it. Keep the journal if it holds the
     # snapshot's last entry; replace it only when it cannot continue from the snapshot.
@@ -235,7 +241,7 @@ class _Group(SyncObj):  # type: ignore[misc]
                 journal.add(*last)
             self._SyncObj__raftLastApplied = last[1]
             end = journal[len(journal) - 1][1]
-            if getattr(self, "_SyncObj__raftCommitIndex") > end:
+            if self._SyncObj__raftCommitIndex > end:
                 self._SyncObj__raftCommitIndex = end
                 journal.setRaftCommitIndex(end)
             self._SyncObj__onSetCodeVersion(0)
@@ -263,6 +269,20 @@ def _make_serializer(group: Callable[[], _Group | None]) -> tuple[Callable[..., 
         return (tuple(blob["last"]), tuple(blob["prev"]), set())
 
     return serialize, deserialize
+
+
+class RaftPortInUse(ReplicationError):
+    pass
+
+
+def _check_bindable(addr: str) -> None:
+    host, port = addr.rsplit(":", 1)
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+        except OSError as e:
+            raise RaftPortInUse(f"Raft port {addr} is not available: {e}") from None
 
 
 class RaftLog:
@@ -297,8 +317,11 @@ class RaftLog:
             logCompactionSplit=t.compaction_split,
             useFork=False,
             commandsWaitLeader=False,
-            bindRetryTime=0.2,
+            bindAddress=self_addr,  # pysyncobj would otherwise listen on 0.0.0.0
+            bindRetryTime=0.05,
+            maxBindRetries=3,  # without a limit, SyncObj.__init__ spins forever on a busy port
         )
+        _check_bindable(self_addr)
         self.group = _Group(self_addr, peers, conf, sm)
         holder["g"] = self.group
         self._listeners: list[LeadershipListener] = []
@@ -306,6 +329,7 @@ class RaftLog:
         self._announced = -1  # epoch announced and applied while leader (-1: none)
         self._announcing = -1
         self._paused_until = 0.0
+        self._transfer_sent = False
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -321,6 +345,9 @@ class RaftLog:
 
     def committed_offset(self) -> int:
         return int(getattr(self.sm, "next_offset", 0))
+
+    def current_term(self) -> int:
+        return int(self.group.raftCurrentTerm)
 
     def leader_address(self) -> str | None:
         leader = self.group._getLeader()
@@ -346,6 +373,24 @@ class RaftLog:
         if result == FENCED:
             raise StaleEpochError(f"{self._name}: append at epoch {epoch} was fenced")
         return int(result)
+
+    async def submit(self, payload: bytes) -> int:
+        """Append from any node, without fencing (for idempotent metadata operations)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            loop.call_soon_threadsafe(_resolve, fut, result, error)
+
+        self.group.submit(payload, callback=done)
+        return int(await fut)
+
+    def connected_peers(self) -> set[str]:
+        """Raft addresses of the peers this group is connected to (best effort, any thread)."""
+        try:
+            return {n.id for n in list(self.group._SyncObj__connectedNodes)}
+        except RuntimeError:  # the set changed while we copied it
+            return set()
 
     def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
         entries = getattr(self.sm, "entries", None)
@@ -403,20 +448,29 @@ class RaftLog:
 
     def start_transfer(self, now: float) -> None:
         """Quiesce new appends for a moment so the preferred node can match our log."""
-        self._paused_until = now + 0.5
+        if self._paused_until == 0.0:
+            self._paused_until = now + 0.5
+            self._transfer_sent = False
 
     def step_transfer(self, now: float) -> None:
-        """Ticker thread, every tick while quiesced: try the transfer until it goes through."""
+        """Ticker thread while quiesced: ask for the transfer once the target matches our log.
+
+        pysyncobj denies (REQUEST_DENIED) until the target's match index equals our last
+        index; once it accepts, the target starts an election and we wait for the outcome.
+        """
         if self._paused_until == 0.0:
             return
         g = self.group
         if not g._isLeader() or now > self._paused_until:
             self._paused_until = 0.0  # done, or give up until the next balancing round
             return
-        # Denied (REQUEST_DENIED) until the target matches our log; retried every tick.
+        if self._transfer_sent:
+            return
+
         def transferred(result: Any, error: int) -> None:
             if error == FAIL_REASON.SUCCESS:
-                log.info("event=leadership_transfer partition=%s to=%s", self._name, self.preferred)
+                self._transfer_sent = True
+                log.debug("event=leadership_transfer partition=%s to=%s", self._name, self.preferred)
 
         g.transferLeadership(self.preferred, callback=transferred)
 
@@ -443,7 +497,7 @@ def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
 class RaftHost:
     """All Raft groups of one node process, ticked by one thread."""
 
-    def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 1.0) -> None:
+    def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0) -> None:
         if not secret:
             raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
         self.secret = secret
@@ -518,6 +572,8 @@ class RaftHost:
             if now >= next_round:
                 due = logs
                 next_round = now + period
+                if self._last_balance == 0.0:
+                    self._last_balance = now + 3.0  # let the cluster settle before balancing
                 if self.balance and now - self._last_balance >= self._balance_every:
                     self._last_balance = now
                     for lg in logs:

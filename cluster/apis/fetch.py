@@ -49,6 +49,10 @@ def _collect(node: Any, request: Any, m: Any) -> tuple[list[Any], int, bool, lis
                 pds.append(_pdata(m, p.partition, ErrorCode.unknown_topic_or_partition))
                 any_error = True
                 continue
+            if not part.is_leader:
+                pds.append(_pdata(m, p.partition, ErrorCode.not_leader_or_follower))
+                any_error = True
+                continue
             parts_seen.append(part)
             data = part.data
             err = _epoch_error(getattr(p, "current_leader_epoch", None), part.leader_epoch)
@@ -125,6 +129,9 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             part = node.partition(t.name, p.partition_index)
             if part is None:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))
+                continue
+            if not part.is_leader:
+                parts.append(_lo_part(m, p.partition_index, ErrorCode.not_leader_or_follower))
                 continue
             err = _epoch_error(getattr(p, "current_leader_epoch", None), part.leader_epoch)
             if err is not None:

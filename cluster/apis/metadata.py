@@ -17,14 +17,21 @@ log = logging.getLogger("kcoord.api.metadata")
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def _partition(m: Any, node: Any, name: str | None, p: int) -> Any:
+    replicas = tuple(node.replica_ids())
+    if name == OFFSETS_TOPIC:
+        leader = node.offsets_partition_leader(p)
+        leader_id, epoch = (leader.node_id, 0) if leader is not None else (-1, -1)
+    else:
+        leader_id, epoch = node.partition_leader(name, p)
+    error = ErrorCode.none if leader_id >= 0 else ErrorCode.leader_not_available
+    return mk(m.MetadataResponsePartition, error_code=error, partition_index=p, leader_id=leader_id,
+              leader_epoch=epoch, replica_nodes=replicas, isr_nodes=replicas, offline_replicas=())
+
+
 def _topic(m: Any, node: Any, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
            partitions: int = 0, internal: bool = False, epoch: int = 0) -> Any:
-    me = node.node_id
-    parts = tuple(
-        mk(m.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=p, leader_id=me,
-           leader_epoch=epoch, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=())
-        for p in range(partitions)
-    )
+    parts = tuple(_partition(m, node, name, p) for p in range(partitions))
     return mk(m.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
               is_internal=internal, partitions=parts)
 
@@ -70,9 +77,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
             if bad is not None:
                 topics.append(_topic(m, node, name, ErrorCode.invalid_topic_exception))
             elif auto_create and not node.is_internal_topic(name):
-                node.create_topic(name, node.config.default_num_partitions)
-                log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
-                topics.append(_known(m, node, name))
+                topics.append(_topic(m, node, name, ErrorCode.leader_not_available))
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))
     return mk(m.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=node.cluster_id,
@@ -80,7 +85,21 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return build(ctx.node, request)
+    node = ctx.node
+    v = version_of(request)
+    auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
+    if auto_create and request.topics:
+        for rt in request.topics:
+            name = rt.name
+            if (name is None or name == OFFSETS_TOPIC or node.topic(name) is not None
+                    or validate_topic_name(name) is not None or node.is_internal_topic(name)):
+                continue
+            try:
+                await node.create_topic_async(name, node.config.default_num_partitions)
+                log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
+            except Exception as e:  # noqa: BLE001 - the client sees LEADER_NOT_AVAILABLE/unknown and retries
+                log.warning("event=topic_auto_create_failed topic=%s error=%r", name, str(e))
+    return build(node, request)
 
 
 def register(node: Any) -> None:

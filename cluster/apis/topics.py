@@ -46,10 +46,10 @@ def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
         if idx != list(range(len(idx))):
             return ErrorCode.invalid_replica_assignment, "Partitions should be a consecutive 0-based integer sequence", -1
         for a in t.assignments:
-            if list(a.broker_ids) != [node.node_id]:
+            if not a.broker_ids or set(a.broker_ids) - set(node.replica_ids()):
                 return (ErrorCode.invalid_replica_assignment,
                         f"Replica assignment {list(a.broker_ids)} for partition {a.partition_index} is invalid: "
-                        f"only broker {node.node_id} exists", -1)
+                        f"the brokers are {node.replica_ids()}", -1)
         partitions = len(idx)
     else:
         partitions = node.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
@@ -58,11 +58,12 @@ def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
         if t.replication_factor == 0 or t.replication_factor < -1:
             return (ErrorCode.invalid_replication_factor,
                     "Replication factor must be larger than 0, or -1 to use the default value.", -1)
-        if t.replication_factor > 1:
+        brokers = len(node.replica_ids())
+        if t.replication_factor > brokers:
             return (ErrorCode.invalid_replication_factor,
                     f"Unable to replicate the partition {t.replication_factor} time(s): The target replication "
-                    f"factor of {t.replication_factor} cannot be reached because only 1 broker(s) are registered.",
-                    -1)
+                    f"factor of {t.replication_factor} cannot be reached because only {brokers} broker(s) are "
+                    "registered.", -1)
         if partitions > 100000:
             return ErrorCode.invalid_partitions, f"Number of partitions {partitions} is too large.", -1
     for c in t.configs:
@@ -72,7 +73,7 @@ def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
     return ErrorCode.none, None, partitions
 
 
-def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+async def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
     m = resp_mod(CREATE_KEY, version_of(request))
     counts: dict[str, int] = {}
     for t in request.topics:
@@ -96,19 +97,19 @@ def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> 
             continue
         configs = {c.name: c.value for c in t.configs}
         if request.validate_only:
-            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=1, configs=configs))
+            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.replica_ids()), configs=configs))
             continue
-        meta = node.create_topic(t.name, partitions, configs)
+        meta = await node.create_topic_async(t.name, partitions, configs)
         results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
-                                      rf=1, configs=configs))
+                                      rf=len(node.replica_ids()), configs=configs))
     return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
 async def handle_create(ctx: RequestContext, request: Any) -> Any:
-    return build_create(ctx.node, request)
+    return await build_create(ctx.node, request)
 
 
-def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+async def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
     m = resp_mod(DELETE_KEY, version_of(request))
     if hasattr(request, "topic_names"):
         targets: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in request.topic_names]
@@ -133,7 +134,7 @@ def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> 
             results.append(res(ErrorCode.invalid_topic_exception, f"Topic {name} is internal and cannot be deleted",
                                n=name))
             continue
-        meta = node.delete_topic(name)
+        meta = await node.delete_topic_async(name) if node.topic(name) is not None else None
         if meta is None:
             results.append(res(ErrorCode.unknown_topic_or_partition,
                                "This server does not host this topic-partition.", n=name))
@@ -143,11 +144,21 @@ def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> 
 
 
 async def handle_delete(ctx: RequestContext, request: Any) -> Any:
-    return build_delete(ctx.node, request)
+    return await build_delete(ctx.node, request)
+
+
+def _run_sync(coro: Any) -> Any:
+    """Drive a builder that will not await (the error path) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("error response builder tried to wait")
 
 
 def register(node: Any) -> None:
     node.registry.register(CREATE_KEY, 2, 7, handle_create,
-                           error_response=lambda req, code: build_create(node, req, error=code))
+                           error_response=lambda req, code: _run_sync(build_create(node, req, error=code)))
     node.registry.register(DELETE_KEY, 1, 6, handle_delete,
-                           error_response=lambda req, code: build_delete(node, req, error=code))
+                           error_response=lambda req, code: _run_sync(build_delete(node, req, error=code)))

@@ -1,0 +1,54 @@
+"""Helpers shared by the scenarios: topics, client configs, process start-up."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+from typing import Any
+
+from cluster.bench.brokers import BenchError
+
+CLIENT_DEFAULTS: dict[str, Any] = {"socket.nagle.disable": True}
+
+
+def mp_context() -> Any:
+    # spawn, never fork: the parent may already hold librdkafka threads.
+    return multiprocessing.get_context("spawn")
+
+
+def run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create ``topic`` and wait until the metadata shows every partition with a leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  operation_timeout=timeout)
+    for f in futures.values():
+        try:
+            f.result(timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - any client error ends the run with its text
+            raise BenchError(f"{bootstrap}: cannot create topic {topic}: {e}") from e
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions \
+                and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise BenchError(f"{bootstrap}: topic {topic} has no leaders for all {partitions} partitions after {timeout}s")
+
+
+def broker_count(bootstrap: str, timeout: float = 10.0) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout)
+    except Exception as e:  # noqa: BLE001
+        raise BenchError(f"{bootstrap}: no metadata: {e}") from e
+    return len(md.brokers)

@@ -1,0 +1,165 @@
+"""``kcoord up``: a local cluster of node processes on 127.0.0.1, with progress and clear errors.
+
+Node i listens for Kafka clients on ``base_port + i`` and for Raft on
+``raft_base + 1000 * i + slot``. The cluster secret is generated once into
+``<data_dir>/cluster.secret`` and handed to the nodes through the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+RAFT_PORTS_PER_NODE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LocalNode:
+    node_id: int
+    kafka_port: int
+    raft_port: int
+    data_dir: Path
+
+
+def plan(nodes: int, base_port: int, raft_base: int, data_dir: Path) -> list[LocalNode]:
+    return [LocalNode(i, base_port + i, raft_base + RAFT_PORTS_PER_NODE * i, data_dir / f"node-{i}")
+            for i in range(nodes)]
+
+
+def peers_spec(layout: list[LocalNode]) -> str:
+    return ",".join(f"127.0.0.1:{n.kafka_port}:{n.raft_port}" for n in layout)
+
+
+def cluster_secret(data_dir: Path) -> str:
+    """The cluster's Raft secret, generated on first use and kept in the data dir."""
+    path = data_dir / "cluster.secret"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return secret
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are not "in use"
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
+                log_dir: Path | None = None) -> list[subprocess.Popen[str]]:
+    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers_spec(layout), PYTHONUNBUFFERED="1")
+    procs = []
+    for n in layout:
+        cmd = [sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", "127.0.0.1",
+               "--port", str(n.kafka_port), "--data-dir", str(n.data_dir)]
+        for k, v in (settings or {}).items():
+            cmd += ["--set", f"{k}={v}"]
+        n.data_dir.mkdir(parents=True, exist_ok=True)
+        stderr = open((log_dir or n.data_dir) / f"node-{n.node_id}.log", "a")  # noqa: SIM115 - child owns it
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                                      cwd=Path(__file__).resolve().parents[1]))
+        stderr.close()
+    return procs
+
+
+def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: str = "./data",
+       settings: dict[str, str] | None = None) -> int:
+    console = Console(stderr=True)
+    root = Path(data_dir).resolve()
+    layout = plan(nodes, base_port, raft_base, root)
+    busy = [p for n in layout for p in (n.kafka_port, n.raft_port) if port_in_use(p)]
+    if busy:
+        console.print(f"[red]kcoord up: port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1[/red] — "
+                      "stop whatever holds them or choose --base-port / --raft-port")
+        return 1
+    secret = cluster_secret(root)
+    procs = start_nodes(layout, secret, settings)
+    ready = [False] * nodes
+    with console.status("starting nodes...") as status:
+        deadline = time.time() + 60
+        while not all(ready) and time.time() < deadline:
+            for i, p in enumerate(procs):
+                if ready[i]:
+                    continue
+                if p.poll() is not None:
+                    log_path = layout[i].data_dir / f"node-{i}.log"
+                    tail = log_path.read_text()[-2000:] if log_path.exists() else ""
+                    console.print(f"[red]node {i} exited ({p.returncode})[/red]\n{tail}")
+                    _stop(procs)
+                    return 1
+                assert p.stdout is not None
+                os.set_blocking(p.stdout.fileno(), False)
+                line = p.stdout.readline()
+                if line and "listening on" in line:
+                    ready[i] = True
+                    console.print(f"[green]✓[/green] node {i}: kafka 127.0.0.1:{layout[i].kafka_port}, "
+                                  f"raft ports from {layout[i].raft_port}, data {layout[i].data_dir}")
+            status.update(f"starting nodes... {sum(ready)}/{nodes} up")
+            time.sleep(0.1)
+    if not all(ready):
+        console.print("[red]kcoord up: nodes did not start in time[/red]")
+        _stop(procs)
+        return 1
+    bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in layout)
+    console.print(f"[bold]kcoord cluster is up[/bold]: bootstrap.servers={bootstrap}  (Ctrl-C stops it)")
+    print(bootstrap, flush=True)
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    while not stop["now"]:
+        for i, p in enumerate(procs):
+            if p.poll() is not None:
+                console.print(f"[yellow]node {i} exited ({p.returncode}); the others keep serving[/yellow]")
+                procs[i] = _Dead()  # type: ignore[assignment]
+        time.sleep(0.5)
+    console.print("stopping...")
+    _stop(procs)
+    return 0
+
+
+class _Dead:
+    returncode = 0
+
+    def poll(self) -> int:
+        return 0
+
+    def terminate(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+    def kill(self) -> None:
+        pass
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()

@@ -1,0 +1,259 @@
+"""Cluster mode: every partition of the node is a Raft group over the ``peers`` list.
+
+Groups and their Raft ports (``raft_port + slot`` on each node):
+- slot 0: ``__cluster_metadata`` — topics, cluster id and ``n``, as idempotent operations;
+- slots 1..n: ``__consumer_offsets`` partitions (coordinator records, compacted);
+- then one slot per data partition, allocated in the order topics are created (the
+  metadata log's order, so every node computes the same ports).
+
+A partition's preferred leader is ``slot % len(peers)``, which spreads leadership evenly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from cluster.config import Peer
+from cluster.metadata import TopicMeta
+from cluster.offsets_compaction import compact_offsets
+from replication.api import ReplicationError
+from replication.data_log import DataLog
+from replication.raft import EntryStore, RaftHost, RaftLog, RaftTimings
+
+log = logging.getLogger("kcoord.cluster")
+
+META_SLOT = 0
+
+
+# ------------------------------------------------------------------ replicated metadata
+
+def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
+    """The metadata state after applying these operations in order."""
+    state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None}
+    for payload in payloads:
+        op = msgpack.unpackb(payload, raw=False)
+        kind = op.get("op")
+        if kind == "state":
+            state = {k: op[k] for k in ("cluster_id", "n", "topics", "next_slot")}
+        elif kind == "init" and state["cluster_id"] is None:
+            state["cluster_id"] = op["cluster_id"]
+            state["n"] = int(op["n"])
+            state["next_slot"] = 1 + int(op["n"])
+        elif kind == "create" and state["n"] is not None and op["name"] not in state["topics"]:
+            state["topics"][op["name"]] = {"partitions": int(op["partitions"]), "topic_id": op["topic_id"],
+                                           "configs": dict(op.get("configs") or {}), "slot": state["next_slot"]}
+            state["next_slot"] += int(op["partitions"])
+        elif kind == "delete":
+            state["topics"].pop(op["name"], None)
+    return state
+
+
+def compact_metadata(payloads: list[bytes]) -> list[bytes]:
+    state = fold_metadata(payloads)
+    return [msgpack.packb({"op": "state", **state}, use_bin_type=True)]
+
+
+def _op(**fields: Any) -> bytes:
+    return bytes(msgpack.packb(fields, use_bin_type=True))
+
+
+# ------------------------------------------------------------------ data partitions
+
+class DataStateMachine:
+    """A data partition's replicated state: its DataLog (batches, producer state)."""
+
+    def __init__(self, data: DataLog, on_applied: Any) -> None:
+        self.data = data
+        self._on_applied = on_applied
+
+    def apply(self, epoch: int, payload: bytes) -> int:
+        try:
+            hdr = self.data.append(payload)
+        except ValueError as e:  # offsets out of line: refuse, never crash the ticker
+            log.error("event=data_apply_refused dir=%s error=%r", self.data.directory, str(e))
+            return -2
+        self._on_applied()
+        return hdr.base_offset
+
+    def snapshot(self) -> bytes:
+        start, batches, producers = self.data.snapshot()
+        return bytes(msgpack.packb({"start": start, "batches": batches, "producers": producers},
+                                   use_bin_type=True))
+
+    def restore(self, blob: bytes) -> None:
+        state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+        self.data.reset_to(int(state["start"]), state["batches"], state["producers"])
+        self._on_applied()
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class RaftCluster:
+    def __init__(self, node: Any) -> None:
+        cfg = node.config
+        self.node = node
+        self.peers: list[Peer] = cfg.cluster_peers
+        self.me = self.peers[cfg.node_id]
+        timings = RaftTimings(
+            raft_min_timeout=cfg.raft_election_timeout_ms / 1000,
+            raft_max_timeout=2 * cfg.raft_election_timeout_ms / 1000,
+            append_entries_period=cfg.raft_heartbeat_ms / 1000,
+            tick_period=cfg.raft_tick_ms / 1000,
+            compaction_min_entries=cfg.raft_compaction_entries,
+            compaction_min_time=float(cfg.raft_compaction_interval_s),
+        )
+        self.host = RaftHost(cfg.cluster_secret, timings)
+        self.root = os.path.join(cfg.data_dir, "raft")
+        self._addr_to_peer: dict[str, Peer] = {}
+        self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
+        self.meta_log = self._group("__cluster_metadata", META_SLOT, self.meta_store)
+        n = node.offsets_partitions
+        self.offsets_logs = [
+            self._group(f"__consumer_offsets-{p}", 1 + p,
+                        EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries))
+            for p in range(n)
+        ]
+        self.data_logs: dict[tuple[str, int], RaftLog] = {}
+        self.state: dict[str, Any] = fold_metadata([])
+        self._seen = (-1, -1)
+        self._init_sent = False
+        self._missing = False  # a data partition could not be opened yet (retried)
+        self._task: asyncio.Task[None] | None = None
+        self.fatal: str | None = None
+
+    # ---------------------------------------------------------------- groups
+
+    def raft_addr(self, peer: Peer, slot: int) -> str:
+        return f"{peer.host}:{peer.raft_port + slot}"
+
+    def _group(self, name: str, slot: int, sm: Any) -> RaftLog:
+        addrs = [self.raft_addr(p, slot) for p in self.peers]
+        for p, a in zip(self.peers, addrs, strict=True):
+            self._addr_to_peer[a] = p
+        me = addrs[self.me.node_id]
+        preferred = addrs[slot % len(self.peers)]
+        return self.host.add(name, me, [a for a in addrs if a != me], preferred,
+                             os.path.join(self.root, name), sm)
+
+    def leader_of(self, lg: RaftLog) -> Peer | None:
+        if lg.is_leader():
+            return self.me
+        addr: str | None = lg.leader_address()
+        return self._addr_to_peer.get(addr) if addr else None
+
+    def broker(self, peer: Peer) -> BrokerInfo:
+        host = self.node.config.advertised if peer.node_id == self.me.node_id else peer.host
+        return BrokerInfo(peer.node_id, host, peer.kafka_port)
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        connected = self.meta_log.connected_peers()
+        return [self.broker(p) for p in self.peers
+                if p.node_id == self.me.node_id or self.raft_addr(p, META_SLOT) in connected]
+
+    def controller(self) -> Peer:
+        return self.leader_of(self.meta_log) or self.me
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self.host.start(asyncio.get_running_loop())
+        self._task = asyncio.create_task(self._follow_metadata(), name="metadata")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
+
+    async def _follow_metadata(self) -> None:
+        while True:
+            version = (self.meta_store.next_offset, len(self.meta_store.base))
+            if version != self._seen or self._missing:
+                self._seen = version
+                self.state = fold_metadata([e.payload for e in self.meta_store.entries(0)])
+                self._apply_state()
+            if self.state["cluster_id"] is None and self.meta_log.is_leader() and not self._init_sent:
+                self._init_sent = True
+                asyncio.create_task(self._init())
+            await asyncio.sleep(0.05)
+
+    async def _init(self) -> None:
+        try:
+            await self.meta_log.submit(_op(op="init", cluster_id=self.node.metadata.cluster_id,
+                                           n=self.node.offsets_partitions))
+        except Exception as e:  # noqa: BLE001 - retried by the follower loop
+            log.warning("event=metadata_init_failed error=%r", str(e))
+            self._init_sent = False
+
+    def _apply_state(self) -> None:
+        state = self.state
+        if state["n"] is not None and state["n"] != self.node.offsets_partitions:
+            self.fatal = (f"offsets.topic.num.partitions is {self.node.offsets_partitions} here but the cluster "
+                          f"was created with {state['n']}; it can never change")
+            log.error("event=fatal_config error=%r", self.fatal)
+            self.node.request_stop(2)
+            return
+        if state["cluster_id"] is not None and state["cluster_id"] != self.node.metadata.cluster_id:
+            self.node.metadata.cluster_id = state["cluster_id"]
+            self.node.metadata.save()
+        topics: dict[str, TopicMeta] = {}
+        for name, t in state["topics"].items():
+            old = self.node.metadata.topics.get(name)
+            tid = uuid.UUID(t["topic_id"])
+            topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
+                name, t["partitions"], tid, dict(t["configs"]))
+        self.node.metadata.replace_topics(topics)
+        wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
+        for key in [k for k in self.data_logs if k not in wanted]:
+            lg = self.data_logs.pop(key)
+            self.host.remove(lg)
+            self.node.partitions.drop_partition(*key)
+            log.info("event=partition_dropped topic=%s partition=%d", *key)
+        self._missing = False
+        for key, slot in wanted.items():
+            if key not in self.data_logs:
+                try:
+                    self._open_data(key[0], key[1], slot, topics[key[0]].configs)
+                except ReplicationError as e:
+                    self._missing = True
+                    log.error("event=partition_open_failed topic=%s partition=%d error=%r", key[0], key[1], str(e))
+
+    def _open_data(self, topic: str, partition: int, slot: int, configs: dict[str, str]) -> None:
+        part = self.node.partitions.open(topic, partition, configs)
+        sm = DataStateMachine(part.data, lambda: self.host.call_in_loop(part.applied))
+        lg = self._group(f"{topic}-{partition}", slot, sm)
+        self.data_logs[(topic, partition)] = lg
+        part.attach(lg)
+
+    # ---------------------------------------------------------------- topics
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        await self.meta_log.submit(_op(op="create", name=name, partitions=partitions, configs=configs,
+                                       topic_id=str(uuid.uuid4())))
+        await self._wait(lambda: name in self.node.metadata.topics and all(
+            (name, p) in self.data_logs for p in range(partitions)))
+        return self.node.metadata.topics[name]  # type: ignore[no-any-return]
+
+    async def delete_topic(self, name: str) -> None:
+        await self.meta_log.submit(_op(op="delete", name=name))
+        await self._wait(lambda: name not in self.node.metadata.topics)
+
+    async def _wait(self, cond: Any, timeout: float = 10.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not cond():
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError("metadata change not applied in time")
+            await asyncio.sleep(0.01)
+
