@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint unit clean
+.PHONY: run test setup lint unit clean compose-tools
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || PY=python3; \
@@ -17,7 +17,18 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch node_modules/.installed
 
-setup: $(STAMP) node_modules/.installed
+# docker-compose (Debian package) validates compose/docker-compose.yml in the tests (`config` only,
+# no Docker engine needed). Installed with apt-get when missing and we are root; skipped if present.
+compose-tools:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q docker-compose >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q docker-compose >/dev/null; } || \
+	      echo "warning: could not install docker-compose; the compose test will be skipped"; \
+	  else echo "note: docker-compose missing (install it as root); the compose test will be skipped"; fi; }
+
+setup: $(STAMP) node_modules/.installed compose-tools
 
 run: setup
 	$(BIN)/kcoord up

@@ -95,6 +95,8 @@ class NodeConfig:
     raft_tick_ms: int = 50
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
+    # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
+    metrics_port: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -108,6 +110,7 @@ class NodeConfig:
 
         need(0 <= self.node_id < 2**31, "node_id", "must be a non-negative int32")
         need(0 <= self.port <= 65535, "port", "must be 0..65535")
+        need(0 <= self.metrics_port <= 65535, "metrics_port", "must be 0..65535 (0 = disabled)")
         need(bool(self.host), "host", "must not be empty")
         need(bool(self.data_dir), "data_dir", "must not be empty")
         need(self.default_num_partitions >= 1, "default_num_partitions", "must be >= 1")

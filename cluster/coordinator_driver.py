@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster import metrics
 from coordinator import commands as c
 from coordinator.codec import RecordDecodeError, decode_batch, encode_batch
 from coordinator.config import GroupConfig
@@ -57,6 +59,7 @@ class CoordinatorDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.load_times_ms: dict[int, int] = {}
+        metrics.register_driver(self)  # metrics: group counts come from scanning self.runtime at scrape time
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -120,6 +123,7 @@ class CoordinatorDriver:
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms()))
         took = self._now_ms() - started
         self.load_times_ms[partition] = took
+        metrics.observe_shard_load(partition, took / 1000)  # metrics: shard load time
         log.info("event=shard_loaded partition=%d epoch=%d entries=%d records=%d took_ms=%d",
                  partition, epoch, entries, len(records), took)
 
@@ -135,6 +139,7 @@ class CoordinatorDriver:
         self._futures[token] = fut
         try:
             self._run(self.runtime.submit(partition, request, token, self._now_ms()))
+            metrics.observe_group(self, partition, getattr(request, "group_id", None))  # metrics: rebalances
             return await fut
         finally:
             self._futures.pop(token, None)
@@ -169,15 +174,19 @@ class CoordinatorDriver:
             while box.records and self._outboxes.get(partition) is box:
                 records, end, epoch = box.records, box.end_offset, box.epoch
                 box.records = []
+                started = time.perf_counter()  # metrics: commit latency of this entry
                 try:
                     await asyncio.wait_for(lg.append(encode_batch(records), epoch), self._commit_timeout_s)
                 except (NotLeaderError, StaleEpochError):
+                    metrics.observe_commit(time.perf_counter() - started, ok=False)
                     self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                     return
                 except (ReplicationError, TimeoutError) as exc:
+                    metrics.observe_commit(time.perf_counter() - started, ok=False)
                     log.warning("event=append_failed partition=%d epoch=%d error=%r", partition, epoch, str(exc))
                     self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.REQUEST_TIMED_OUT))
                     return
+                metrics.observe_commit(time.perf_counter() - started, ok=True)
                 self._run(self.runtime.on_committed(partition, epoch, end))
         finally:
             box.in_flight = False

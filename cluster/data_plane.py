@@ -55,11 +55,13 @@ class DataPartition:
         self.data = data_log
         self.rlog: ReplicatedLog = DataPassThroughLog(f"{topic}-{partition}", data_log)
         self.next_offset = data_log.log_end_offset
+        self.raft = False
         self._waiters: set[asyncio.Future[None]] = set()
 
     def attach(self, rlog: ReplicatedLog) -> None:
         """Cluster mode: replicate through Raft; the DataLog is written by the applied entries."""
         self.rlog = rlog
+        self.raft = True
         rlog.subscribe(self._on_leadership)
 
     def _on_leadership(self, change: LeadershipChange) -> None:
@@ -79,6 +81,12 @@ class DataPartition:
     @property
     def leader_epoch(self) -> int:
         return self.rlog.leader_epoch()
+
+    @property
+    def reported_epoch(self) -> int:
+        """The leader epoch clients see: -1 under Raft, so they skip KIP-320 validation
+        (OffsetForLeaderEpoch is not served; committed entries are never truncated)."""
+        return -1 if self.raft else self.rlog.leader_epoch()
 
     async def produce(self, records: bytes | None) -> ProduceResult:
         if not records:

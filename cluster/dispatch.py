@@ -15,10 +15,12 @@ ApiVersions is answered from the registry: it advertises exactly what is registe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster import metrics
 from cluster.codec import (
     API_VERSIONS_KEY,
     CodecError,
@@ -124,6 +126,7 @@ class Dispatcher:
                         header.client_id)
             raise CloseConnection
         if not spec.min_version <= header.api_version <= spec.max_version:
+            metrics.count_error(header.api_key, "unsupported_version")  # metrics
             return self._unsupported_version(spec, header, frame, conn)
         try:
             request = decode_body(header, frame)
@@ -141,9 +144,11 @@ class Dispatcher:
             client_port=conn.port,
             connection_id=conn.connection_id,
         )
+        started = time.perf_counter()  # metrics: latency, requests and errors per API
         try:
             response = await spec.handler(ctx, request)
         except CloseConnection:
+            metrics.observe_request(header.api_key, time.perf_counter() - started, None, "connection_closed")
             raise
         except Exception as e:  # noqa: BLE001 - one failing request must not take others down
             log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
@@ -156,6 +161,7 @@ class Dispatcher:
             except Exception as e2:  # noqa: BLE001
                 log.error("event=error_response_failed api_key=%d error=%r", header.api_key, str(e2))
                 raise CloseConnection from None
+        metrics.observe_request(header.api_key, time.perf_counter() - started, response)  # metrics
         if response is None:
             return None
         return encode_response(header.api_key, header.correlation_id, response)

@@ -63,8 +63,10 @@ def port_in_use(port: int) -> bool:
 
 
 def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
-                log_dir: Path | None = None) -> list[subprocess.Popen[str]]:
-    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers_spec(layout), PYTHONUNBUFFERED="1")
+                log_dir: Path | None = None, peers: str | None = None) -> list[subprocess.Popen[str]]:
+    """Start these nodes (``peers`` = the whole cluster, when only some of it is started)."""
+    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
+               PYTHONUNBUFFERED="1")
     procs = []
     for n in layout:
         cmd = [sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", "127.0.0.1",
@@ -131,7 +133,7 @@ def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: 
         for i, p in enumerate(procs):
             if p.poll() is not None:
                 console.print(f"[yellow]node {i} exited ({p.returncode}); the others keep serving[/yellow]")
-                procs[i] = _Dead()  # type: ignore[assignment]
+                procs[i] = _Dead()  # type: ignore[call-overload]
         time.sleep(0.5)
     console.print("stopping...")
     _stop(procs)

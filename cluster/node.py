@@ -134,7 +134,9 @@ class Node:
         if lg is None:
             return -1, -1
         peer = self.cluster.leader_of(lg)
-        return (peer.node_id if peer is not None else -1), lg.current_term()
+        # Leader epoch -1: clients then skip KIP-320 position validation (OffsetForLeaderEpoch, which
+        # kcoord does not serve); committed Raft entries are never truncated, so there is nothing to detect.
+        return (peer.node_id if peer is not None else -1), -1
 
     def replica_ids(self) -> list[int]:
         if self.cluster is None:
@@ -244,9 +246,15 @@ class Node:
         self.server = WireServer(Dispatcher(self.registry, self), self.config.host, self.config.port,
                                  max_request_bytes=self.config.socket_request_max_bytes)
         await self.server.start()
+        # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
+        from cluster import metrics
+
+        self.metrics_server = metrics.start_server(self.config)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         if self.group_api is not None and hasattr(self.group_api, "start"):
             await self.group_api.start()
+        if self.cluster is not None and not await self.cluster.wait_formed():
+            log.warning("event=cluster_not_formed detail='no metadata leader yet; serving anyway'")
         log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d",
                  self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
                  self.offsets_partitions)
@@ -264,6 +272,9 @@ class Node:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        metrics_server = getattr(self, "metrics_server", None)  # metrics endpoint (see start)
+        if metrics_server is not None:
+            metrics_server.stop()
         if self.group_api is not None and hasattr(self.group_api, "stop"):
             await self.group_api.stop()
         if self.cluster is not None:

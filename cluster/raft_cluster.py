@@ -106,7 +106,7 @@ class RaftCluster:
         cfg = node.config
         self.node = node
         self.peers: list[Peer] = cfg.cluster_peers
-        self.me = self.peers[cfg.node_id]
+        self.me: Peer = self.peers[cfg.node_id]
         timings = RaftTimings(
             raft_min_timeout=cfg.raft_election_timeout_ms / 1000,
             raft_max_timeout=2 * cfg.raft_election_timeout_ms / 1000,
@@ -152,7 +152,10 @@ class RaftCluster:
         if lg.is_leader():
             return self.me
         addr: str | None = lg.leader_address()
-        return self._addr_to_peer.get(addr) if addr else None
+        if not addr or addr not in lg.connected_peers():
+            return None  # unknown, or a leader we cannot reach (it may be dead): not available
+        peer: Peer | None = self._addr_to_peer.get(addr)
+        return peer
 
     def broker(self, peer: Peer) -> BrokerInfo:
         host = self.node.config.advertised if peer.node_id == self.me.node_id else peer.host
@@ -171,6 +174,15 @@ class RaftCluster:
     async def start(self) -> None:
         self.host.start(asyncio.get_running_loop())
         self._task = asyncio.create_task(self._follow_metadata(), name="metadata")
+
+    async def wait_formed(self, timeout: float = 30.0) -> bool:
+        """Until this node knows the cluster (metadata applied, its partitions open)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.state["cluster_id"] is None or self._missing:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -124,6 +124,7 @@ class _QuirkFilter(logging.Filter):
 logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
 
 FENCED = -1  # result of an append whose epoch is not the announced one
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # the largest payload one replicated entry may carry
 
 
 class StateMachine(Protocol):
@@ -241,7 +242,8 @@ class _Group(SyncObj):  # type: ignore[misc]
                 journal.add(*last)
             self._SyncObj__raftLastApplied = last[1]
             end = journal[len(journal) - 1][1]
-            if self._SyncObj__raftCommitIndex > end:
+            commit: int = self.__dict__["_SyncObj__raftCommitIndex"]
+            if commit > end:
                 self._SyncObj__raftCommitIndex = end
                 journal.setRaftCommitIndex(end)
             self._SyncObj__onSetCodeVersion(0)
@@ -307,6 +309,11 @@ class RaftLog:
             serializer=ser,
             deserializer=deser,
             appendEntriesUseBatch=False,
+            # pysyncobj 0.3.17 splits an entry larger than this into chunks and ends the chunking
+            # early (it compares chunk positions with the command's length, not the pickled
+            # entry's), so the follower unpickles a truncated entry and stops replicating. Keep
+            # every entry below the limit: callers cap payloads at MAX_ENTRY_BYTES.
+            appendEntriesBatchSizeBytes=4 * MAX_ENTRY_BYTES,
             appendEntriesPeriod=t.append_entries_period,
             raftMinTimeout=t.raft_min_timeout,
             raftMaxTimeout=t.raft_max_timeout,
@@ -354,6 +361,8 @@ class RaftLog:
         return leader.id if leader is not None else None
 
     async def append(self, payload: bytes, epoch: int) -> int:
+        if len(payload) > MAX_ENTRY_BYTES:
+            raise ReplicationError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
         if self._announced < 0:
             raise NotLeaderError(f"{self._name}: not the leader")
         if epoch != self._announced:

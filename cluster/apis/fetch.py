@@ -22,7 +22,7 @@ MAX_TIMESTAMP = -3
 
 
 def _epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
-    if current is None or current < 0 or current == leader_epoch:
+    if current is None or current < 0 or leader_epoch < 0 or current == leader_epoch:
         return None
     return ErrorCode.fenced_leader_epoch if current < leader_epoch else ErrorCode.unknown_leader_epoch
 
@@ -55,7 +55,7 @@ def _collect(node: Any, request: Any, m: Any) -> tuple[list[Any], int, bool, lis
                 continue
             parts_seen.append(part)
             data = part.data
-            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.leader_epoch)
+            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
             if err is not None:
                 pds.append(_pdata(m, p.partition, err))
                 any_error = True
@@ -133,12 +133,12 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             if not part.is_leader:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.not_leader_or_follower))
                 continue
-            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.leader_epoch)
+            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
             if err is not None:
                 parts.append(_lo_part(m, p.partition_index, err))
                 continue
             data = part.data
-            epoch = part.leader_epoch
+            epoch = part.reported_epoch
             ts = int(p.timestamp)
             if ts == LATEST:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, data.high_watermark, epoch))

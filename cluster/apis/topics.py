@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import validate_topic_config, validate_topic_name
+from replication.api import ReplicationError
 
 CREATE_KEY = 19
 DELETE_KEY = 20
@@ -99,7 +100,12 @@ async def build_create(node: Any, request: Any, *, error: ErrorCode | None = Non
         if request.validate_only:
             results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.replica_ids()), configs=configs))
             continue
-        meta = await node.create_topic_async(t.name, partitions, configs)
+        try:
+            meta = await node.create_topic_async(t.name, partitions, configs)
+        except (ReplicationError, TimeoutError) as e:
+            # No metadata leader right now: retriable, as Kafka's NOT_CONTROLLER is for clients.
+            results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))
+            continue
         results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
                                       rf=len(node.replica_ids()), configs=configs))
     return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
@@ -134,7 +140,11 @@ async def build_delete(node: Any, request: Any, *, error: ErrorCode | None = Non
             results.append(res(ErrorCode.invalid_topic_exception, f"Topic {name} is internal and cannot be deleted",
                                n=name))
             continue
-        meta = await node.delete_topic_async(name) if node.topic(name) is not None else None
+        try:
+            meta = await node.delete_topic_async(name) if node.topic(name) is not None else None
+        except (ReplicationError, TimeoutError) as e:
+            results.append(res(ErrorCode.not_controller, f"metadata not available: {e}", n=name))
+            continue
         if meta is None:
             results.append(res(ErrorCode.unknown_topic_or_partition,
                                "This server does not host this topic-partition.", n=name))

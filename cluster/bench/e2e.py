@@ -5,7 +5,8 @@ partitions. Each value carries the send wall-clock time and a sequence number. A
 group's assignment is complete:
 
 * ``latency``: the producer sends ``--rate`` messages/s for D seconds (linger.ms=0,
-  acks=all); latency = consumer receive time - send time, p50/p99/max;
+  acks=all); latency = consumer receive time - send time, p50/p99/max; the produce ack
+  latency (librdkafka's ``Message.latency()``, produce() -> delivery report) separately;
 * ``throughput``: the producer sends ``--messages`` values of ``--size`` bytes as fast as it
   can (linger.ms=5); produce rate = acknowledged messages / time to flush; end-to-end rate
   = messages / (last receive - first send).
@@ -29,12 +30,16 @@ METRICS = [
     Metric("latency.p50_ms", "latency at fixed rate p50", "ms", "lower"),
     Metric("latency.p99_ms", "latency at fixed rate p99", "ms", "lower"),
     Metric("latency.max_ms", "latency at fixed rate max", "ms", "lower"),
+    Metric("latency.produce_ack_p50_ms", "fixed rate: produce ack p50", "ms", "lower"),
+    Metric("latency.produce_ack_p99_ms", "fixed rate: produce ack p99", "ms", "lower"),
     Metric("latency.msgs_per_s", "fixed-rate phase consumed msgs/s", "", "higher"),
     Metric("throughput.produce_msgs_per_s", "produce (acked) msgs/s", "", "higher"),
     Metric("throughput.e2e_msgs_per_s", "end-to-end consumed msgs/s", "", "higher"),
     Metric("throughput.e2e_mb_per_s", "end-to-end MB/s", "MB/s", "higher"),
     Metric("throughput.p50_ms", "latency under full load p50", "ms", "lower"),
     Metric("throughput.p99_ms", "latency under full load p99", "ms", "lower"),
+    Metric("throughput.produce_ack_p50_ms", "full load: produce ack p50", "ms", "lower"),
+    Metric("throughput.produce_ack_p99_ms", "full load: produce ack p99", "ms", "lower"),
     Metric("group_ready_s", "group ready (subscribe -> all assigned)", "s", "lower"),
     Metric("missing", "messages not consumed", "", ""),
     Metric("duplicates", "messages consumed twice", "", ""),
@@ -87,15 +92,18 @@ def _consumer(idx: int, bootstrap: str, topic: str, group: str, conn: Any, count
         unpack = HEADER.unpack_from
         errors = 0
         while not stop.is_set():
-            msgs = c.consume(1000, 0.1)
-            if not msgs:
+            # poll() returns on the first message; consume(n, 0) then drains what is already here
+            # (consume(n, timeout) would wait for n messages or the whole timeout)
+            first = c.poll(0.1)
+            if first is None:
                 continue
+            msgs = [first, *c.consume(999, 0)]
             now = time.time()
             for m in msgs:
                 if m.error() is not None:
                     errors += 1
                     continue
-                sent, phase, seq = unpack(m.value())
+                sent, phase, seq = unpack(m.value() or b"")
                 lat[phase].append((now - sent) * 1000.0)
                 seqs[phase].append(seq)
                 last_recv[phase] = now
@@ -113,12 +121,16 @@ def _producer(bootstrap: str, topic: str, conn: Any, counter: Any) -> None:
         from confluent_kafka import Producer
 
         failed = [0]
+        acks: list[float] = []
 
-        def cb(err: Any, _m: Any) -> None:
+        def cb(err: Any, m: Any) -> None:
             if err is not None:
                 failed[0] += 1
             else:
                 counter[0] += 1
+                lat = m.latency()
+                if lat is not None:
+                    acks.append(lat * 1000.0)
 
         while True:
             msg = conn.recv()
@@ -141,7 +153,7 @@ def _producer(bootstrap: str, topic: str, conn: Any, counter: Any) -> None:
                     p.produce(topic, HEADER.pack(time.time(), 0, i) + pad, on_delivery=cb)
                     p.poll(0)
                 p.flush(60)
-                conn.send(("latency", {"sent": n, "failed": failed[0]}))
+                conn.send(("latency", {"sent": n, "failed": failed[0], "acks": acks[:]}))
             elif msg[0] == "throughput":
                 _, count, size = msg
                 p = Producer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": bootstrap, "linger.ms": 5,
@@ -149,6 +161,7 @@ def _producer(bootstrap: str, topic: str, conn: Any, counter: Any) -> None:
                                                        "queue.buffering.max.kbytes": 1_048_576}))
                 pad = b"x" * max(0, size - HEADER.size)
                 failed[0] = 0
+                acks.clear()
                 t_first = time.time()
                 t0 = time.perf_counter()
                 for i in range(count):
@@ -163,7 +176,7 @@ def _producer(bootstrap: str, topic: str, conn: Any, counter: Any) -> None:
                 p.flush(120)
                 elapsed = time.perf_counter() - t0
                 conn.send(("throughput", {"sent": count, "failed": failed[0], "elapsed": elapsed,
-                                          "t_first": t_first}))
+                                          "t_first": t_first, "acks": acks[:]}))
     except Exception as e:  # noqa: BLE001
         import traceback
 
@@ -190,7 +203,7 @@ def _wait(cond: Any, timeout: float) -> bool:
         if cond():
             return True
         time.sleep(0.02)
-    return cond()
+    return bool(cond())
 
 
 def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, Any]:
@@ -248,6 +261,10 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
         result["latency.p50_ms"] = rnd(percentile(lat0, 50), 2)
         result["latency.p99_ms"] = rnd(percentile(lat0, 99), 2)
         result["latency.max_ms"] = rnd(max(lat0) if lat0 else None, 2)
+        result["latency.produce_ack_p50_ms"] = rnd(percentile(lat_info["acks"], 50), 2)
+        result["latency.produce_ack_p99_ms"] = rnd(percentile(lat_info["acks"], 99), 2)
+        result["throughput.produce_ack_p50_ms"] = rnd(percentile(tp_info["acks"], 50), 2)
+        result["throughput.produce_ack_p99_ms"] = rnd(percentile(tp_info["acks"], 99), 2)
         result["latency.msgs_per_s"] = rnd(len(lat0) / args.duration, 1)
         result["throughput.produce_msgs_per_s"] = rnd(tp_info["sent"] / tp_info["elapsed"], 1)
         span = last1 - tp_info["t_first"]

@@ -149,8 +149,9 @@ class Member(threading.Thread):
         try:
             while not self.leave.is_set():
                 m = c.poll(0.1)
-                if m is not None and m.error() is not None and self.error is None and m.error().fatal():
-                    self.error = str(m.error())
+                err = m.error() if m is not None else None
+                if err is not None and self.error is None and err.fatal():
+                    self.error = str(err)
         finally:
             c.close()
             self.closed.set()

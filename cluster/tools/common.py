@@ -55,6 +55,13 @@ def admin(args: argparse.Namespace) -> Any:
     return AdminClient(client_config(args))
 
 
+def admin_class(name: str) -> Any:
+    """A class of ``confluent_kafka.admin`` (``NewTopic``, ``OffsetSpec`` ...), untyped on purpose."""
+    from confluent_kafka import admin as kadmin
+
+    return getattr(kadmin, name)
+
+
 def timeout_s(args: argparse.Namespace) -> float:
     return float(args.timeout) / 1000.0
 
@@ -85,6 +92,14 @@ def cell_text(v: object) -> str:
     if v is None:
         return "-"
     return str(v)
+
+
+def kafka_error(e: BaseException) -> tuple[str, str]:
+    """(error name, message) of a KafkaException or any other exception."""
+    kerr: Any = e.args[0] if e.args else None
+    if kerr is not None and hasattr(kerr, "name") and hasattr(kerr, "str"):
+        return str(kerr.name()), str(kerr.str())
+    return type(e).__name__, str(e)
 
 
 def error(msg: str) -> None:

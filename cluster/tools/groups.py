@@ -20,8 +20,10 @@ from cluster.tools.common import (
     ToolError,
     add_common,
     admin,
+    admin_class,
     error,
     error_text,
+    kafka_error,
     offset_delete,
     print_table,
     result,
@@ -187,9 +189,7 @@ def list_offsets(adm: Any, args: argparse.Namespace, tps: Iterable[TP], spec: An
 
 
 def _end_offsets(adm: Any, args: argparse.Namespace, tps: Iterable[TP]) -> dict[TP, int]:
-    from confluent_kafka.admin import OffsetSpec
-
-    return list_offsets(adm, args, tps, OffsetSpec.latest())
+    return list_offsets(adm, args, tps, admin_class("OffsetSpec").latest())
 
 
 def topic_partitions(adm: Any, args: argparse.Namespace, topic: str) -> list[int]:
@@ -317,10 +317,8 @@ def cmd_delete(adm: Any, args: argparse.Namespace) -> int:
 
 
 def _kafka_error_text(e: Exception) -> str:
-    kerr = e.args[0] if e.args else None
-    if kerr is not None and hasattr(kerr, "name") and hasattr(kerr, "str"):
-        return f"{kerr.name()}: {kerr.str()}"
-    return str(e)
+    name, msg = kafka_error(e)
+    return f"{name}: {msg}"
 
 
 def cmd_delete_offsets(adm: Any, args: argparse.Namespace) -> int:
@@ -329,7 +327,7 @@ def cmd_delete_offsets(adm: Any, args: argparse.Namespace) -> int:
     for spec in args.topic:
         topic, parts = parse_topic_spec(spec)
         wanted.setdefault(topic, []).extend(parts if parts is not None else topic_partitions(adm, args, topic))
-    code, per_part = 15, {}
+    code, per_part = 15, dict[tuple[str, int], int]()
     for attempt in range(10):  # the coordinator may move or still be loading: look it up again
         d = _describe(adm, args, [g])[g]
         if kafka_state(d.state) == "Dead":
@@ -380,8 +378,7 @@ def parse_datetime_ms(text: str) -> int:
 
 def plan_reset(adm: Any, args: argparse.Namespace, group: str) -> dict[TP, int]:
     """The new offset of every partition in scope (what dry-run prints and execute commits)."""
-    from confluent_kafka.admin import OffsetSpec
-
+    OffsetSpec = admin_class("OffsetSpec")  # noqa: N806 - the library's class name
     committed = _committed(adm, args, group)
     if args.all_topics:
         tps = sorted(committed)

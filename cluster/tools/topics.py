@@ -9,7 +9,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.tools.common import ToolError, add_common, admin, error, print_table, result, timeout_s, warn
+from cluster.tools.common import (
+    ToolError,
+    add_common,
+    admin,
+    admin_class,
+    error,
+    kafka_error,
+    print_table,
+    result,
+    timeout_s,
+    warn,
+)
 
 COMMAND = "topics"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -68,8 +79,7 @@ def _is_internal(name: str) -> bool:
 
 
 def cmd_create(adm: Any, args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import NewTopic
-
+    NewTopic = admin_class("NewTopic")  # noqa: N806 - the library's class name
     configs = {}
     for item in args.config:
         if "=" not in item:
@@ -83,10 +93,10 @@ def cmd_create(adm: Any, args: argparse.Namespace) -> int:
         try:
             result(f, args)
         except Exception as e:  # noqa: BLE001
-            kerr = e.args[0] if e.args else None
-            if args.if_not_exists and getattr(kerr, "name", lambda: "")() == "TOPIC_ALREADY_EXISTS":
+            name, msg = kafka_error(e)
+            if args.if_not_exists and name == "TOPIC_ALREADY_EXISTS":
                 return 0
-            error(f"failed to create topic {args.topic}: {kerr.str() if hasattr(kerr, 'str') else e}")
+            error(f"failed to create topic {args.topic}: {msg}")
             return 1
     print(f"Created topic {args.topic}.")
     return 0
@@ -135,10 +145,10 @@ def cmd_delete(adm: Any, args: argparse.Namespace) -> int:
             result(f, args)
             print(f"Deleted topic {name}.")
         except Exception as e:  # noqa: BLE001
-            kerr = e.args[0] if e.args else None
-            if args.if_exists and getattr(kerr, "name", lambda: "")() == "UNKNOWN_TOPIC_OR_PART":
+            code, msg = kafka_error(e)
+            if args.if_exists and code == "UNKNOWN_TOPIC_OR_PART":
                 continue
-            error(f"failed to delete topic {name}: {kerr.str() if hasattr(kerr, 'str') else e}")
+            error(f"failed to delete topic {name}: {msg}")
             rc = 1
     return rc
 

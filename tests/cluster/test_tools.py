@@ -121,7 +121,7 @@ def test_groups_list_and_describe_match_describe_groups_and_offset_fetch(
 
         poll_until(cs, stable_with_two)
         # Each consumer commits offset 3 + its index on every partition it owns.
-        for i, c in enumerate(cs):
+        for c in cs:
             parts = c.assignment()
             c.commit(offsets=[TopicPartition(topic, tp.partition, 3 + tp.partition) for tp in parts],
                      asynchronous=False)

@@ -1,0 +1,319 @@
+"""Prometheus metrics of a node, served over HTTP when ``metrics_port`` is set (0 = off).
+
+Series (all prefixed ``kcoord_``):
+
+* ``requests_total{api}``, ``request_errors_total{api,error}``, ``request_duration_seconds{api}``:
+  every request by API (errors = non-zero error codes found in the response, handler crashes,
+  unsupported versions, closed connections) — fed by ``cluster.dispatch``;
+* ``groups{state}``, ``group_members``, ``coordinator_shards{state}``: computed at scrape time by
+  scanning the loaded coordinator shards on the event loop (nothing is counted per request);
+* ``rebalances_total``, ``rebalance_duration_seconds``: a rebalance starts when a group leaves
+  Stable/Empty and ends when it is Stable or Empty again — observed when a group's request is
+  handled and at scrape time;
+* ``commit_latency_seconds{outcome}``: time from handing a coalesced entry of ``__consumer_offsets``
+  records to the replicated log until it is committed (or fails);
+* ``shard_load_seconds`` and ``shard_last_load_seconds{partition}``: rebuilding a shard by replay;
+* ``partition_leader{partition}``, ``partition_term{partition}``: set by the replication layer
+  through ``set_partition_leadership(name, is_leader, term)``.
+
+The metrics live in this module's ``REGISTRY`` (one node per process in production; several
+in-process nodes share it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+log = logging.getLogger("kcoord.metrics")
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
+    10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
+    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
+    20: "DeleteTopics", 22: "InitProducerId", 32: "DescribeConfigs", 42: "DeleteGroups", 47: "OffsetDelete",
+    60: "DescribeCluster",
+}
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+REQUESTS = Counter("kcoord_requests", "Requests handled, by API", ["api"], registry=REGISTRY)
+REQUEST_ERRORS = Counter("kcoord_request_errors", "Non-zero error codes in responses and failed requests, by API",
+                         ["api", "error"], registry=REGISTRY)
+REQUEST_DURATION = Histogram("kcoord_request_duration_seconds", "Time to handle a request, by API", ["api"],
+                             buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+REBALANCES = Counter("kcoord_rebalances", "Completed group rebalances", registry=REGISTRY)
+REBALANCE_DURATION = Histogram("kcoord_rebalance_duration_seconds",
+                               "From a group leaving Stable/Empty until it is Stable or Empty again",
+                               buckets=_REBALANCE_BUCKETS, registry=REGISTRY)
+COMMIT_LATENCY = Histogram("kcoord_commit_latency_seconds",
+                           "Append of coordinator records to __consumer_offsets until committed by the log",
+                           ["outcome"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+SHARD_LOAD = Histogram("kcoord_shard_load_seconds", "Rebuilding a coordinator shard from its log",
+                       buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+SHARD_LAST_LOAD = Gauge("kcoord_shard_last_load_seconds", "Duration of the last load of each shard",
+                        ["partition"], registry=REGISTRY)
+PARTITION_LEADER = Gauge("kcoord_partition_leader", "1 if this node leads the replicated partition",
+                         ["partition"], registry=REGISTRY)
+PARTITION_TERM = Gauge("kcoord_partition_term", "Raft term (leader epoch) this node knows for the partition",
+                       ["partition"], registry=REGISTRY)
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"api_{api_key}")
+
+
+# ------------------------------------------------------------------ requests (cluster.dispatch)
+
+_ERROR_FIELDS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _shape(cls: type) -> tuple[bool, tuple[str, ...]]:
+    """(has an ``error_code`` field, names of the other fields) of a kio message class, cached."""
+    shape = _ERROR_FIELDS.get(cls)
+    if shape is None:
+        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
+        shape = ("error_code" in names, tuple(n for n in names if n != "error_code"))
+        _ERROR_FIELDS[cls] = shape
+    return shape
+
+
+def _error_codes(obj: Any, depth: int = 0) -> Iterator[Any]:
+    """Non-zero ``error_code`` values of a response and of its nested entries (groups, topics, partitions)."""
+    has_error, others = _shape(type(obj))
+    if has_error:
+        code = obj.error_code
+        if code:
+            yield code
+    if depth >= 3:
+        return
+    for name in others:
+        value = getattr(obj, name, None)
+        if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            for item in value:
+                yield from _error_codes(item, depth + 1)
+
+
+def observe_request(api_key: int, seconds: float, response: Any, failure: str | None = None) -> None:
+    api = api_name(api_key)
+    REQUESTS.labels(api).inc()
+    REQUEST_DURATION.labels(api).observe(seconds)
+    if failure is not None:
+        REQUEST_ERRORS.labels(api, failure).inc()
+    if response is not None:
+        try:
+            for code in _error_codes(response):
+                REQUEST_ERRORS.labels(api, getattr(code, "name", str(code))).inc()
+        except Exception:  # noqa: BLE001 - metrics must never break a request
+            log.debug("event=metrics_error_walk_failed api=%s", api, exc_info=True)
+
+
+def count_error(api_key: int, error: str) -> None:
+    """A request that never reached a handler (unsupported version, undecodable body)."""
+    api = api_name(api_key)
+    REQUESTS.labels(api).inc()
+    REQUEST_ERRORS.labels(api, error).inc()
+
+
+# ------------------------------------------------------------------ coordinator (cluster.coordinator_driver)
+
+
+def observe_commit(seconds: float, ok: bool) -> None:
+    COMMIT_LATENCY.labels("committed" if ok else "failed").observe(seconds)
+
+
+def observe_shard_load(partition: int, seconds: float) -> None:
+    SHARD_LOAD.observe(seconds)
+    SHARD_LAST_LOAD.labels(str(partition)).set(seconds)
+
+
+def set_partition_leadership(name: str, is_leader: bool, term: int) -> None:
+    """For the replication layer: this node's view of partition ``name`` (e.g. ``__consumer_offsets-3``)."""
+    PARTITION_LEADER.labels(name).set(1 if is_leader else 0)
+    PARTITION_TERM.labels(name).set(term)
+
+
+class RebalanceTracker:
+    """Turns observed group states into rebalance counts and durations (event-loop thread only)."""
+
+    _ACTIVE = ("PreparingRebalance", "CompletingRebalance")
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}  # group id -> wall time (s) its rebalance began
+
+    def observe(self, group: Any, now_s: float) -> None:
+        state = group.state.value
+        gid = group.group_id
+        if state in self._ACTIVE:
+            if gid not in self._started:
+                ts = group.current_state_timestamp if state == "PreparingRebalance" else None
+                self._started[gid] = ts / 1000 if ts is not None else now_s
+        elif gid in self._started:
+            began = self._started.pop(gid)
+            if state in ("Stable", "Empty"):
+                REBALANCES.inc()
+                REBALANCE_DURATION.observe(max(0.0, now_s - began))
+
+    def forget_except(self, live: set[str]) -> None:
+        for gid in [g for g in self._started if g not in live]:
+            del self._started[gid]
+
+
+class _Drivers:
+    def __init__(self) -> None:
+        self.drivers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.trackers: weakref.WeakKeyDictionary[Any, RebalanceTracker] = weakref.WeakKeyDictionary()
+
+
+_drivers = _Drivers()
+
+
+def register_driver(driver: Any) -> None:
+    """Called by each CoordinatorDriver: its shards are scanned at scrape time."""
+    _drivers.drivers.add(driver)
+    _drivers.trackers[driver] = RebalanceTracker()
+
+
+def observe_group(driver: Any, partition: int, group_id: str | None) -> None:
+    """After a group's request ran: note its state for the rebalance metrics (one dict lookup)."""
+    if group_id is None:
+        return
+    tracker = _drivers.trackers.get(driver)
+    shard = driver.runtime.shard(partition)
+    group = shard.groups.get(group_id) if shard is not None else None
+    if tracker is not None and group is not None:
+        tracker.observe(group, time.time())
+
+
+def _scan(driver: Any) -> tuple[dict[str, int], int, dict[str, int]]:
+    """Runs on the driver's event loop: groups by state, members, shards by runtime state."""
+    states: dict[str, int] = {}
+    members = 0
+    shards: dict[str, int] = {}
+    tracker = _drivers.trackers.get(driver)
+    now = time.time()
+    live: set[str] = set()
+    runtime = driver.runtime
+    for p in runtime.partitions():
+        st = runtime.state_of(p)
+        key = st.name.lower() if st is not None else "none"
+        shards[key] = shards.get(key, 0) + 1
+    for p in runtime.active_partitions():
+        shard = runtime.shard(p)
+        if shard is None:
+            continue
+        for group in shard.groups.values():
+            state = group.state.value
+            if state == "Dead":
+                continue
+            states[state] = states.get(state, 0) + 1
+            members += len(group.members)
+            live.add(group.group_id)
+            if tracker is not None:
+                tracker.observe(group, now)
+    if tracker is not None:
+        tracker.forget_except(live)
+    return states, members, shards
+
+
+class GroupCollector(Collector):
+    """Scrape-time view of the coordinator shards of every registered driver."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        states: dict[str, int] = {s: 0 for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")}
+        members = 0
+        shards: dict[str, int] = {}
+        for driver in list(_drivers.drivers):
+            got = _on_loop(driver)
+            if got is None:
+                continue
+            s, m, sh = got
+            for k, v in s.items():
+                states[k] = states.get(k, 0) + v
+            members += m
+            for k, v in sh.items():
+                shards[k] = shards.get(k, 0) + v
+        g = GaugeMetricFamily("kcoord_groups", "Groups of the shards this node serves, by state", labels=["state"])
+        for k, v in sorted(states.items()):
+            g.add_metric([k], v)
+        yield g
+        yield GaugeMetricFamily("kcoord_group_members", "Members of the groups this node coordinates", value=members)
+        sg = GaugeMetricFamily("kcoord_coordinator_shards", "Coordinator shards on this node, by runtime state",
+                               labels=["state"])
+        for k, v in sorted(shards.items()):
+            sg.add_metric([k], v)
+        yield sg
+
+
+def _on_loop(driver: Any) -> tuple[dict[str, int], int, dict[str, int]] | None:
+    """Scan ``driver`` on its own event loop thread (the scrape runs in the HTTP server's thread)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(driver, "_loop", None)
+    if loop is None or loop.is_closed():
+        return None
+    try:
+        fut: concurrent.futures.Future[tuple[dict[str, int], int, dict[str, int]]] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(_scan(driver))
+            except Exception as e:  # noqa: BLE001
+                fut.set_exception(e)
+
+        loop.call_soon_threadsafe(run)
+        return fut.result(timeout=5)
+    except Exception:  # noqa: BLE001 - a scrape must answer even if the loop is busy or gone
+        log.warning("event=metrics_scan_failed", exc_info=True)
+        return None
+
+
+REGISTRY.register(GroupCollector())
+
+
+# ------------------------------------------------------------------ HTTP endpoint
+
+
+class MetricsServer:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.requested_port = host, port
+        self._server: Any = None
+        self._thread: Any = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port) if self._server is not None else self.requested_port
+
+    def start(self) -> MetricsServer:
+        self._server, self._thread = start_http_server(self.requested_port, addr=self.host, registry=REGISTRY)
+        log.info("event=metrics_listening host=%s port=%d", self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def start_server(config: Any) -> MetricsServer | None:
+    """Start the endpoint if ``config.metrics_port`` is set; ``None`` when metrics are off."""
+    port = int(getattr(config, "metrics_port", 0) or 0)
+    if port <= 0:
+        return None
+    return MetricsServer(getattr(config, "host", "0.0.0.0"), port).start()

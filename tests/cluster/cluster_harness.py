@@ -1,0 +1,100 @@
+"""A real 3-node kcoord cluster for tests: node processes on 127.0.0.1, SIGKILL and restart.
+
+Kafka ports are free ephemeral ports; Raft ports are picked below the ephemeral range
+(32768+), where an outgoing connection could otherwise grab one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from cluster.launcher import LocalNode, peers_spec, start_nodes
+from tests.cluster.harness import free_port
+
+SECRET = "test-cluster-secret"
+RAFT_SLOTS_CHECKED = 64
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _raft_bases(n: int) -> list[int]:
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, 28_000, 100)
+        bases = [base + 1000 * i for i in range(n)]
+        if all(_bindable(b + s) for b in bases for s in range(0, RAFT_SLOTS_CHECKED, 7)):
+            return bases
+    raise RuntimeError("no free Raft port range")
+
+
+class Cluster:
+    def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3) -> None:
+        self.base_dir = base_dir
+        self.settings = {k: str(v) for k, v in (settings or {}).items()}
+        bases = _raft_bases(nodes)
+        self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
+        self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.kafka_port}" for n in self.layout)
+
+    def address(self, i: int) -> str:
+        return f"127.0.0.1:{self.layout[i].kafka_port}"
+
+    def log_path(self, i: int) -> Path:
+        return self.base_dir / f"node-{i}.log"
+
+    def log_text(self, i: int) -> str:
+        p = self.log_path(i)
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def start(self, *which: int, timeout: float = 30.0) -> Cluster:
+        ids = list(which) if which else list(range(len(self.layout)))
+        for i in ids:
+            (proc,) = start_nodes([self.layout[i]], SECRET, self.settings, log_dir=self.base_dir,
+                                  peers=peers_spec(self.layout))
+            self.procs[i] = proc
+        deadline = time.monotonic() + timeout
+        for i in ids:
+            proc = self.procs[i]
+            assert proc is not None and proc.stdout is not None
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"node {i} exited {proc.returncode}:\n{self.log_text(i)[-3000:]}")
+                line = proc.stdout.readline()
+                if "listening on" in line:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"node {i} not ready:\n{self.log_text(i)[-3000:]}")
+        return self
+
+    def kill(self, i: int) -> None:
+        proc = self.procs[i]
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        self.procs[i] = None
+
+    def kill_all(self) -> None:
+        for i in range(len(self.layout)):
+            self.kill(i)
+
+    def pid(self, i: int) -> int:
+        proc = self.procs[i]
+        assert proc is not None
+        return proc.pid
