@@ -164,6 +164,11 @@ class CoordinatorDriver:
             elif isinstance(e, Reload):
                 log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
                 self._outboxes[e.partition] = _Outbox(epoch=e.epoch)
+                refence = getattr(self._logs(e.partition), "refence", None)
+                if refence is not None and refence():
+                    # A new epoch fences whatever the failed append left in flight; its
+                    # LeadershipChange then loads the shard at that epoch.
+                    continue
                 self._spawn(self._load(e.partition, e.epoch))
         self._arm_timer()
 

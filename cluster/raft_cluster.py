@@ -20,6 +20,7 @@ from typing import Any
 
 import msgpack
 
+from cluster import metrics
 from cluster.config import Peer
 from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
@@ -145,8 +146,9 @@ class RaftCluster:
             self._addr_to_peer[a] = p
         me = addrs[self.me.node_id]
         preferred = addrs[slot % len(self.peers)]
-        return self.host.add(name, me, [a for a in addrs if a != me], preferred,
-                             os.path.join(self.root, name), sm)
+        lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm)
+        lg.subscribe(lambda change: metrics.set_partition_leadership(name, change.is_leader, change.epoch))
+        return lg
 
     def leader_of(self, lg: RaftLog) -> Peer | None:
         if lg.is_leader():

@@ -124,6 +124,8 @@ class _QuirkFilter(logging.Filter):
 logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
 
 FENCED = -1  # result of an append whose epoch is not the announced one
+# Epochs are term * EPOCH_STRIDE + n: a leader may re-fence (n + 1) without a new election.
+EPOCH_STRIDE = 1 << 20
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # the largest payload one replicated entry may carry
 
 
@@ -421,24 +423,37 @@ class RaftLog:
         g = self.group
         leader = g._isLeader()
         term = g.raftCurrentTerm
-        if leader and self._announcing != term and self._announced != term:
+        if leader and self._announcing != term and self._announced // EPOCH_STRIDE != term:
             self._announcing = term
-
-            def announced(result: Any, error: int, term: int = term) -> None:
-                if error == FAIL_REASON.SUCCESS and g._isLeader() and g.raftCurrentTerm == term:
-                    self.host.call_in_loop(self._became_leader, term)
-
-            g.announce(term, callback=announced)
+            self._announce(term * EPOCH_STRIDE, term)
         if not leader and (self._announced >= 0 or self._announcing >= 0):
             self._announcing = -1
             self.host.call_in_loop(self._lost_leadership, term)
 
-    def _became_leader(self, term: int) -> None:
-        if self._announced == term:
+    def _announce(self, epoch: int, term: int) -> None:
+        g = self.group
+
+        def announced(result: Any, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS and g._isLeader() and g.raftCurrentTerm == term:
+                self.host.call_in_loop(self._became_leader, epoch)
+
+        g.announce(epoch, callback=announced)
+
+    def refence(self) -> bool:
+        """Event loop: start a new epoch under the same leadership, so that appends still in
+        flight from the old one can never apply (used after a failed or timed-out append).
+        The new epoch is published like a new leadership; returns False if not leader."""
+        if self._announced < 0:
+            return False
+        self._announce(self._announced + 1, self._announced // EPOCH_STRIDE)
+        return True
+
+    def _became_leader(self, epoch: int) -> None:
+        if epoch <= self._announced:
             return
-        self._announced = term
-        log.info("event=leader_elected partition=%s epoch=%d", self._name, term)
-        self._publish(LeadershipChange(self._name, True, term))
+        self._announced = epoch
+        log.info("event=leader_elected partition=%s epoch=%d", self._name, epoch)
+        self._publish(LeadershipChange(self._name, True, epoch))
 
     def _lost_leadership(self, term: int) -> None:
         if self._announced < 0:

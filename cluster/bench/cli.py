@@ -28,13 +28,15 @@ SCENARIOS: dict[str, Any] = {
     "e2e": e2e,
     "failover": cluster3.Failover,
     "load": cluster3.Load,
+    "idle": cluster3.Idle,
 }
 HELP = {
     "commit": "K clients commit offsets: sync (1 and 10 offsets) and async (window 16); no commit lost",
     "rebalance": "N members: time to a complete assignment on subscribe, on a join and on a leave",
     "e2e": "produce -> group consume: latency p50/p99 at a fixed rate, then throughput",
-    "failover": "coordinator failover on a 3-node cluster (needs kcoord up)",
-    "load": "many groups across a 3-node cluster (needs kcoord up)",
+    "failover": "SIGKILL a group's coordinator on a 3-node cluster: time to the next acked commit (--start-cluster)",
+    "load": "G groups in one offsets partition, SIGKILL its leader: new leader's load time (--start-cluster)",
+    "idle": "CPU of an idle 3-node cluster, 2 topics x 6 partitions (--start-cluster)",
 }
 
 
@@ -75,8 +77,32 @@ def run(args: Any) -> int:
         return 130
 
 
+def _run_cluster(scen: Any, args: Any, rep: Reporter) -> int:
+    """A scenario on a 3-node cluster the bench starts (and kills nodes of) itself."""
+    t0 = time.monotonic()
+    errors: dict[str, str] = {}
+    try:
+        result = scen.run_cluster(args, rep)
+    except BenchError as e:
+        errors["kcoord"] = str(e)
+        result = {}
+        rep.err.print(f"[red]kcoord: {e}[/red]")
+    ok = not errors and scen.ok(result)
+    metrics = scen.metrics(args)
+    rep.table(f"kcoord bench {args.scenario}  " + " ".join(f"{k}={v}" for k, v in scen.params(args).items()),
+              metrics, {"kcoord": result}, {}, "kcoord", None)
+    for k, v in errors.items():
+        rep.out.print(f"[red]error {k}: {v}[/red]")
+    rep.json_line({"scenario": args.scenario, "ok": ok, "params": scen.params(args),
+                   "targets": {"kcoord": "started 3-node cluster"}, "results": {"kcoord": result}, "ratios": {},
+                   "ratio_of": None, "seconds": {"kcoord": round(time.monotonic() - t0, 1)}, "errors": errors})
+    return 0 if ok else 1
+
+
 def _run(args: Any, rep: Reporter) -> int:
     scen = SCENARIOS[args.scenario]
+    if getattr(args, "start_cluster", False):
+        return _run_cluster(scen, args, rep)
     if args.bootstrap and args.start_kcoord:
         raise BenchError("give either --bootstrap or --start-kcoord")
     if args.peer and args.start_peer:

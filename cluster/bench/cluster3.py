@@ -1,17 +1,365 @@
-"""``failover`` and ``load``: scenarios for the 3-node cluster that ``kcoord up`` starts.
+"""``failover``, ``load`` and ``idle``: scenarios for a 3-node kcoord cluster.
 
-They need several nodes (coordinator partitions led by different nodes, a node to kill).
-Until the cluster and its control surface land, they check the bootstrap and stop with a
-clear error instead of inventing figures.
+With ``--start-cluster`` the bench starts a fresh 3-node cluster in a temporary directory
+(``cluster.launcher.start_nodes``: free Kafka ports, Raft ports below 32768), owns the node
+processes (it SIGKILLs and restarts them itself) and stops the cluster afterwards.
+
+- ``failover``: a group commits synchronously in a loop; the group's coordinator (leader of
+  its ``__consumer_offsets`` partition) is SIGKILLed; the sample is the time from the kill to
+  the first acknowledged commit after it. The node is restarted and the bench waits until
+  leadership is balanced and stable before the next kill. Afterwards every group's committed
+  offset is read back: it must be >= the last acknowledged one.
+- ``load``: G groups that all hash to one ``__consumer_offsets`` partition commit one offset
+  each (raw OffsetCommit v2 over many connections); the partition's leader is SIGKILLed; the
+  figures are the new leader's ``event=shard_loaded ... took_ms`` and the client-visible time
+  from the kill until an OffsetFetch of one of those groups succeeds.
+- ``idle``: CPU of the 3 node processes (utime+stime from /proc) while nothing happens, with
+  2 topics of 6 partitions.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
-from cluster.bench.brokers import BenchError
-from cluster.bench.common import broker_count
-from cluster.bench.report import Metric, Reporter
+from cluster.bench.brokers import BenchError, free_port
+from cluster.bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
+from cluster.bench.report import Metric, Reporter, rnd
+from cluster.launcher import LocalNode, peers_spec, start_nodes
+from coordinator.partitioner import partition_for
+
+OFFSETS_TOPIC = "__consumer_offsets"
+RAFT_SLOTS_CHECKED = 64
+SHARD_LOADED = re.compile(r"event=shard_loaded partition=(\d+) epoch=(\d+) entries=(\d+) records=(\d+) "
+                          r"took_ms=(\d+)")
+NOT_COORDINATOR = 16
+LOAD_IN_PROGRESS = 14
+
+
+# ------------------------------------------------------------------ raw wire (tiny, hand-made frames)
+
+
+def _s(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _frame(api_key: int, version: int, corr: int, body: bytes) -> bytes:
+    payload = struct.pack(">hhi", api_key, version, corr) + _s("kcoord-bench") + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def offset_commit_v2(corr: int, group: str, topic: str, partition: int, offset: int) -> bytes:
+    body = (_s(group) + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
+            + struct.pack(">iiq", 1, partition, offset) + struct.pack(">h", -1))
+    return _frame(8, 2, corr, body)
+
+
+def offset_fetch_v2(corr: int, group: str, topic: str, partition: int) -> bytes:
+    return _frame(9, 2, corr, _s(group) + struct.pack(">i", 1) + _s(topic) + struct.pack(">ii", 1, partition))
+
+
+def metadata_v1(corr: int, topic: str) -> bytes:
+    return _frame(3, 1, corr, struct.pack(">i", 1) + _s(topic))
+
+
+class _Rd:
+    def __init__(self, b: bytes, pos: int = 0) -> None:
+        self.b, self.p = b, pos
+
+    def i8(self) -> int:
+        self.p += 1
+        return int(self.b[self.p - 1])
+
+    def i16(self) -> int:
+        (v,) = struct.unpack_from(">h", self.b, self.p)
+        self.p += 2
+        return int(v)
+
+    def i32(self) -> int:
+        (v,) = struct.unpack_from(">i", self.b, self.p)
+        self.p += 4
+        return int(v)
+
+    def i64(self) -> int:
+        (v,) = struct.unpack_from(">q", self.b, self.p)
+        self.p += 8
+        return int(v)
+
+    def s(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        self.p += n
+        return self.b[self.p - n:self.p].decode()
+
+
+def commit_error(frame: bytes) -> int:
+    r = _Rd(frame, 4)
+    r.i32()
+    r.s()
+    r.i32()
+    r.i32()
+    return r.i16()
+
+
+def parse_offset_fetch_v2(frame: bytes) -> tuple[int, int, int]:
+    """(top-level error, partition error, offset) of a one-partition OffsetFetch v2 answer."""
+    r = _Rd(frame, 4)
+    perr, off = -1, -1
+    for _ in range(r.i32()):
+        r.s()
+        for _ in range(r.i32()):
+            r.i32()
+            off = r.i64()
+            r.s()
+            perr = r.i16()
+    return r.i16(), perr, off
+
+
+def parse_metadata_leaders(frame: bytes) -> list[int]:
+    r = _Rd(frame, 4)
+    for _ in range(r.i32()):
+        r.i32()
+        r.s()
+        r.i32()
+        r.s()
+    r.i32()
+    leaders: list[int] = []
+    for _ in range(r.i32()):
+        r.i16()
+        r.s()
+        r.i8()
+        n = r.i32()
+        leaders = [-1] * n
+        for _ in range(n):
+            r.i16()
+            idx = r.i32()
+            leader = r.i32()
+            for _ in range(2):
+                r.p += 4 * r.i32()
+            if 0 <= idx < n:
+                leaders[idx] = leader
+    return leaders
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def rpc(addr: tuple[str, int], frame: bytes, timeout: float = 2.0) -> bytes:
+    with socket.create_connection(addr, timeout=timeout) as sock:
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        return _recv_exact(sock, size)
+
+
+# ------------------------------------------------------------------ the cluster the bench owns
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _raft_bases(n: int) -> list[int]:
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, 28_000, 100)
+        bases = [base + 1000 * i for i in range(n)]
+        if all(_bindable(b + s) for b in bases for s in range(0, RAFT_SLOTS_CHECKED, 7)):
+            return bases
+    raise BenchError("no free Raft port range below 32768")
+
+
+class LocalCluster:
+    """A 3-node cluster in a temporary directory: start, SIGKILL and restart nodes, stop all."""
+
+    def __init__(self, settings: dict[str, str], nodes: int = 3, keep: bool = False) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="kcoord-bench-cluster-"))
+        self.keep = keep
+        self.settings = settings
+        self.secret = run_id() + run_id() + run_id()
+        bases = _raft_bases(nodes)
+        self.layout = [LocalNode(i, free_port(), bases[i], self.dir / f"node-{i}") for i in range(nodes)]
+        self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.kafka_port}" for n in self.layout)
+
+    def addr(self, i: int) -> tuple[str, int]:
+        return ("127.0.0.1", self.layout[i].kafka_port)
+
+    def log_path(self, i: int) -> Path:
+        return self.dir / f"node-{i}.log"
+
+    def log_text(self, i: int) -> str:
+        p = self.log_path(i)
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def alive(self, i: int) -> bool:
+        p = self.procs[i]
+        return p is not None and p.poll() is None
+
+    def pid(self, i: int) -> int:
+        p = self.procs[i]
+        if p is None:
+            raise BenchError(f"node {i} is not running")
+        return p.pid
+
+    def start(self, *which: int, timeout: float = 60.0) -> None:
+        ids = list(which) if which else list(range(len(self.layout)))
+        for i in ids:
+            (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.dir,
+                                  peers=peers_spec(self.layout))
+            self.procs[i] = proc
+        deadline = time.monotonic() + timeout
+        for i in ids:
+            proc = self.procs[i]
+            assert proc is not None and proc.stdout is not None
+            while True:
+                if proc.poll() is not None:
+                    raise BenchError(f"node {i} exited {proc.returncode}:\n{self.log_text(i)[-3000:]}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchError(f"node {i} not ready in {timeout:.0f}s:\n{self.log_text(i)[-3000:]}")
+                ready, _, _ = select.select([proc.stdout], [], [], min(left, 0.5))
+                if ready and "listening on" in proc.stdout.readline():
+                    break
+            threading.Thread(target=_drain, args=(proc,), daemon=True).start()
+
+    def kill(self, i: int) -> float:
+        """SIGKILL node ``i``; the monotonic time of the kill."""
+        proc = self.procs[i]
+        if proc is None or proc.poll() is not None:
+            raise BenchError(f"node {i} is not running")
+        t = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        self.procs[i] = None
+        return t
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p is not None and p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            if p is None:
+                continue
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- leadership of __consumer_offsets, as every live node sees it
+
+    def offsets_leaders(self, i: int) -> list[int] | None:
+        try:
+            return parse_metadata_leaders(rpc(self.addr(i), metadata_v1(1, OFFSETS_TOPIC), 2.0))
+        except (OSError, struct.error, ConnectionError):
+            return None
+
+    def agreed_leaders(self) -> list[int] | None:
+        views = [self.offsets_leaders(i) for i in range(len(self.layout)) if self.alive(i)]
+        if not views or any(v is None for v in views) or any(v != views[0] for v in views):
+            return None
+        return views[0]
+
+    def balanced(self, leaders: list[int] | None, per_node: int) -> bool:
+        if leaders is None or any(x < 0 for x in leaders):
+            return False
+        return all(leaders.count(i) >= per_node for i in range(len(self.layout)))
+
+    def wait_balanced(self, quiet_s: float = 2.0, timeout: float = 120.0) -> float:
+        """Wait until every node leads >= n/(nodes+1) offsets partitions, unchanged for ``quiet_s``."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        stable_since, last = None, None
+        while time.monotonic() < deadline:
+            leaders = self.agreed_leaders()
+            per = max(1, len(leaders) // (len(self.layout) + 1)) if leaders else 1
+            if leaders is not None and self.balanced(leaders, per):
+                now = time.monotonic()
+                if leaders != last:
+                    stable_since, last = now, leaders
+                elif stable_since is not None and now - stable_since >= quiet_s:
+                    return now - t0
+            else:
+                stable_since, last = None, None
+            time.sleep(0.2)
+        raise BenchError(f"leadership not balanced/stable after {timeout:.0f}s: {self.agreed_leaders()}")
+
+    def log_sizes(self) -> list[int]:
+        return [self.log_path(i).stat().st_size if self.log_path(i).exists() else 0 for i in range(len(self.layout))]
+
+    def log_since(self, i: int, offset: int) -> str:
+        p = self.log_path(i)
+        if not p.exists():
+            return ""
+        with open(p, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+
+def _drain(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    try:
+        for _ in proc.stdout:
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+def log_events(cluster: LocalCluster) -> dict[str, int]:
+    """Counts of noteworthy events in all node logs (elections, errors, ...)."""
+    out: dict[str, int] = {}
+    for i in range(len(cluster.layout)):
+        for line in cluster.log_text(i).splitlines():
+            m = re.search(r"event=(\w+)", line)
+            if m and (m.group(1) in {"leader_elected", "leadership_lost", "shard_loaded", "shard_unloaded"}
+                      or " ERROR " in line or " WARNING " in line or "error" in m.group(1)):
+                out[m.group(1)] = out.get(m.group(1), 0) + 1
+    return out
+
+
+def _settings(args: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in args.kcoord_set:
+        k, _, v = item.partition("=")
+        out[k] = v
+    return out
+
+
+# ------------------------------------------------------------------ scenarios
 
 
 class _ClusterScenario:
@@ -20,7 +368,9 @@ class _ClusterScenario:
 
     @classmethod
     def add_arguments(cls, p: Any) -> None:
-        raise NotImplementedError
+        p.add_argument("--start-cluster", action="store_true",
+                       help="start a fresh 3-node cluster in a temp dir (Raft ports < 32768), stop it afterwards")
+        p.add_argument("--keep", action="store_true", help="keep the temp dir (node logs) of --start-cluster")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
@@ -46,39 +396,377 @@ class _ClusterScenario:
     @classmethod
     def run_one(cls, name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, Any]:
         cls.precheck(bootstrap, args)
-        raise BenchError(f"{cls.NAME}: the 3-node driver is not implemented yet "
-                         f"({bootstrap} has enough brokers; no figures are produced)")
+        raise BenchError(f"{cls.NAME} kills and restarts node processes: run it with --start-cluster")
+
+    @classmethod
+    def run_cluster(cls, args: Any, rep: Reporter) -> dict[str, Any]:
+        if args.bootstrap or args.start_kcoord or args.peer or args.start_peer:
+            raise BenchError("--start-cluster cannot be combined with --bootstrap/--start-kcoord/--peer")
+        cluster = LocalCluster(_settings(args), keep=args.keep)
+        rep.note(f"starting a 3-node cluster in {cluster.dir}")
+        try:
+            cluster.start()
+            waited = cluster.wait_balanced()
+            rep.note(f"cluster up: {cluster.bootstrap}; leadership balanced after {waited:.1f}s")
+            result = cls.drive(cluster, args, rep)
+            result["log_events"] = log_events(cluster)
+            if args.keep:
+                result["cluster_dir"] = str(cluster.dir)
+            return result
+        finally:
+            cluster.stop()
+
+    @classmethod
+    def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _Committer(threading.Thread):
+    """Synchronous commits of increasing offsets in a loop; every acknowledgement time-stamped."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.acks: list[tuple[float, int]] = []
+        self.errors: list[tuple[float, str]] = []
+        self.stop_ev = threading.Event()
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        try:
+            c = Consumer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                                                   "enable.auto.commit": False}))
+            c.assign([TopicPartition(self.topic, 0)])
+            seq = 0
+            while not self.stop_ev.is_set():
+                seq += 1
+                try:
+                    res = c.commit(offsets=[TopicPartition(self.topic, 0, seq)], asynchronous=False)
+                except KafkaException as e:
+                    self.errors.append((time.monotonic(), str(e.args[0])[:120]))
+                    time.sleep(0.005)
+                    continue
+                now = time.monotonic()
+                if res is not None and any(tp.error is not None for tp in res):
+                    self.errors.append((now, str(res[0].error)[:120]))
+                    continue
+                self.acks.append((now, seq))
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported by the scenario
+            self.failure = repr(e)
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": bootstrap, "group.id": group,
+                                           "enable.auto.commit": False}))
+    try:
+        (tp,) = c.committed([TopicPartition(topic, 0)], timeout=30)
+        return -1 if tp.error is not None else int(tp.offset)
+    finally:
+        c.close()
 
 
 class Failover(_ClusterScenario):
-    """Kill the coordinator of busy groups; measure time until commits succeed again, no loss."""
+    """SIGKILL the coordinator of a committing group; time until commits are acknowledged again."""
 
     NAME = "failover"
 
     @classmethod
     def add_arguments(cls, p: Any) -> None:
-        p.add_argument("--groups", type=int, default=16, help="committing groups (default 16)")
-        p.add_argument("--duration", "-d", type=float, default=30.0, help="seconds of load (default 30)")
-        p.add_argument("--kill", choices=["coordinator", "random", "follower"], default="coordinator",
-                       help="which node to kill (default: the coordinator of the first group)")
-        p.add_argument("--signal", choices=["KILL", "TERM", "STOP"], default="KILL")
+        super().add_arguments(p)
+        p.add_argument("--kills", type=int, default=10, help="coordinator kills (default 10)")
+        p.add_argument("--timeout", type=float, default=60.0, help="max seconds to wait for a commit (default 60)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
-        return {"groups": args.groups, "duration_s": args.duration, "kill": args.kill, "signal": args.signal}
+        return {"kills": args.kills}
+
+    @classmethod
+    def metrics(cls, args: Any) -> list[Metric]:
+        return [Metric("min_s", "kill -> first acked commit, min", "s", "lower"),
+                Metric("median_s", "kill -> first acked commit, median", "s", "lower"),
+                Metric("max_s", "kill -> first acked commit, max", "s", "lower"),
+                Metric("failed_commits", "failed commits (all kills)", "", ""),
+                Metric("acked_commits", "acknowledged commits", "", ""),
+                Metric("groups_checked", "groups read back", "", ""),
+                Metric("lost_commits", "lost acknowledged commits", "", "")]
+
+    @classmethod
+    def ok(cls, result: dict[str, Any]) -> bool:
+        return result.get("lost_commits") == 0 and len(result.get("samples_s", [])) == result.get("kills")
+
+    @classmethod
+    def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
+        rid = run_id()
+        topic = f"bench-failover-{rid}"
+        create_topic(cluster.bootstrap, topic, 1)
+        samples: list[float] = []
+        detail: list[dict[str, Any]] = []
+        last_acked: dict[str, int] = {}
+        acked = failed = 0
+        for k in range(args.kills):
+            group = f"bench-failover-{rid}-{k}"
+            part = partition_for(group, len(cluster.agreed_leaders() or [0] * 16))
+            com = _Committer(cluster.bootstrap, group, topic)
+            com.start()
+            deadline = time.monotonic() + 30
+            while len(com.acks) < 20 and time.monotonic() < deadline and com.failure is None:
+                time.sleep(0.05)
+            if len(com.acks) < 20:
+                com.stop_ev.set()
+                raise BenchError(f"group {group} does not commit: {com.failure or com.errors[-3:]}")
+            leaders = cluster.agreed_leaders()
+            if leaders is None or leaders[part] < 0:
+                raise BenchError(f"no agreed leader of {OFFSETS_TOPIC}-{part}: {leaders}")
+            victim = leaders[part]
+            time.sleep(0.2)
+            t_kill = cluster.kill(victim)
+            end = t_kill + args.timeout
+            first = None
+            while time.monotonic() < end:
+                after = [t for t, _ in com.acks[-50:] if t > t_kill]
+                if after:
+                    first = min(after)
+                    break
+                time.sleep(0.005)
+            time.sleep(0.5)
+            com.stop_ev.set()
+            com.join(30)
+            errs_after = [e for t, e in com.errors if t > t_kill]
+            acked += len(com.acks)
+            failed += len(com.errors)
+            if com.acks:
+                last_acked[group] = max(s for _, s in com.acks)
+            sample = None if first is None else first - t_kill
+            rec = {"kill": k, "group": group, "partition": part, "killed_node": victim,
+                   "took_s": rnd(sample, 3), "failed_commits": len(errs_after),
+                   "errors": sorted({e for e in errs_after})[:4]}
+            detail.append(rec)
+            rep.note(f"kill {k + 1}/{args.kills}: node {victim} (leader of {OFFSETS_TOPIC}-{part}) -> "
+                     f"{'no commit' if sample is None else f'{sample:.3f}s'}, {len(errs_after)} failed commits")
+            if sample is not None:
+                samples.append(sample)
+            cluster.start(victim)
+            waited = cluster.wait_balanced()
+            rec["rebalanced_after_restart_s"] = rnd(waited, 1)
+        lost = []
+        for group, want in last_acked.items():
+            got = _committed(cluster.bootstrap, group, topic)
+            if got < want:
+                lost.append({"group": group, "committed": got, "acked": want})
+        return {"kills": args.kills, "samples_s": [rnd(s, 3) for s in samples],
+                "min_s": rnd(min(samples), 3) if samples else None,
+                "median_s": rnd(statistics.median(samples), 3) if samples else None,
+                "max_s": rnd(max(samples), 3) if samples else None,
+                "failed_commits": failed, "acked_commits": acked, "groups_checked": len(last_acked),
+                "lost_commits": len(lost), "lost_detail": lost[:20], "detail": detail}
 
 
 class Load(_ClusterScenario):
-    """Many groups committing and rebalancing across all nodes' coordinator partitions."""
+    """Fill one offsets partition with G groups' offsets; SIGKILL its leader; time the new leader's load."""
 
     NAME = "load"
 
     @classmethod
     def add_arguments(cls, p: Any) -> None:
-        p.add_argument("--groups", type=int, default=100, help="groups (default 100)")
-        p.add_argument("--clients", "-k", type=int, default=8, help="client processes (default 8)")
-        p.add_argument("--duration", "-d", type=float, default=30.0, help="seconds (default 30)")
+        super().add_arguments(p)
+        p.add_argument("--groups", type=int, default=100_000, help="groups in the partition (default 100000)")
+        p.add_argument("--connections", type=int, default=32, help="connections filling it (default 32)")
+        p.add_argument("--partition", type=int, default=None, help="offsets partition to fill (default random)")
+        p.add_argument("--timeout", type=float, default=300.0, help="max seconds to wait for the load (default 300)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
-        return {"groups": args.groups, "clients": args.clients, "duration_s": args.duration}
+        return {"groups": args.groups, "connections": args.connections}
+
+    @classmethod
+    def metrics(cls, args: Any) -> list[Metric]:
+        return [Metric("fill_s", "fill time", "s", "lower"),
+                Metric("fill_commits_per_s", "fill rate", "commits/s", "higher"),
+                Metric("shard_loaded_took_ms", "new leader shard_loaded took_ms", "ms", "lower"),
+                Metric("shard_loaded_records", "records loaded", "", ""),
+                Metric("kill_to_offset_fetch_s", "kill -> OffsetFetch ok", "s", "lower"),
+                Metric("kill_to_shard_loaded_s", "kill -> shard_loaded logged (seen)", "s", "lower")]
+
+    @classmethod
+    def ok(cls, result: dict[str, Any]) -> bool:
+        return result.get("kill_to_offset_fetch_s") is not None and result.get("shard_loaded_took_ms") is not None
+
+    @classmethod
+    def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
+        rid = run_id()
+        topic = f"bench-load-{rid}"
+        create_topic(cluster.bootstrap, topic, 1)
+        leaders = cluster.agreed_leaders()
+        assert leaders is not None
+        n = len(leaders)
+        part = args.partition if args.partition is not None else random.randrange(n)
+        t0 = time.monotonic()
+        groups: list[str] = []
+        i = 0
+        prefix = f"L{rid}-"
+        while len(groups) < args.groups:
+            g = f"{prefix}{i}"
+            if partition_for(g, n) == part:
+                groups.append(g)
+            i += 1
+        rep.note(f"{len(groups):,} group names for {OFFSETS_TOPIC}-{part} in {time.monotonic() - t0:.1f}s")
+        leader = leaders[part]
+        done = [0]
+        errors: dict[int, int] = {}
+        with rep.phase(f"fill {OFFSETS_TOPIC}-{part} (leader node {leader})", None, lambda: done[0], "commits"):
+            t_fill = time.monotonic()
+            asyncio.run(_fill(cluster.addr(leader), groups, topic, args.connections, done, errors))
+            fill_s = time.monotonic() - t_fill
+        if errors:
+            raise BenchError(f"fill failed: error codes {errors} (leadership moved during the fill?)")
+        rate = len(groups) / fill_s
+        rep.note(f"filled {len(groups):,} groups in {fill_s:.1f}s ({rate:,.0f} commits/s)")
+        time.sleep(2.0)
+        if cluster.agreed_leaders() != leaders:
+            rep.note(f"leadership changed during the fill: {leaders} -> {cluster.agreed_leaders()}")
+            leaders = cluster.agreed_leaders() or leaders
+            leader = leaders[part]
+        probe_group, probe_offset = groups[-1], len(groups)
+        survivors = [j for j in range(len(cluster.layout)) if j != leader]
+        sizes = cluster.log_sizes()
+        fetch_ok: list[float] = []
+        fetch_errors: dict[str, int] = {}
+        stop = threading.Event()
+
+        def prober() -> None:
+            corr = 0
+            while not stop.is_set():
+                for j in survivors:
+                    corr += 1
+                    try:
+                        top, perr, off = parse_offset_fetch_v2(
+                            rpc(cluster.addr(j), offset_fetch_v2(corr, probe_group, topic, 0), 2.0))
+                    except (OSError, ConnectionError, struct.error) as e:
+                        fetch_errors[type(e).__name__] = fetch_errors.get(type(e).__name__, 0) + 1
+                        continue
+                    if top == 0 and perr == 0 and off == probe_offset:
+                        fetch_ok.append(time.monotonic())
+                        return
+                    key = f"top={top},partition={perr}"
+                    fetch_errors[key] = fetch_errors.get(key, 0) + 1
+                time.sleep(0.01)
+
+        th = threading.Thread(target=prober, daemon=True)
+        t_kill = cluster.kill(leader)
+        th.start()
+        loaded: dict[str, Any] | None = None
+        t_seen = None
+        end = t_kill + args.timeout
+        with rep.phase(f"killed node {leader}; waiting for the new leader to load {OFFSETS_TOPIC}-{part}"):
+            while time.monotonic() < end and (loaded is None or not fetch_ok):
+                if loaded is None:
+                    for j in survivors:
+                        for m in SHARD_LOADED.finditer(cluster.log_since(j, sizes[j])):
+                            if int(m.group(1)) == part:
+                                loaded = {"node": j, "epoch": int(m.group(2)), "entries": int(m.group(3)),
+                                          "records": int(m.group(4)), "took_ms": int(m.group(5))}
+                                t_seen = time.monotonic()
+                time.sleep(0.05)
+        stop.set()
+        th.join(5)
+        # the dead node comes back last, so that its own restart load is not mistaken for the failover's
+        cluster.start(leader)
+        restart_load = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and restart_load is None:
+            for m in SHARD_LOADED.finditer(cluster.log_since(leader, sizes[leader])):
+                if int(m.group(1)) == part:
+                    restart_load = {"epoch": int(m.group(2)), "entries": int(m.group(3)),
+                                    "records": int(m.group(4)), "took_ms": int(m.group(5))}
+            time.sleep(0.2)
+        return {"groups": len(groups), "partition": part, "killed_node": leader,
+                "fill_s": rnd(fill_s, 1), "fill_commits_per_s": rnd(rate, 0),
+                "shard_loaded_took_ms": loaded["took_ms"] if loaded else None,
+                "shard_loaded_records": loaded["records"] if loaded else None, "shard_loaded": loaded,
+                "kill_to_offset_fetch_s": rnd(fetch_ok[0] - t_kill, 3) if fetch_ok else None,
+                "kill_to_shard_loaded_s": rnd(t_seen - t_kill, 3) if t_seen else None,
+                "offset_fetch_errors_before_ok": fetch_errors,
+                "restarted_node_load_back": restart_load}
+
+
+async def _fill(addr: tuple[str, int], groups: list[str], topic: str, conns: int, done: list[int],
+                errors: dict[int, int]) -> None:
+    it = iter(range(len(groups)))
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(*addr)
+        corr = 0
+        try:
+            for idx in it:
+                corr += 1
+                writer.write(offset_commit_v2(corr, groups[idx], topic, 0, idx + 1))
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                err = commit_error(await reader.readexactly(size))
+                if err:
+                    errors[err] = errors.get(err, 0) + 1
+                    if sum(errors.values()) > 100:
+                        return
+                else:
+                    done[0] += 1
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(conns)))
+
+
+class Idle(_ClusterScenario):
+    """CPU of an idle 3-node cluster (2 topics x 6 partitions, 16 offsets partitions)."""
+
+    NAME = "idle"
+
+    @classmethod
+    def add_arguments(cls, p: Any) -> None:
+        super().add_arguments(p)
+        p.add_argument("--topics", type=int, default=2, help="topics (default 2)")
+        p.add_argument("--partitions", type=int, default=6, help="partitions per topic (default 6)")
+        p.add_argument("--settle", type=float, default=20.0, help="seconds to wait first (default 20)")
+        p.add_argument("--window", type=float, default=30.0, help="seconds measured (default 30)")
+
+    @classmethod
+    def params(cls, args: Any) -> dict[str, Any]:
+        return {"topics": args.topics, "partitions": args.partitions, "settle_s": args.settle,
+                "window_s": args.window}
+
+    @classmethod
+    def metrics(cls, args: Any) -> list[Metric]:
+        return [Metric("cpu_pct_total", "3 nodes, % of one core", "%", "lower"),
+                Metric("cpu_pct_max_node", "busiest node, % of one core", "%", "lower")]
+
+    @classmethod
+    def ok(cls, result: dict[str, Any]) -> bool:
+        return result.get("cpu_pct_total") is not None
+
+    @classmethod
+    def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
+        rid = run_id()
+        for t in range(args.topics):
+            create_topic(cluster.bootstrap, f"bench-idle-{rid}-{t}", args.partitions)
+        with rep.phase("settling", args.settle):
+            time.sleep(args.settle)
+        pids = [cluster.pid(i) for i in range(len(cluster.layout))]
+        tick = os.sysconf("SC_CLK_TCK")
+        a = [_cpu_ticks(p) for p in pids]
+        t0 = time.monotonic()
+        with rep.phase("measuring", args.window):
+            time.sleep(args.window)
+        b = [_cpu_ticks(p) for p in pids]
+        el = time.monotonic() - t0
+        per = [(y - x) / tick / el * 100 for x, y in zip(a, b, strict=True)]
+        return {"cpu_pct_total": rnd(sum(per), 2), "cpu_pct_max_node": rnd(max(per), 2),
+                "cpu_pct_per_node": [rnd(x, 2) for x in per], "window_s": rnd(el, 1)}
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the whole line)

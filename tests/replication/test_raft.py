@@ -238,3 +238,31 @@ def test_a_peer_without_the_secret_cannot_make_a_node_load_its_pickle(tmp_path: 
 def test_a_host_refuses_to_start_without_a_secret() -> None:
     with pytest.raises(ValueError, match="secret"):
         RaftHost("")
+
+
+def test_refence_starts_a_new_epoch_that_fences_the_old_one(tmp_path: Path) -> None:
+    """After a failed append the driver re-fences: appends of the previous epoch can never apply."""
+
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            leader = await c.leader()
+            old = leader.leader_epoch()
+            await leader.append(b"before", old)
+            seen: list[int] = []
+            leader.subscribe(lambda change: seen.append(change.epoch))
+            assert leader.refence()
+            await wait_for(lambda: leader.leader_epoch() == old + 1)
+            assert seen[-1] == old + 1
+            with pytest.raises(StaleEpochError):
+                await leader.append(b"late", old)
+            done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            leader.group.append(old, b"in-flight", callback=lambda r, e: c.hosts[0].call_in_loop(done.set_result, r))
+            assert await asyncio.wait_for(done, 5) == -1
+            await leader.append(b"after", old + 1)
+            assert payloads(leader) == [b"before", b"after"]
+        finally:
+            c.stop()
+
+    asyncio.run(main())
