@@ -147,12 +147,18 @@ class CoordinatorDriver:
     # ---------------------------------------------------------------- effects
 
     def _run(self, effects: list[Effect]) -> None:
+        # Re-arming scans every shard's timers; skip it when only plain answers were released
+        # (a heartbeat or commit only pushes a deadline later, so an early wake-up is harmless).
+        timers_may_change = not effects
         for e in effects:
             if isinstance(e, Respond):
+                if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse)):
+                    timers_may_change = True
                 fut = self._futures.pop(e.token, None)
                 if fut is not None and not fut.done():
                     fut.set_result(e.response)
             elif isinstance(e, Append):
+                timers_may_change = True
                 box = self._outboxes.setdefault(e.partition, _Outbox(epoch=e.epoch))
                 if box.epoch != e.epoch:
                     box.epoch, box.records = e.epoch, []
@@ -162,6 +168,7 @@ class CoordinatorDriver:
                     box.in_flight = True
                     self._spawn(self._flush(e.partition, box))
             elif isinstance(e, Reload):
+                timers_may_change = True
                 log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
                 self._outboxes[e.partition] = _Outbox(epoch=e.epoch)
                 refence = getattr(self._logs(e.partition), "refence", None)
@@ -170,7 +177,8 @@ class CoordinatorDriver:
                     # LeadershipChange then loads the shard at that epoch.
                     continue
                 self._spawn(self._load(e.partition, e.epoch))
-        self._arm_timer()
+        if timers_may_change or self._timer is None:
+            self._arm_timer()
 
     async def _flush(self, partition: int, box: _Outbox) -> None:
         """Send what the outbox holds as one entry; repeat while more arrived meanwhile."""

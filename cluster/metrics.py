@@ -111,13 +111,26 @@ def _error_codes(obj: Any, depth: int = 0) -> Iterator[Any]:
                 yield from _error_codes(item, depth + 1)
 
 
+_CHILDREN: dict[int, tuple[Any, Any]] = {}
+# Hot APIs whose responses are walked only at the top level (the full walk cost ~5 % of a node's CPU).
+_SHALLOW = frozenset({0, 1, 8, 12})  # Produce, Fetch, OffsetCommit, Heartbeat
+
+
 def observe_request(api_key: int, seconds: float, response: Any, failure: str | None = None) -> None:
+    children = _CHILDREN.get(api_key)
+    if children is None:  # labels() takes a lock each call: resolve the children once per API
+        api = api_name(api_key)
+        children = _CHILDREN[api_key] = (REQUESTS.labels(api), REQUEST_DURATION.labels(api))
+    children[0].inc()
+    children[1].observe(seconds)
     api = api_name(api_key)
-    REQUESTS.labels(api).inc()
-    REQUEST_DURATION.labels(api).observe(seconds)
     if failure is not None:
         REQUEST_ERRORS.labels(api, failure).inc()
-    if response is not None:
+    if response is not None and api_key in _SHALLOW:
+        code = getattr(response, "error_code", None)
+        if code:
+            REQUEST_ERRORS.labels(api, getattr(code, "name", str(code))).inc()
+    elif response is not None:
         try:
             for code in _error_codes(response):
                 REQUEST_ERRORS.labels(api, getattr(code, "name", str(code))).inc()

@@ -132,28 +132,16 @@ def parse_offset_fetch_v2(frame: bytes) -> tuple[int, int, int]:
 
 
 def parse_metadata_leaders(frame: bytes) -> list[int]:
-    r = _Rd(frame, 4)
-    for _ in range(r.i32()):
-        r.i32()
-        r.s()
-        r.i32()
-        r.s()
-    r.i32()
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    resp, _ = entity_reader(load_response_schema(3, 1))(frame, 4)
     leaders: list[int] = []
-    for _ in range(r.i32()):
-        r.i16()
-        r.s()
-        r.i8()
-        n = r.i32()
-        leaders = [-1] * n
-        for _ in range(n):
-            r.i16()
-            idx = r.i32()
-            leader = r.i32()
-            for _ in range(2):
-                r.p += 4 * r.i32()
-            if 0 <= idx < n:
-                leaders[idx] = leader
+    for t in resp.topics:
+        leaders = [-1] * len(t.partitions)
+        for p in t.partitions:
+            if 0 <= p.partition_index < len(leaders):
+                leaders[p.partition_index] = int(p.leader_id)
     return leaders
 
 
@@ -437,8 +425,10 @@ class _Committer(threading.Thread):
 
         try:
             c = Consumer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                                                   "log_level": 2,
                                                    "enable.auto.commit": False}))
             c.assign([TopicPartition(self.topic, 0)])
+            c.pause([TopicPartition(self.topic, 0)])
             seq = 0
             while not self.stop_ev.is_set():
                 seq += 1

@@ -66,3 +66,13 @@ def test_bench_failover_needs_three_nodes(node: NodeProcess) -> None:
                            node.bootstrap, "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "needs a 3-node cluster started by `kcoord up`" in proc.stderr
+
+
+def test_bench_failover_start_cluster_one_kill() -> None:
+    """A fresh 3-node cluster; SIGKILL the coordinator of a committing group once; no commit lost."""
+    out = bench("failover", "--start-cluster", "--kills", "1", timeout=150)
+    assert out["scenario"] == "failover" and out["ok"] is True, out
+    r = out["results"]["kcoord"]
+    assert len(r["samples_s"]) == 1 and 0 < r["samples_s"][0] < 30, r
+    assert r["groups_checked"] == 1 and r["lost_commits"] == 0, r
+    assert r["acked_commits"] > 20, r

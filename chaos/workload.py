@@ -1,0 +1,314 @@
+"""The chaos run's client processes: ``python -m chaos.workload ROLE ...``.
+
+Each process writes its own history file (``chaos/history.py`` format) and shares the
+run clock through ``KCOORD_CHAOS_T0``. SIGTERM asks for a clean stop (flush/close, then a
+``leave`` event); the runner SIGKILLs a process to crash it and then appends the
+``crash`` event to the process's file on its behalf.
+
+Roles:
+- ``producer``: confluent-kafka, ``acks=all``; unique values ``<proc>-<n>``.
+- ``ck-consumer``: confluent-kafka (librdkafka) consumer, manual sync commits.
+- ``kp-consumer``: kafka-python consumer, manual sync commits.
+
+What the consumer events mean:
+- ``member`` is the client process id (``proc``): unique per process incarnation, stable
+  across its rejoins. The Kafka member id is in the extra field ``member_id`` (on
+  ``assign``) and the static ``group.instance.id``, if any, in ``instance_id``.
+- ``generation`` is the group generation the assignment belongs to, as the protocol
+  defines it (JoinGroup/SyncGroup generation id):
+  - kafka-python: read from the client's coordinator state at the assignment callback;
+  - confluent-kafka: librdkafka does not expose it, so it is parsed from the client's
+    ``cgrp`` debug log line ``JoinGroup response: GenerationId N`` (the latest one before the
+    assignment callback). If no such line was seen, the value is the count of assignment
+    callbacks of this process so far and the event carries ``generation_source: "local"``
+    (otherwise ``"protocol"``). Either way ``generation`` never decreases within a process.
+  The runner also samples DescribeGroups into ``RUN_DIR/groups.jsonl`` (state, members,
+  assignments as the coordinator reports them), independent of the clients.
+- ``poll`` and ``commit.*`` carry the generation of the member's current assignment.
+- ``fetch_committed`` is what ``Consumer.committed()`` returned right after an assignment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from chaos.history import HistoryWriter
+
+STOP = threading.Event()
+
+
+def _on_term(signum: int, frame: object) -> None:
+    STOP.set()
+
+
+# ------------------------------------------------------------------ producer
+
+def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    p = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": 30000, "request.timeout.ms": 10000, "enable.idempotence": False,
+                  "retries": 5})
+    unknown_codes = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                     KafkaError.REQUEST_TIMED_OUT, KafkaError._PURGE_INFLIGHT, KafkaError.NETWORK_EXCEPTION}
+    definite_fail = {KafkaError._PURGE_QUEUE}
+
+    def delivered(op: str, value: str, err: Any, msg: Any) -> None:
+        if err is None:
+            h.write("produce.ok", op=op, topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
+                    value=value)
+        elif err.code() in definite_fail:
+            h.write("produce.fail", op=op, value=value, error=err.name())
+        elif err.code() in unknown_codes or err.retriable():
+            h.write("produce.unknown", op=op, value=value, error=err.name())
+        else:
+            # Errors the broker returned for the request are definite, except that a
+            # retried request may have been written by an earlier attempt: stay safe.
+            h.write("produce.unknown", op=op, value=value, error=err.name())
+
+    n = 0
+    interval = 1.0 / max(args.rate, 1)
+    next_at = time.monotonic()
+    while not STOP.is_set():
+        n += 1
+        value = f"{h.proc}-{n}"
+        op = h.next_op()
+        h.write("produce.invoke", op=op, topic=args.topic, value=value)
+        try:
+            p.produce(args.topic, value=value.encode(), key=str(n).encode(),
+                      on_delivery=lambda err, msg, op=op, value=value: delivered(op, value, err, msg))
+        except BufferError as e:
+            h.write("produce.fail", op=op, value=value, error=f"BufferError: {e}")
+        next_at += interval
+        p.poll(max(0.0, next_at - time.monotonic()))
+    p.flush(30)
+    p.purge(in_queue=True, in_flight=True)
+    p.flush(5)
+
+
+# ------------------------------------------------------------------ consumers
+
+class _GenerationLog(logging.Handler):
+    """Picks the generation id out of librdkafka's ``cgrp`` debug log."""
+
+    PATTERN = re.compile(r"GenerationId (-?\d+)")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.generation: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = self.PATTERN.search(record.getMessage())
+        if m and "JoinGroup response" in record.getMessage():
+            gen = int(m.group(1))
+            if gen >= 0:
+                self.generation = gen
+
+
+class _State:
+    def __init__(self) -> None:
+        self.generation = 0
+        self.assigns = 0
+        self.owned: set[tuple[str, int]] = set()
+
+
+def _parts(tps: Any) -> list[list[Any]]:
+    return sorted([tp.topic, tp.partition] for tp in tps)
+
+
+def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    gen_log = _GenerationLog()
+    logger = logging.getLogger(f"rdkafka.{h.proc}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(gen_log)
+    conf: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 1000,
+        "partition.assignment.strategy": "range", "debug": "cgrp", "logger": logger,
+        "client.id": h.proc,
+    }
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    c = Consumer(conf)
+    st = _State()
+    definite = {KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
+                KafkaError.FENCED_INSTANCE_ID, KafkaError._NO_OFFSET, KafkaError.OFFSET_METADATA_TOO_LARGE,
+                KafkaError._STATE, KafkaError._ASSIGNMENT_LOST}
+
+    def on_assign(consumer: Any, parts: list[Any]) -> None:
+        st.assigns += 1
+        if gen_log.generation is not None:
+            gen, source = max(gen_log.generation, st.generation), "protocol"
+        else:
+            gen, source = max(st.assigns, st.generation), "local"
+        st.generation = gen
+        st.owned = {(tp.topic, tp.partition) for tp in parts}
+        h.write("assign", group=args.group, member=h.proc, generation=gen, partitions=_parts(parts),
+                member_id=consumer.memberid(), instance_id=args.instance_id, generation_source=source)
+        if parts:
+            try:
+                got = consumer.committed(parts, timeout=15)
+                h.write("fetch_committed", group=args.group, member=h.proc,
+                        offsets=sorted([tp.topic, tp.partition, tp.offset if tp.offset >= 0 else -1]
+                                       for tp in got))
+            except KafkaException as e:
+                logging.getLogger("chaos").warning("committed() failed: %s", e)
+
+    def on_revoke(consumer: Any, parts: list[Any]) -> None:
+        h.write("revoke", group=args.group, member=h.proc, generation=st.generation, partitions=_parts(parts))
+        st.owned -= {(tp.topic, tp.partition) for tp in parts}
+
+    def on_lost(consumer: Any, parts: list[Any]) -> None:
+        h.write("revoke", group=args.group, member=h.proc, generation=st.generation, partitions=_parts(parts),
+                lost=True)
+        st.owned -= {(tp.topic, tp.partition) for tp in parts}
+
+    c.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    while not STOP.is_set():
+        msgs = [m for m in c.consume(num_messages=500, timeout=0.5) if m.error() is None]
+        if not msgs:
+            continue
+        h.write("poll", group=args.group, member=h.proc, generation=st.generation,
+                records=[[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs])
+        positions: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            positions[(m.topic(), m.partition())] = m.offset() + 1
+        offsets = sorted([t, p, o] for (t, p), o in positions.items())
+        op = h.next_op()
+        h.write("commit.invoke", op=op, group=args.group, member=h.proc, generation=st.generation,
+                offsets=offsets)
+        try:
+            done = c.commit(offsets=[TopicPartition(t, p, o) for t, p, o in offsets], asynchronous=False)
+        except KafkaException as e:
+            err = e.args[0]
+            kind = "commit.fail" if err.code() in definite else "commit.unknown"
+            h.write(kind, op=op, error=err.name())
+            continue
+        errors = [tp.error for tp in (done or []) if tp.error is not None]
+        if not errors:
+            h.write("commit.ok", op=op, error=None)
+        elif all(e.code() in definite for e in errors):
+            h.write("commit.fail", op=op, error=errors[0].name())
+        else:
+            h.write("commit.unknown", op=op, error=errors[0].name())
+    c.close()
+    h.write("leave", group=args.group, member=h.proc)
+
+
+def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka import errors as kerr
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.structs import OffsetAndMetadata
+
+    st = _State()
+    holder: dict[str, Any] = {}
+    definite = (kerr.CommitFailedError, kerr.IllegalGenerationError, kerr.UnknownMemberIdError,
+                kerr.RebalanceInProgressError, kerr.FencedInstanceIdError)
+
+    def generation() -> tuple[int | None, str | None]:
+        coord = getattr(holder["c"], "_coordinator", None)
+        gen = getattr(coord, "_generation", None)
+        if gen is None:
+            return None, None
+        return int(gen.generation_id), str(gen.member_id)
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            h.write("revoke", group=args.group, member=h.proc, generation=st.generation,
+                    partitions=_parts(revoked))
+            st.owned -= {(tp.topic, tp.partition) for tp in revoked}
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            st.assigns += 1
+            gen, member_id = generation()
+            source = "protocol"
+            if gen is None or gen < 0:
+                gen, source = max(st.assigns, st.generation), "local"
+            st.generation = max(gen, st.generation)
+            st.owned = {(tp.topic, tp.partition) for tp in assigned}
+            h.write("assign", group=args.group, member=h.proc, generation=st.generation,
+                    partitions=_parts(assigned), member_id=member_id, instance_id=args.instance_id,
+                    generation_source=source)
+            if assigned:
+                try:
+                    c = holder["c"]
+                    got = [[tp.topic, tp.partition, c.committed(tp, timeout_ms=15000)] for tp in assigned]
+                    h.write("fetch_committed", group=args.group, member=h.proc,
+                            offsets=sorted([t, p, -1 if o is None else int(o)] for t, p, o in got))
+                except Exception as e:  # noqa: BLE001 - not recorded when it fails
+                    logging.getLogger("chaos").warning("committed() failed: %r", e)
+
+    c = KafkaConsumer(bootstrap_servers=args.bootstrap.split(","), group_id=args.group,
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      group_instance_id=args.instance_id, session_timeout_ms=args.session_ms,
+                      heartbeat_interval_ms=1000, partition_assignment_strategy=[RangePartitionAssignor],
+                      client_id=h.proc, request_timeout_ms=30000)
+    holder["c"] = c
+    c.subscribe([args.topic], listener=Listener())
+    while not STOP.is_set():
+        batch = c.poll(timeout_ms=500, max_records=500)
+        if not batch:
+            continue
+        records = [[tp.topic, tp.partition, m.offset, (m.value or b"").decode()]
+                   for tp, msgs in batch.items() for m in msgs]
+        h.write("poll", group=args.group, member=h.proc, generation=st.generation, records=records)
+        positions = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        offsets = sorted([tp.topic, tp.partition, o] for tp, o in positions.items())
+        op = h.next_op()
+        h.write("commit.invoke", op=op, group=args.group, member=h.proc, generation=st.generation,
+                offsets=offsets)
+        try:
+            c.commit(offsets={TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets},
+                     timeout_ms=15000)
+        except definite as e:
+            h.write("commit.fail", op=op, error=type(e).__name__)
+            continue
+        except Exception as e:  # noqa: BLE001 - timeouts, lost connections: outcome unknown
+            h.write("commit.unknown", op=op, error=f"{type(e).__name__}: {e}"[:200])
+            continue
+        h.write("commit.ok", op=op, error=None)
+    c.close()
+    h.write("leave", group=args.group, member=h.proc)
+
+
+ROLES = {"producer": run_producer, "ck-consumer": run_ck_consumer, "kp-consumer": run_kp_consumer}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaos.workload")
+    ap.add_argument("role", choices=sorted(ROLES))
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--proc", required=True)
+    ap.add_argument("--history", required=True)
+    ap.add_argument("--group", default="")
+    ap.add_argument("--instance-id", default=None)
+    ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--session-ms", type=int, default=10000)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format=f"%(asctime)s {args.proc} %(levelname)s %(name)s %(message)s")
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    h = HistoryWriter(args.history, args.proc)
+    try:
+        ROLES[args.role](args, h)
+    finally:
+        h.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
