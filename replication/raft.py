@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import msgpack
 import pysyncobj.syncobj as _pso
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.monotonic import monotonic as _pso_monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
 
 from replication.api import (
@@ -333,6 +334,12 @@ class RaftLog:
         _check_bindable(self_addr)
         self.group = _Group(self_addr, peers, conf, sm)
         holder["g"] = self.group
+        if len(self.group.__dict__["_SyncObj__raftLog"]) > 1:
+            # A restarted member first listens for the current leader instead of starting an
+            # election on its first timeout (it would win a higher term and unseat a healthy
+            # leader: pysyncobj has no pre-vote). Reconnecting takes up to connection_retry.
+            self.group.__dict__["_SyncObj__raftElectionDeadline"] = (
+                _pso_monotonic() + t.connection_retry + 2 * t.raft_max_timeout)
         self._listeners: list[LeadershipListener] = []
         self._was_leader = False
         self._announced = -1  # epoch announced and applied while leader (-1: none)
@@ -452,7 +459,7 @@ class RaftLog:
         if epoch <= self._announced:
             return
         self._announced = epoch
-        log.info("event=leader_elected partition=%s epoch=%d", self._name, epoch)
+        log.info("event=leader_elected partition=%s epoch=%d term=%d", self._name, epoch, epoch // EPOCH_STRIDE)
         self._publish(LeadershipChange(self._name, True, epoch))
 
     def _lost_leadership(self, term: int) -> None:

@@ -47,6 +47,7 @@ RAFT_SLOTS_CHECKED = 64
 SHARD_LOADED = re.compile(r"event=shard_loaded partition=(\d+) epoch=(\d+) entries=(\d+) records=(\d+) "
                           r"took_ms=(\d+)")
 NOT_COORDINATOR = 16
+IN_FLIGHT_S = 0.05
 LOAD_IN_PROGRESS = 14
 
 
@@ -416,6 +417,7 @@ class _Committer(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
         self.acks: list[tuple[float, int]] = []
+        self.sent: dict[int, float] = {}  # seq -> send time
         self.errors: list[tuple[float, str]] = []
         self.stop_ev = threading.Event()
         self.failure: str | None = None
@@ -432,6 +434,7 @@ class _Committer(threading.Thread):
             seq = 0
             while not self.stop_ev.is_set():
                 seq += 1
+                self.sent[seq] = time.monotonic()
                 try:
                     res = c.commit(offsets=[TopicPartition(self.topic, 0, seq)], asynchronous=False)
                 except KafkaException as e:
@@ -518,7 +521,10 @@ class Failover(_ClusterScenario):
             end = t_kill + args.timeout
             first = None
             while time.monotonic() < end:
-                after = [t for t, _ in com.acks[-50:] if t > t_kill]
+                # an answer the killed node wrote just before SIGKILL can still arrive after it: skip
+                # acks of commits sent before the kill that arrive within IN_FLIGHT_S of it
+                after = [t for t, sq in com.acks[-50:] if t > t_kill
+                         and (com.sent.get(sq, 0.0) >= t_kill or t - t_kill > IN_FLIGHT_S)]
                 if after:
                     first = min(after)
                     break
