@@ -136,6 +136,7 @@ def parse_metadata_leaders(frame: bytes) -> list[int]:
     from kio.index import load_response_schema
     from kio.serial import entity_reader
 
+    resp: Any
     resp, _ = entity_reader(load_response_schema(3, 1))(frame, 4)
     leaders: list[int] = []
     for t in resp.topics:
@@ -230,16 +231,18 @@ class LocalCluster:
             self.procs[i] = proc
         deadline = time.monotonic() + timeout
         for i in ids:
-            proc = self.procs[i]
-            assert proc is not None and proc.stdout is not None
+            started = self.procs[i]
+            assert started is not None and started.stdout is not None
+            proc = started
+            stdout = started.stdout
             while True:
                 if proc.poll() is not None:
                     raise BenchError(f"node {i} exited {proc.returncode}:\n{self.log_text(i)[-3000:]}")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise BenchError(f"node {i} not ready in {timeout:.0f}s:\n{self.log_text(i)[-3000:]}")
-                ready, _, _ = select.select([proc.stdout], [], [], min(left, 0.5))
-                if ready and "listening on" in proc.stdout.readline():
+                ready, _, _ = select.select([stdout], [], [], min(left, 0.5))
+                if ready and "listening on" in stdout.readline():
                     break
             threading.Thread(target=_drain, args=(proc,), daemon=True).start()
 
