@@ -253,15 +253,30 @@ class RaftCluster:
 
     # ---------------------------------------------------------------- topics
 
+    async def _submit(self, payload: bytes, timeout: float = 8.0) -> None:
+        """Submit a metadata operation, riding out a leader election or transfer meanwhile."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                await self.meta_log.submit(payload)
+                return
+            except ReplicationError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
-        await self.meta_log.submit(_op(op="create", name=name, partitions=partitions, configs=configs,
-                                       topic_id=str(uuid.uuid4())))
+        await self._submit(_op(op="create", name=name, partitions=partitions, configs=configs,
+                               topic_id=str(uuid.uuid4())))
         await self._wait(lambda: name in self.node.metadata.topics and all(
             (name, p) in self.data_logs for p in range(partitions)))
+        # Answer once every partition has a leader, as Kafka's controller does for new topics.
+        await self._wait(lambda: all(self.leader_of(self.data_logs[(name, p)]) is not None
+                                     for p in range(partitions) if (name, p) in self.data_logs))
         return self.node.metadata.topics[name]  # type: ignore[no-any-return]
 
     async def delete_topic(self, name: str) -> None:
-        await self.meta_log.submit(_op(op="delete", name=name))
+        await self._submit(_op(op="delete", name=name))
         await self._wait(lambda: name not in self.node.metadata.topics)
 
     async def _wait(self, cond: Any, timeout: float = 10.0) -> None:

@@ -117,7 +117,7 @@ def test_groups_list_and_describe_match_describe_groups_and_offset_fetch(
         def stable_with_two() -> bool:
             d = describe_admin(bs, group)
             return str(d.state.name) == "STABLE" and len(d.members) == 2 and all(
-                m.assignment.topic_partitions for m in d.members)
+                m.assignment.topic_partitions for m in d.members) and all(c.assignment() for c in cs)
 
         poll_until(cs, stable_with_two)
         # Each consumer commits offset 3 + its index on every partition it owns.
@@ -336,11 +336,13 @@ def test_topics_create_list_describe_delete(node: NodeProcess, capsys: pytest.Ca
 
     rc, out, err = tool(capsys, bs, "topics", "describe", "--topic", name)
     assert rc == 0, err
-    assert table(out, "TOPIC")[0] == [name, "4", "1"]
     md = AdminClient({"bootstrap.servers": bs}).list_topics(topic=name, timeout=10).topics[name]
-    parts = [r for r in out.splitlines() if r.split()[:1] == [name] and len(r.split()) == 5]
-    assert [[int(x) for x in r.split()[1:]] for r in parts] == [
-        [p, md.partitions[p].leader, md.partitions[p].replicas[0], md.partitions[p].isrs[0]] for p in range(4)]
+    rf = len(md.partitions[0].replicas)  # 1 on a single node, the cluster size under Raft
+    assert table(out, "TOPIC")[0] == [name, "4", str(rf)]
+    parts = [r.split() for r in out.splitlines() if r.split()[:1] == [name] and len(r.split()) == 5]
+    assert [[int(r[1]), int(r[2]), r[3], r[4]] for r in parts] == [
+        [p, md.partitions[p].leader, ",".join(map(str, md.partitions[p].replicas)),
+         ",".join(map(str, md.partitions[p].isrs))] for p in range(4)]
 
     rc, out, err = tool(capsys, bs, "topics", "describe", "--topic", "missing-topic")
     assert rc == 1 and "'missing-topic' does not exist" in err
