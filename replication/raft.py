@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import select
 import socket
 import threading
@@ -346,6 +347,7 @@ class RaftLog:
         self._announcing = -1
         self._paused_until = 0.0
         self._transfer_sent = False
+        self._leader_seen_connected: str | None = None
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -430,12 +432,33 @@ class RaftLog:
         g = self.group
         leader = g._isLeader()
         term = g.raftCurrentTerm
+        if not leader:
+            self._hasten_election_if_leader_gone()
         if leader and self._announcing != term and self._announced // EPOCH_STRIDE != term:
             self._announcing = term
             self._announce(term * EPOCH_STRIDE, term)
         if not leader and (self._announced >= 0 or self._announcing >= 0):
             self._announcing = -1
             self.host.call_in_loop(self._lost_leadership, term)
+
+    def _hasten_election_if_leader_gone(self) -> None:
+        """The leader's connection dropped (its process died or closed): elect soon instead of
+        waiting out the full election timeout. Elections are always safe in Raft; this only
+        moves the first one earlier, once per lost leader."""
+        leader = self.group._getLeader()
+        addr = leader.id if leader is not None else None
+        if addr is None or addr == self.self_addr:
+            return
+        if addr in self.connected_peers():
+            self._leader_seen_connected = addr
+            return
+        if self._leader_seen_connected != addr:
+            return  # never connected to it (e.g. still starting): keep the normal timeout
+        self._leader_seen_connected = None
+        soon = _pso_monotonic() + random.uniform(0.05, 0.15)
+        d = self.group.__dict__
+        if d["_SyncObj__raftElectionDeadline"] > soon:
+            d["_SyncObj__raftElectionDeadline"] = soon
 
     def _announce(self, epoch: int, term: int) -> None:
         g = self.group

@@ -7,6 +7,7 @@ SHARE keys (type 2) before v6 → INVALID_REQUEST; any other type → INVALID_RE
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -48,8 +49,28 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
 
 
+# While a group's partition has no reachable leader (an election is running), hold the answer a
+# little instead of replying COORDINATOR_NOT_AVAILABLE at once: clients only re-ask after their
+# own back-off (librdkafka: up to a second), which would add that much to every failover.
+ELECTION_WAIT_S = 1.5
+
+
+def _group_keys(request: Any) -> list[str]:
+    if int(getattr(request, "key_type", GROUP)) != GROUP:
+        return []
+    return list(request.coordinator_keys) if version_of(request) >= 4 else [request.key]
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return build(ctx.node, request)
+    node = ctx.node
+    if getattr(node, "cluster", None) is not None:
+        keys = _group_keys(request)
+        deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
+        while any(node.offsets_partition_leader(partition_for(k, node.offsets_partitions)) is None for k in keys):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.02)
+    return build(node, request)
 
 
 def register(node: Any) -> None:
