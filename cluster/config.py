@@ -90,9 +90,9 @@ class NodeConfig:
     peers: str = ""
     # Shared secret of the Raft ports (pysyncobj password); required in cluster mode.
     cluster_secret: str = ""
-    raft_election_timeout_ms: int = 350  # minimum; the maximum is twice this
-    raft_heartbeat_ms: int = 100
-    raft_tick_ms: int = 50
+    raft_election_timeout_ms: int = 700  # minimum; the maximum is twice this
+    raft_heartbeat_ms: int = 200
+    raft_tick_ms: int = 100
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.

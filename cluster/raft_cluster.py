@@ -26,6 +26,7 @@ from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from replication.api import ReplicationError
 from replication.data_log import DataLog
+from replication.record_batch import parse_header
 from replication.raft import EntryStore, RaftHost, RaftLog, RaftTimings
 
 log = logging.getLogger("kcoord.cluster")
@@ -75,9 +76,14 @@ class DataStateMachine:
         self._on_applied = on_applied
 
     def apply(self, epoch: int, payload: bytes) -> int:
+        base = parse_header(payload).base_offset
+        if base < self.data.log_end_offset:
+            # Already on disk: a restarted node replays its Raft journal over the segments it
+            # kept (the DataLog is durable state of its own). Applying is idempotent.
+            return base
         try:
             hdr = self.data.append(payload)
-        except ValueError as e:  # offsets out of line: refuse, never crash the ticker
+        except ValueError as e:  # a gap: refuse, never crash the ticker
             log.error("event=data_apply_refused dir=%s error=%r", self.data.directory, str(e))
             return -2
         self._on_applied()

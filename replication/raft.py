@@ -348,6 +348,7 @@ class RaftLog:
         self._paused_until = 0.0
         self._transfer_sent = False
         self._leader_seen_connected: str | None = None
+        self.peer_addrs = list(peers)
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -455,7 +456,11 @@ class RaftLog:
         if self._leader_seen_connected != addr:
             return  # never connected to it (e.g. still starting): keep the normal timeout
         self._leader_seen_connected = None
-        soon = _pso_monotonic() + random.uniform(0.05, 0.15)
+        # Survivors go in a fixed order (by address) so they do not split the vote and fall back
+        # to the full election timeout; the first one normally wins before the next starts.
+        survivors = sorted(a for a in self.peer_addrs + [self.self_addr] if a != addr)
+        rank = survivors.index(self.self_addr)
+        soon = _pso_monotonic() + 0.05 + 0.25 * rank + random.uniform(0.0, 0.03)
         d = self.group.__dict__
         if d["_SyncObj__raftElectionDeadline"] > soon:
             d["_SyncObj__raftElectionDeadline"] = soon
