@@ -26,8 +26,8 @@ from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from replication.api import ReplicationError
 from replication.data_log import DataLog
-from replication.record_batch import parse_header
 from replication.raft import EntryStore, RaftHost, RaftLog, RaftTimings
+from replication.record_batch import parse_header
 
 log = logging.getLogger("kcoord.cluster")
 
