@@ -35,7 +35,7 @@ run: setup
 
 lint: $(STAMP)
 	$(BIN)/ruff check coordinator replication cluster chaos tests
-	$(BIN)/mypy coordinator replication cluster
+	$(BIN)/mypy coordinator replication cluster chaos
 	$(BIN)/lint-imports
 
 unit: $(STAMP)

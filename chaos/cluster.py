@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cluster.launcher import LocalNode, start_nodes
@@ -62,6 +63,7 @@ class ChaosCluster:
         self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
         self.paused: set[int] = set()
         self._ready: list[threading.Event] = [threading.Event() for _ in range(nodes)]
+        self.on_spawn: Callable[[int], None] | None = None  # called with each new node pid
 
     @property
     def n(self) -> int:
@@ -99,13 +101,15 @@ class ChaosCluster:
             (proc,) = start_nodes([self.layout[i]], SECRET, self.settings, log_dir=self.base_dir,
                                   peers=self.peers())
             self.procs[i] = proc
+            if self.on_spawn is not None:
+                self.on_spawn(proc.pid)
             self.paused.discard(i)
             threading.Thread(target=self._drain, args=(i, proc), daemon=True, name=f"node-{i}-stdout").start()
         deadline = time.monotonic() + timeout
         for i in ids:
             while not self._ready[i].wait(0.1):
-                proc = self.procs[i]
-                if proc is None or proc.poll() is not None:
+                running = self.procs[i]
+                if running is None or running.poll() is not None:
                     raise RuntimeError(f"node {i} exited:\n{self.log_tail(i)}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"node {i} not ready:\n{self.log_tail(i)}")

@@ -79,7 +79,10 @@ def partition_payloads(part_dir: Path) -> list[bytes]:
         if idx <= last_idx or idx > commit or not command or command[0] != _REGULAR:
             continue
         call: Any = pickle.loads(command[1:])  # noqa: S301 - our own node's journal
-        func_id, args = (call, ()) if not isinstance(call, tuple) else (call[0], call[1])
+        args: Any = ()
+        func_id: Any = call
+        if isinstance(call, tuple):
+            func_id, args = call[0], call[1]
         name = names.get(func_id)
         if name == "announce":
             fence = max(fence, int(args[0]))

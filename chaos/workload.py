@@ -6,14 +6,19 @@ run clock through ``KCOORD_CHAOS_T0``. SIGTERM asks for a clean stop (flush/clos
 ``crash`` event to the process's file on its behalf.
 
 Roles:
-- ``producer``: confluent-kafka, ``acks=all``; unique values ``<proc>-<n>``.
+- ``producer``: confluent-kafka, ``acks=all``, idempotent (so librdkafka's internal
+  retries cannot duplicate a value); unique values ``<proc>-<n>``.
 - ``ck-consumer``: confluent-kafka (librdkafka) consumer, manual sync commits.
 - ``kp-consumer``: kafka-python consumer, manual sync commits.
 
 What the consumer events mean:
-- ``member`` is the client process id (``proc``): unique per process incarnation, stable
-  across its rejoins. The Kafka member id is in the extra field ``member_id`` (on
-  ``assign``) and the static ``group.instance.id``, if any, in ``instance_id``.
+- ``member`` is the member's identity as the group protocol sees it across rejoins:
+  for a dynamic member, the client process id (``proc``: one process incarnation — a
+  restarted process is a new member); for a static member, its ``group.instance.id``
+  (KIP-345: a restarted static member *is* the same member, it takes over the old member
+  id's assignment in the same generation without a rebalance). The Kafka member id is in
+  the extra field ``member_id`` (on ``assign``) and the ``group.instance.id``, if any, in
+  ``instance`` (on ``assign``, ``revoke``, ``leave``, ``crash``; null for dynamic members).
 - ``generation`` is the group generation the assignment belongs to, as the protocol
   defines it (JoinGroup/SyncGroup generation id):
   - kafka-python: read from the client's coordinator state at the assignment callback;
@@ -25,7 +30,10 @@ What the consumer events mean:
   The runner also samples DescribeGroups into ``RUN_DIR/groups.jsonl`` (state, members,
   assignments as the coordinator reports them), independent of the clients.
 - ``poll`` and ``commit.*`` carry the generation of the member's current assignment.
-- ``fetch_committed`` is what ``Consumer.committed()`` returned right after an assignment.
+- ``fetch_committed`` is what ``Consumer.committed()`` returned right after an assignment
+  (confluent-kafka: inside the assignment callback, before any record of it is consumed;
+  kafka-python: right after the poll that ran the assignment, before that poll's ``poll``
+  event is written — kafka-python refuses blocking calls inside its listeners).
 """
 
 from __future__ import annotations
@@ -44,6 +52,13 @@ from chaos.history import HistoryWriter
 STOP = threading.Event()
 
 
+MEMBER = ""  # set in main(): the history ``member`` of this process (see above)
+
+
+def member_name(proc: str, instance_id: str | None) -> str:
+    return instance_id or proc
+
+
 def _on_term(signum: int, frame: object) -> None:
     STOP.set()
 
@@ -53,14 +68,17 @@ def _on_term(signum: int, frame: object) -> None:
 def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
     from confluent_kafka import KafkaError, Producer
 
-    p = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
-                  "message.timeout.ms": 30000, "request.timeout.ms": 10000, "enable.idempotence": False,
-                  "retries": 5})
+    conf = {"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000,
+            "request.timeout.ms": 10000, "enable.idempotence": True}
+    p = Producer(conf)
+    fatal = threading.Event()
     unknown_codes = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
                      KafkaError.REQUEST_TIMED_OUT, KafkaError._PURGE_INFLIGHT, KafkaError.NETWORK_EXCEPTION}
     definite_fail = {KafkaError._PURGE_QUEUE}
 
     def delivered(op: str, value: str, err: Any, msg: Any) -> None:
+        if err is not None and err.fatal():
+            fatal.set()
         if err is None:
             h.write("produce.ok", op=op, topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
                     value=value)
@@ -73,6 +91,9 @@ def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
             # retried request may have been written by an earlier attempt: stay safe.
             h.write("produce.unknown", op=op, value=value, error=err.name())
 
+    def callback(op: str, value: str) -> Any:
+        return lambda err, msg: delivered(op, value, err, msg)
+
     n = 0
     interval = 1.0 / max(args.rate, 1)
     next_at = time.monotonic()
@@ -83,11 +104,19 @@ def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
         h.write("produce.invoke", op=op, topic=args.topic, value=value)
         try:
             p.produce(args.topic, value=value.encode(), key=str(n).encode(),
-                      on_delivery=lambda err, msg, op=op, value=value: delivered(op, value, err, msg))
+                      on_delivery=callback(op, value))
         except BufferError as e:
             h.write("produce.fail", op=op, value=value, error=f"BufferError: {e}")
         next_at += interval
         p.poll(max(0.0, next_at - time.monotonic()))
+        if fatal.is_set():
+            # A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE) ends this producer:
+            # what it still holds is unknown, and a new producer (new producer id) goes on.
+            logging.getLogger("chaos").warning("fatal producer error: starting a new producer")
+            p.purge(in_queue=True, in_flight=True)
+            p.flush(5)
+            p = Producer(conf)
+            fatal.clear()
     p.flush(30)
     p.purge(in_queue=True, in_flight=True)
     p.flush(5)
@@ -153,24 +182,25 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
             gen, source = max(st.assigns, st.generation), "local"
         st.generation = gen
         st.owned = {(tp.topic, tp.partition) for tp in parts}
-        h.write("assign", group=args.group, member=h.proc, generation=gen, partitions=_parts(parts),
-                member_id=consumer.memberid(), instance_id=args.instance_id, generation_source=source)
+        h.write("assign", group=args.group, member=MEMBER, generation=gen, partitions=_parts(parts),
+                member_id=consumer.memberid(), instance=args.instance_id, generation_source=source)
         if parts:
             try:
                 got = consumer.committed(parts, timeout=15)
-                h.write("fetch_committed", group=args.group, member=h.proc,
+                h.write("fetch_committed", group=args.group, member=MEMBER,
                         offsets=sorted([tp.topic, tp.partition, tp.offset if tp.offset >= 0 else -1]
                                        for tp in got))
             except KafkaException as e:
                 logging.getLogger("chaos").warning("committed() failed: %s", e)
 
     def on_revoke(consumer: Any, parts: list[Any]) -> None:
-        h.write("revoke", group=args.group, member=h.proc, generation=st.generation, partitions=_parts(parts))
+        h.write("revoke", group=args.group, member=MEMBER, generation=st.generation, partitions=_parts(parts),
+                instance=args.instance_id)
         st.owned -= {(tp.topic, tp.partition) for tp in parts}
 
     def on_lost(consumer: Any, parts: list[Any]) -> None:
-        h.write("revoke", group=args.group, member=h.proc, generation=st.generation, partitions=_parts(parts),
-                lost=True)
+        h.write("revoke", group=args.group, member=MEMBER, generation=st.generation, partitions=_parts(parts),
+                lost=True, instance=args.instance_id)
         st.owned -= {(tp.topic, tp.partition) for tp in parts}
 
     c.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
@@ -178,17 +208,18 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
         msgs = [m for m in c.consume(num_messages=500, timeout=0.5) if m.error() is None]
         if not msgs:
             continue
-        h.write("poll", group=args.group, member=h.proc, generation=st.generation,
+        h.write("poll", group=args.group, member=MEMBER, generation=st.generation,
                 records=[[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs])
         positions: dict[tuple[str, int], int] = {}
         for m in msgs:
-            positions[(m.topic(), m.partition())] = m.offset() + 1
-        offsets = sorted([t, p, o] for (t, p), o in positions.items())
+            positions[(str(m.topic()), int(m.partition() or 0))] = int(m.offset() or 0) + 1
+        offsets: list[tuple[str, int, int]] = sorted((t, p, o) for (t, p), o in positions.items())
         op = h.next_op()
-        h.write("commit.invoke", op=op, group=args.group, member=h.proc, generation=st.generation,
-                offsets=offsets)
+        h.write("commit.invoke", op=op, group=args.group, member=MEMBER, generation=st.generation,
+                offsets=[list(x) for x in offsets])
         try:
-            done = c.commit(offsets=[TopicPartition(t, p, o) for t, p, o in offsets], asynchronous=False)
+            done: list[Any] = c.commit(offsets=[TopicPartition(t, p, o) for t, p, o in offsets],
+                                       asynchronous=False)
         except KafkaException as e:
             err = e.args[0]
             kind = "commit.fail" if err.code() in definite else "commit.unknown"
@@ -202,7 +233,7 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
         else:
             h.write("commit.unknown", op=op, error=errors[0].name())
     c.close()
-    h.write("leave", group=args.group, member=h.proc)
+    h.write("leave", group=args.group, member=MEMBER, instance=args.instance_id)
 
 
 def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
@@ -214,6 +245,7 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
 
     st = _State()
     holder: dict[str, Any] = {}
+    pending: list[list[Any]] = []
     definite = (kerr.CommitFailedError, kerr.IllegalGenerationError, kerr.UnknownMemberIdError,
                 kerr.RebalanceInProgressError, kerr.FencedInstanceIdError)
 
@@ -226,8 +258,8 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
-            h.write("revoke", group=args.group, member=h.proc, generation=st.generation,
-                    partitions=_parts(revoked))
+            h.write("revoke", group=args.group, member=MEMBER, generation=st.generation,
+                    partitions=_parts(revoked), instance=args.instance_id)
             st.owned -= {(tp.topic, tp.partition) for tp in revoked}
 
         def on_partitions_assigned(self, assigned: Any) -> None:
@@ -238,17 +270,13 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
                 gen, source = max(st.assigns, st.generation), "local"
             st.generation = max(gen, st.generation)
             st.owned = {(tp.topic, tp.partition) for tp in assigned}
-            h.write("assign", group=args.group, member=h.proc, generation=st.generation,
-                    partitions=_parts(assigned), member_id=member_id, instance_id=args.instance_id,
+            h.write("assign", group=args.group, member=MEMBER, generation=st.generation,
+                    partitions=_parts(assigned), member_id=member_id, instance=args.instance_id,
                     generation_source=source)
+            # kafka-python 3 runs listeners on its IO thread, where blocking calls are refused:
+            # the main loop reads the committed offsets right after the poll that assigned.
             if assigned:
-                try:
-                    c = holder["c"]
-                    got = [[tp.topic, tp.partition, c.committed(tp, timeout_ms=15000)] for tp in assigned]
-                    h.write("fetch_committed", group=args.group, member=h.proc,
-                            offsets=sorted([t, p, -1 if o is None else int(o)] for t, p, o in got))
-                except Exception as e:  # noqa: BLE001 - not recorded when it fails
-                    logging.getLogger("chaos").warning("committed() failed: %r", e)
+                pending.append(list(assigned))
 
     c = KafkaConsumer(bootstrap_servers=args.bootstrap.split(","), group_id=args.group,
                       auto_offset_reset="earliest", enable_auto_commit=False,
@@ -258,16 +286,29 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
     holder["c"] = c
     c.subscribe([args.topic], listener=Listener())
     while not STOP.is_set():
-        batch = c.poll(timeout_ms=500, max_records=500)
+        try:
+            batch = c.poll(timeout_ms=500, max_records=500)
+        except Exception as e:  # noqa: BLE001 - kafka-python 3 raises connection errors out of poll()
+            logging.getLogger("chaos").warning("poll() failed: %r", e)
+            time.sleep(0.5)
+            continue
+        while pending:
+            assigned = pending.pop(0)
+            try:
+                got = [[tp.topic, tp.partition, c.committed(tp, timeout_ms=15000)] for tp in assigned]
+                h.write("fetch_committed", group=args.group, member=MEMBER,
+                        offsets=sorted([t, p, -1 if o is None else int(o)] for t, p, o in got))
+            except Exception as e:  # noqa: BLE001 - not recorded when it fails
+                logging.getLogger("chaos").warning("committed() failed: %r", e)
         if not batch:
             continue
         records = [[tp.topic, tp.partition, m.offset, (m.value or b"").decode()]
                    for tp, msgs in batch.items() for m in msgs]
-        h.write("poll", group=args.group, member=h.proc, generation=st.generation, records=records)
+        h.write("poll", group=args.group, member=MEMBER, generation=st.generation, records=records)
         positions = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
         offsets = sorted([tp.topic, tp.partition, o] for tp, o in positions.items())
         op = h.next_op()
-        h.write("commit.invoke", op=op, group=args.group, member=h.proc, generation=st.generation,
+        h.write("commit.invoke", op=op, group=args.group, member=MEMBER, generation=st.generation,
                 offsets=offsets)
         try:
             c.commit(offsets={TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets},
@@ -279,8 +320,8 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
             h.write("commit.unknown", op=op, error=f"{type(e).__name__}: {e}"[:200])
             continue
         h.write("commit.ok", op=op, error=None)
-    c.close()
-    h.write("leave", group=args.group, member=h.proc)
+    c.close(autocommit=False, timeout_ms=15000)
+    h.write("leave", group=args.group, member=MEMBER, instance=args.instance_id)
 
 
 ROLES = {"producer": run_producer, "ck-consumer": run_ck_consumer, "kp-consumer": run_kp_consumer}
@@ -302,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"%(asctime)s {args.proc} %(levelname)s %(name)s %(message)s")
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
+    global MEMBER
+    MEMBER = member_name(args.proc, args.instance_id)
     h = HistoryWriter(args.history, args.proc)
     try:
         ROLES[args.role](args, h)

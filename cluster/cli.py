@@ -74,6 +74,16 @@ def _tools() -> dict[str, Any]:
                 continue  # not built yet
             raise
         found[mod.COMMAND] = mod
+    # Plug-ins registered as entry points (e.g. `kcoord chaos`): loaded by name, never imported
+    # statically, so the rule that nothing imports chaos/ still holds.
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="kcoord.commands"):
+        try:
+            plugin = ep.load()
+        except ImportError:
+            continue
+        found.setdefault(plugin.COMMAND, plugin)
     return found
 
 

@@ -1,0 +1,761 @@
+"""The chaos-run checker: a PySpark job over a run directory (history format: chaos/history.py).
+
+    RUN_DIR/history/*.jsonl        client events, one file per client process
+    RUN_DIR/faults.jsonl           the fault timeline
+    RUN_DIR/offsets-node-*.jsonl   each node's replayed offsets log (optional)
+
+It checks invariants I1-I9 (shared/reference/raft-coordinator-anchors.md §2.4), gives a verdict
+per invariant with up to ``max_examples`` counterexamples, and writes RUN_DIR/report/
+(summary.json, summary.txt, index.html with plots). Run it with
+
+    python -m chaos check RUN_DIR [--master local[*]]
+    spark-submit chaos/check/job.py RUN_DIR [--out DIR]
+
+The heavy work (per-key sequences, joins) stays in Spark; the driver only collects small
+tables: fault windows, generations, counterexamples and a sample of commit latencies.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+if __package__ in (None, ""):  # spark-submit chaos/check/job.py: make `chaos` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+INF = 1.0e18  # "may still take effect": the end of an unknown / unanswered commit
+INVARIANTS = {
+    "I1": "committed offsets never regress",
+    "I2": "the resume point after assignment is a committed offset (or the start)",
+    "I3": "ambiguous commits accepted both ways; failed commits never take effect",
+    "I4": "commit <= position, commits and records only for assigned partitions",
+    "I5": "at most one owner per partition per (group, generation); stale commits rejected",
+    "I6": "no rebalance caused by a coordinator failover",
+    "I7": "a bounced static member causes no revocation on the others",
+    "I8": "delivery: no lost ack'd produce, no duplicates, no inconsistent offsets, no aborted reads",
+    "I9": "liveness: progress within a bound after each fault window ends",
+}
+
+EVENT_SCHEMA = StructType([
+    StructField("t", DoubleType()), StructField("proc", StringType()), StructField("type", StringType()),
+    StructField("op", StringType()), StructField("topic", StringType()),
+    StructField("partition", LongType()), StructField("offset", LongType()),
+    StructField("value", StringType()), StructField("error", StringType()),
+    StructField("group", StringType()), StructField("member", StringType()),
+    StructField("instance", StringType()),  # optional: group.instance.id of a static member
+    StructField("generation", LongType()),
+    # mixed-type JSON arrays ([topic, partition, ...]) read as strings; cast below
+    StructField("partitions", ArrayType(ArrayType(StringType()))),
+    StructField("records", ArrayType(ArrayType(StringType()))),
+    StructField("offsets", ArrayType(ArrayType(StringType()))),
+])
+FAULT_SCHEMA = StructType([
+    StructField("t", DoubleType()), StructField("type", StringType()), StructField("node", StringType()),
+    StructField("detail", StringType()), StructField("end", DoubleType()),
+])
+OFFSETS_SCHEMA = StructType([
+    StructField("partition", LongType()), StructField("group", StringType()), StructField("topic", StringType()),
+    StructField("topic_partition", LongType()), StructField("offset", LongType()),
+    StructField("metadata", StringType()), StructField("commit_timestamp", DoubleType()),
+    StructField("tombstone", BooleanType()),
+])
+# start type -> the type that ends its window (same node unless the start has no node)
+WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all"}
+KEY = ["group", "topic", "partition"]
+
+
+@dataclass
+class Verdict:
+    id: str
+    title: str
+    status: str  # pass | fail | skipped | inconclusive
+    violations: int = 0
+    counterexamples: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    run_dir: str
+    ok: bool
+    verdicts: dict[str, Verdict]
+    stats: dict[str, Any]
+    timings: dict[str, float]
+    faults: list[dict[str, Any]]
+    out_dir: str | None = None
+    plots: dict[str, Any] = field(default_factory=dict, repr=False)  # data for the HTML plots
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("plots", None)
+        return d
+
+
+@dataclass
+class Options:
+    max_examples: int = 10
+    fault_grace: float = 15.0       # a fault's effects may outlast its window by this much (I6, I7)
+    liveness_bound: float = 35.0    # I9: max(35 s, 2 x session timeout), Kafka's harness default
+    session_timeout: float = 10.0   # I7: a bounced static member's window when it never rejoins
+    latency_sample: int = 20000
+    progress: bool = False          # one stderr line per phase (the CLI sets it)
+
+
+# ----------------------------------------------------------------------------------------- spark
+
+
+def spark_session(master: str | None = None, app: str = "kcoord-chaos-check") -> SparkSession:
+    b = SparkSession.builder.appName(app)
+    if master:
+        b = b.master(master)
+    if SparkSession.getActiveSession() is None:
+        cores = os.cpu_count() or 2
+        b = (b.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", str(max(4, 4 * cores)))
+             .config("spark.driver.memory", os.environ.get("KCOORD_CHECK_DRIVER_MEMORY", "4g"))
+             .config("spark.sql.session.timeZone", "UTC"))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KCOORD_CHECK_SPARK_LOG", "ERROR"))
+    return spark
+
+
+def _exists(path_glob: str) -> bool:
+    if "://" in path_glob and not path_glob.startswith("file://"):
+        return True  # remote file system: let Spark decide
+    return bool(glob.glob(path_glob.removeprefix("file://")))
+
+
+def _rows(df: DataFrame, n: int) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
+
+
+def _verdict(vid: str, parts: list[tuple[str, DataFrame]], opts: Options,
+             notes: list[str] | None = None, stats: dict[str, Any] | None = None) -> Verdict:
+    """One verdict from several violation DataFrames, each labelled with its kind."""
+    total = 0
+    examples: list[dict[str, Any]] = []
+    by_kind: dict[str, int] = {}
+    for kind, df in parts:
+        n = df.count()
+        by_kind[kind] = n
+        total += n
+        if n and len(examples) < opts.max_examples:
+            examples += [{"kind": kind, **r} for r in _rows(df, opts.max_examples - len(examples))]
+    st = {"violations_by_kind": by_kind, **(stats or {})}
+    return Verdict(vid, INVARIANTS[vid], "fail" if total else "pass", total, examples, notes or [], st)
+
+
+# ----------------------------------------------------------------------------------------- load
+
+
+@dataclass
+class Tables:
+    ev: DataFrame
+    commits: DataFrame      # one row per (commit op, topic-partition): status ok|fail|unknown, t_end
+    reads: DataFrame        # fetch_committed results (offset >= -1), one row per topic-partition
+    assign_x: DataFrame     # assign events, one row per partition
+    poll_x: DataFrame       # poll records, one row per record
+    produced: DataFrame     # produce.ok
+    final: DataFrame | None  # offsets-log majority final state per (group, topic, partition)
+    divergent: DataFrame | None
+    t_end: float
+    faults: list[dict[str, Any]]
+
+
+def _tp(arr: Column, i: int) -> Column:
+    return arr.getItem(i)
+
+
+def load(spark: SparkSession, run_dir: str) -> Tables:
+    hist = f"{run_dir.rstrip('/')}/history/*.jsonl"
+    if not _exists(hist):
+        raise FileNotFoundError(f"no history files: {hist}")
+    ev = (spark.read.schema(EVENT_SCHEMA).option("mode", "PERMISSIVE").json(hist)
+          .where(F.col("type").isNotNull() & F.col("t").isNotNull())
+          .withColumn("seq", F.monotonically_increasing_id())
+          .cache())
+    t_end = ev.agg(F.max("t")).first()[0] or 0.0  # type: ignore[index]
+
+    inv = (ev.where(F.col("type") == "commit.invoke")
+           .select("op", F.col("t").alias("t_inv"), "group", "member", "generation", "seq",
+                   F.explode("offsets").alias("o"))
+           .select("op", "t_inv", "group", "member", "generation", "seq",
+                   _tp(F.col("o"), 0).alias("topic"), _tp(F.col("o"), 1).cast("long").alias("partition"),
+                   _tp(F.col("o"), 2).cast("long").alias("offset")))
+    res = (ev.where(F.col("type").isin("commit.ok", "commit.fail", "commit.unknown"))
+           .groupBy("op").agg(F.min("t").alias("t_res"),
+                              F.first(F.regexp_replace("type", "^commit\\.", "")).alias("status"),
+                              F.first("error").alias("error")))
+    commits = (inv.join(res, "op", "left")
+               .withColumn("answered", F.col("status").isNotNull())
+               .withColumn("status", F.coalesce(F.col("status"), F.lit("unknown")))
+               .withColumn("t_end", F.when(F.col("status") == "ok", F.col("t_res")).otherwise(F.lit(INF)))
+               .cache())
+    reads = (ev.where(F.col("type") == "fetch_committed")
+             .select("t", "seq", "group", "member", F.explode("offsets").alias("o"))
+             .select("t", "seq", "group", "member", _tp(F.col("o"), 0).alias("topic"),
+                     _tp(F.col("o"), 1).cast("long").alias("partition"),
+                     _tp(F.col("o"), 2).cast("long").alias("offset")))
+    assign_x = (ev.where(F.col("type") == "assign")
+                .select("t", "seq", "group", "member", "instance", "generation", F.explode("partitions").alias("p"))
+                .select("t", "seq", "group", "member", "instance", "generation",
+                        _tp(F.col("p"), 0).alias("topic"), _tp(F.col("p"), 1).cast("long").alias("partition")))
+    poll_x = (ev.where(F.col("type") == "poll")
+              .select("t", "seq", "group", "member", "generation", F.explode("records").alias("r"))
+              .select("t", "seq", "group", "member", "generation", _tp(F.col("r"), 0).alias("topic"),
+                      _tp(F.col("r"), 1).cast("long").alias("partition"),
+                      _tp(F.col("r"), 2).cast("long").alias("offset"), _tp(F.col("r"), 3).alias("value"))
+              .cache())
+    produced = ev.where(F.col("type") == "produce.ok").select("t", "topic", "partition", "offset", "value")
+
+    faults: list[dict[str, Any]] = []
+    fpath = f"{run_dir.rstrip('/')}/faults.jsonl"
+    if _exists(fpath):
+        frows = spark.read.schema(FAULT_SCHEMA).json(fpath).where(F.col("type").isNotNull()).orderBy("t").collect()
+        faults = fault_windows([r.asDict() for r in frows], t_end)
+
+    final, divergent = None, None
+    opath = f"{run_dir.rstrip('/')}/offsets-node-*.jsonl"
+    if _exists(opath):
+        final, divergent = _final_offsets(spark, opath)
+    return Tables(ev, commits, reads, assign_x, poll_x, produced, final, divergent, float(t_end), faults)
+
+
+def fault_windows(rows: list[dict[str, Any]], t_end: float) -> list[dict[str, Any]]:
+    """Pair fault starts with their ends (``end`` field, else the matching end event)."""
+    out: list[dict[str, Any]] = []
+    open_: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["t"]):
+        typ, node = r["type"], r.get("node")
+        if typ in WINDOW_ENDS or typ == "transfer":
+            w = {"id": len(out), "type": typ, "node": node, "detail": r.get("detail"), "start": r["t"],
+                 "end": r.get("end"), "open": False}
+            if w["end"] is None and typ == "transfer":
+                w["end"] = r["t"]
+            out.append(w)
+            if w["end"] is None:
+                open_[(WINDOW_ENDS[typ], node)] = w
+        else:
+            w2 = open_.pop((typ, node), None)
+            if w2 is None:  # an end without a node (heal, restart_all) closes any open start of its kind
+                for k in [k for k in open_ if k[0] == typ]:
+                    w2 = open_.pop(k)
+                    break
+            if w2 is not None:
+                w2["end"] = r["t"]
+    for w in out:
+        if w["end"] is None:
+            w["end"], w["open"] = t_end, True
+    return out
+
+
+def _final_offsets(spark: SparkSession, opath: str) -> tuple[DataFrame, DataFrame]:
+    """Each node's replayed final state; the value held by a strict majority of node files wins."""
+    o = (spark.read.schema(OFFSETS_SCHEMA).json(opath)
+         .withColumn("node", F.regexp_extract(F.input_file_name(), r"offsets-node-([^/]+)\.jsonl$", 1))
+         .withColumn("seq", F.monotonically_increasing_id()))
+    nodes = o.select("node").distinct().count()
+    tomb = o.where(F.col("tombstone")).groupBy("node", "group").agg(F.max("seq").alias("tomb_seq"))
+    last = (o.where(~F.coalesce(F.col("tombstone"), F.lit(False)))
+            .groupBy("node", "group", "topic", "topic_partition")
+            .agg(F.max_by("offset", "seq").alias("offset"), F.max("seq").alias("lseq"))
+            .join(tomb, ["node", "group"], "left")
+            .where(F.col("tomb_seq").isNull() | (F.col("lseq") > F.col("tomb_seq")))
+            .withColumnRenamed("topic_partition", "partition"))
+    votes = last.groupBy(*KEY, "offset").agg(F.count("*").alias("n"), F.collect_list("node").alias("nodes"))
+    w = Window.partitionBy(*KEY).orderBy(F.col("n").desc(), F.col("offset").desc())
+    ranked = votes.withColumn("rk", F.row_number().over(w))
+    # small after aggregation; cached because I1 and I3 both read it (the logs are the biggest input)
+    final = ranked.where((F.col("rk") == 1) & (F.col("n") * 2 > nodes)).select(*KEY, "offset").cache()
+    divergent = (votes.groupBy(*KEY).agg(F.max("n").alias("best"),
+                                         F.collect_list(F.struct("offset", "nodes")).alias("values"))
+                 .where(F.col("best") * 2 <= nodes).drop("best")
+                 .withColumn("node_files", F.lit(nodes)).cache())
+    return final, divergent
+
+
+# ----------------------------------------------------------------------------------------- checks
+
+
+def _regressions(tb: Tables, obs: DataFrame, include_obs_as_evidence: bool) -> DataFrame:
+    """Observations (KEY, oid, t_bound, t_read, value) that went backwards, unexplained.
+
+    The committed value is "established" by an acknowledged commit (completed before t_bound)
+    and, optionally, by an earlier observation. An observation below the highest established
+    value is explained only by a commit of exactly that value (ok or ambiguous), invoked
+    before t_read, that could have taken effect after every higher value was established.
+    """
+    acks = tb.commits.where(F.col("status") == "ok").select(
+        *KEY, F.col("t_res").alias("t"), F.col("offset").alias("value"), F.col("t_inv").alias("s"),
+        F.lit(1).alias("rank"), F.lit(None).cast("long").alias("oid"),
+        F.concat(F.lit("commit "), F.col("op")).alias("what"))
+    rows = obs.select(*KEY, F.col("t_bound").alias("t"), "value", F.col("t_bound").alias("s"),
+                      F.lit(0).alias("rank"), "oid", F.lit("observation").alias("what"))
+    est = acks.unionByName(rows) if include_obs_as_evidence else acks
+    allrows = acks.unionByName(rows)
+    w = Window.partitionBy(*KEY).orderBy("t", "rank").rowsBetween(Window.unboundedPreceding, -1)
+    if include_obs_as_evidence:
+        prev = allrows.withColumn("prev_max", F.max("value").over(w))
+    else:
+        prev = allrows.withColumn("prev_max", F.max(F.when(F.col("rank") == 1, F.col("value"))).over(w))
+    cand_ids = prev.where((F.col("rank") == 0) & (F.col("value") < F.col("prev_max"))).select("oid")
+    cand = obs.join(cand_ids, "oid")
+    e = est.select(*[F.col(k).alias("e_" + k) for k in KEY], F.col("t").alias("e_t"), F.col("value").alias("e_value"),
+                   F.col("s").alias("e_s"), F.col("what").alias("e_what"))
+    ev = (cand.join(e, [cand[k] == e["e_" + k] for k in KEY]
+                    + [e["e_t"] < cand["t_bound"], e["e_value"] > cand["value"]])
+          .groupBy("oid").agg(F.max("e_s").alias("S"),
+                              F.max_by(F.struct("e_what", "e_t", "e_value"), "e_value").alias("higher")))
+    cand = cand.join(ev, "oid")
+    c = tb.commits.where(F.col("status").isin("ok", "unknown")).select(
+        *[F.col(k).alias("c_" + k) for k in KEY], F.col("offset").alias("c_offset"), "t_inv", "t_end")
+    explained = (cand.join(c, [cand[k] == c["c_" + k] for k in KEY]
+                           + [c["c_offset"] == cand["value"], c["t_inv"] < cand["t_read"], c["t_end"] > cand["S"]])
+                 .select("oid").distinct())
+    return cand.join(explained, "oid", "left_anti").drop("S")
+
+
+def check_i1(tb: Tables, opts: Options) -> Verdict:
+    reads = tb.reads.select(*KEY, "t", "member", "offset")
+    if tb.final is not None:
+        reads = reads.unionByName(tb.final.select(*KEY, F.lit(tb.t_end + 1).alias("t"),
+                                                  F.lit("<offsets log, final>").alias("member"), "offset"))
+    obs = (reads.withColumn("oid", F.monotonically_increasing_id())
+           .select(*KEY, "oid", F.col("t").alias("t_bound"), F.col("t").alias("t_read"),
+                   F.col("offset").alias("value"), "member"))
+    bad = _regressions(tb, obs, include_obs_as_evidence=True).select(
+        *KEY, F.col("t_read").alias("t"), F.col("member").alias("read_by"), F.col("value").alias("read_offset"),
+        F.col("higher.e_what").alias("established_by"), F.col("higher.e_t").alias("established_t"),
+        F.col("higher.e_value").alias("established_offset")).orderBy("t")
+    parts = [("regression", bad)]
+    notes = ["ambiguous (unknown / unanswered) commits may explain a lower value (I3)",
+             "a read of -1 after a commit is a lost commit unless a deletion happened (deletion not modelled)"]
+    if tb.divergent is not None:
+        parts.append(("replicas-diverge", tb.divergent))
+    if tb.final is None:
+        notes.append("no offsets-node-*.jsonl: final state not checked")
+    return _verdict("I1", parts, opts, notes, {"reads": tb.reads.count()})
+
+
+def check_i2(tb: Tables, opts: Options) -> Verdict:
+    first = (tb.poll_x.groupBy("group", "member", "generation", "topic", "partition")
+             .agg(F.min(F.struct("t", "offset")).alias("f"))
+             .select("group", "member", "generation", "topic", "partition",
+                     F.col("f.t").alias("t_poll"), F.col("f.offset").alias("first_offset")))
+    a = (tb.assign_x.groupBy("group", "member", "generation", "topic", "partition")
+         .agg(F.min("t").alias("t_assign")))
+    j = (a.join(first, ["group", "member", "generation", "topic", "partition"])
+         .where(F.col("t_poll") >= F.col("t_assign"))
+         .withColumn("oid", F.monotonically_increasing_id()).cache())
+    # continuation: the member's own position for the partition from an earlier generation
+    mine = (tb.poll_x.groupBy("group", "member", "topic", "partition", "generation")
+            .agg(F.max("offset").alias("mx")))
+    prev = (j.select("oid", "group", "member", "topic", "partition", F.col("generation").alias("g_now"))
+            .join(mine, ["group", "member", "topic", "partition"])
+            .where(F.col("generation") < F.col("g_now"))
+            .groupBy("oid").agg(F.max_by("mx", "generation").alias("prev_mx")))
+    c = tb.commits.where(F.col("status").isin("ok", "unknown")).select(
+        *KEY, F.col("offset").alias("first_offset"), "t_inv")
+    in_c = (j.join(c, KEY + ["first_offset"]).where(F.col("t_inv") < F.col("t_poll"))
+            .select("oid").distinct().withColumn("in_c", F.lit(True)))
+    first_ack = (tb.commits.where(F.col("status") == "ok").groupBy(*KEY).agg(F.min("t_res").alias("first_ack")))
+    start = (tb.produced.select("topic", "partition", "offset").unionByName(tb.poll_x.select("topic", "partition", "offset"))
+             .groupBy("topic", "partition").agg(F.min("offset").alias("start")))
+    jj = (j.join(prev, "oid", "left").join(in_c, "oid", "left").join(first_ack, KEY, "left")
+          .join(start, ["topic", "partition"], "left"))
+    ok_point = (F.coalesce(F.col("in_c"), F.lit(False))
+                | (F.col("first_offset") == 0) | (F.col("first_offset") <= F.col("start"))
+                | F.col("first_ack").isNull() | (F.col("first_ack") >= F.col("t_poll"))
+                | (F.col("first_offset") == F.col("prev_mx") + 1))
+    not_committed = jj.where(~ok_point).select(
+        "group", "member", "generation", "topic", "partition", "t_assign", "t_poll", "first_offset").orderBy("t_poll")
+    obs = j.join(prev, "oid", "left").where(
+        F.col("prev_mx").isNull() | (F.col("first_offset") != F.col("prev_mx") + 1)).select(
+        *KEY, "oid", F.col("t_assign").alias("t_bound"), F.col("t_poll").alias("t_read"),
+        F.col("first_offset").alias("value"), "member", "generation")
+    reg = _regressions(tb, obs, include_obs_as_evidence=False).select(
+        "group", "member", "generation", "topic", "partition", F.col("t_bound").alias("t_assign"),
+        F.col("t_read").alias("t_poll"), F.col("value").alias("first_offset"),
+        F.col("higher.e_what").alias("acked_before_assign"), F.col("higher.e_value").alias("acked_offset"),
+        F.col("higher.e_t").alias("acked_t")).orderBy("t_poll")
+    v = _verdict("I2", [("resume-behind-acked-commit", reg), ("resume-not-a-commit", not_committed)], opts,
+                 ["continuation from the member's own earlier position is allowed",
+                  "with nothing acknowledged before the first poll any start (reset) is allowed"],
+                 {"assignments_with_polls": j.count()})
+    j.unpersist()
+    return v
+
+
+def check_i3(tb: Tables, opts: Options) -> Verdict:
+    reads = tb.reads.select(*KEY, "t", "member", "offset")
+    if tb.final is not None:
+        reads = reads.unionByName(tb.final.select(*KEY, F.lit(tb.t_end + 1).alias("t"),
+                                                  F.lit("<offsets log, final>").alias("member"), "offset"))
+    reads = reads.where(F.col("offset") >= 0).withColumn("rid", F.monotonically_increasing_id())
+    c = tb.commits.select(*KEY, "offset", "t_inv", "status")
+    agg = (reads.join(c, KEY + ["offset"], "left")
+           .where(F.col("t_inv").isNull() | (F.col("t_inv") < F.col("t")))
+           .groupBy("rid").agg(F.max(F.col("status").isin("ok", "unknown").cast("int")).alias("possible"),
+                               F.max((F.col("status") == "fail").cast("int")).alias("failed")))
+    r = reads.join(agg, "rid").where(F.coalesce(F.col("possible"), F.lit(0)) == 0)
+    failed = r.where(F.col("failed") == 1).select(*KEY, "t", "member", "offset").orderBy("t")
+    phantom = r.where(F.coalesce(F.col("failed"), F.lit(0)) == 0).select(*KEY, "t", "member", "offset").orderBy("t")
+    stats = {s: n for s, n in tb.commits.groupBy("status").count().collect()}
+    unanswered = tb.commits.where(~F.col("answered")).count()
+    return _verdict("I3", [("failed-commit-took-effect", failed), ("read-of-never-committed-offset", phantom)], opts,
+                    ["ambiguous commits (unknown or unanswered) are accepted as applied and as not applied by I1/I2"],
+                    {"commit_partition_rows_by_status": stats, "unanswered": unanswered})
+
+
+def check_i4(tb: Tables, opts: Options) -> Verdict:
+    universe = tb.assign_x.select("group", "member", "topic", "partition").distinct()
+    ev = tb.ev
+    base = ["group", "member", "topic", "partition", "t", "seq"]
+
+    def rows(df: DataFrame, kind: str, state: Column | None, agen: Column | None, pos: Column | None,
+             value: Column | None, gen: Column | None) -> DataFrame:
+        return df.select(*base, F.lit(kind).alias("kind"),
+                         (state if state is not None else F.lit(None).cast("boolean")).alias("state"),
+                         (agen if agen is not None else F.lit(None).cast("long")).alias("agen"),
+                         (pos if pos is not None else F.lit(None).cast("long")).alias("pos"),
+                         (value if value is not None else F.lit(None).cast("long")).alias("value"),
+                         (gen if gen is not None else F.lit(None).cast("long")).alias("generation"))
+
+    assigns = ev.where(F.col("type") == "assign").select("group", "member", "t", "seq", "generation", "partitions")
+    a_rows = rows(assigns.join(universe, ["group", "member"]), "assign",
+                  F.array_contains(F.col("partitions"), F.array(F.col("topic"), F.col("partition").cast("string"))),
+                  F.col("generation"), None, None, F.col("generation"))
+    revokes = (ev.where(F.col("type") == "revoke")
+               .select("group", "member", "t", "seq", F.explode("partitions").alias("p"))
+               .select("group", "member", "t", "seq", _tp(F.col("p"), 0).alias("topic"),
+                       _tp(F.col("p"), 1).cast("long").alias("partition")))
+    r_rows = rows(revokes, "revoke", F.lit(False), None, None, None, None)
+    gone = ev.where(F.col("type").isin("leave", "crash")).select("group", "member", "t", "seq").join(
+        universe, ["group", "member"])
+    g_rows = rows(gone, "gone", F.lit(False), None, None, None, None)
+    polls = (tb.poll_x.groupBy("group", "member", "topic", "partition", "t", "seq", "generation")
+             .agg(F.max("offset").alias("mx")))
+    p_rows = rows(polls, "poll", None, None, F.col("mx") + 1, None, F.col("generation"))
+    # -1 (nothing committed): the position is the reset point, unknown here
+    f_rows = rows(tb.reads, "fetch", None, None, F.when(F.col("offset") >= 0, F.col("offset")), None, None)
+    c_rows = rows(tb.commits.withColumn("t", F.col("t_inv")), "commit", None, None, None, F.col("offset"), F.col("generation"))
+    allr = a_rows.unionByName(r_rows).unionByName(g_rows).unionByName(p_rows).unionByName(f_rows).unionByName(c_rows)
+    w = (Window.partitionBy("group", "member", "topic", "partition").orderBy("t", "seq")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    s = (allr.withColumn("assigned", F.last("state", ignorenulls=True).over(w))
+         .withColumn("assigned_gen", F.last("agen", ignorenulls=True).over(w))
+         .withColumn("position", F.max("pos").over(w))
+         .where(F.col("kind").isin("poll", "commit")).cache())
+    cols = ["group", "member", "topic", "partition", "t", "generation", "assigned_gen"]
+    unassigned_commit = s.where((F.col("kind") == "commit") & ~F.coalesce(F.col("assigned"), F.lit(False))).select(
+        *cols, F.col("value").alias("commit_offset")).orderBy("t")
+    ahead = s.where((F.col("kind") == "commit") & (F.col("value") > F.col("position"))).select(
+        *cols, F.col("value").alias("commit_offset"), "position").orderBy("t")
+    unassigned_poll = s.where((F.col("kind") == "poll") & ~F.coalesce(F.col("assigned"), F.lit(False))).select(
+        *cols, (F.col("pos") - 1).alias("max_offset_in_poll")).orderBy("t")
+    v = _verdict("I4", [("commit-ahead-of-position", ahead), ("commit-for-unassigned-partition", unassigned_commit),
+                        ("records-for-unassigned-partition", unassigned_poll)], opts,
+                 ["position = highest (polled offset + 1) or fetched committed offset of the member before the commit; "
+                  "a commit with no earlier poll or fetch is not position-checked"])
+    s.unpersist()
+    return v
+
+
+def check_i5(tb: Tables, opts: Options) -> Verdict:
+    owners = (tb.assign_x.groupBy("group", "generation", "topic", "partition")
+              .agg(F.countDistinct("member").alias("owners"), F.array_sort(F.collect_set("member")).alias("members"),
+                   F.min("t").alias("t"))
+              .where(F.col("owners") > 1).orderBy("t"))
+    gens = tb.ev.where(F.col("type") == "assign").select("group", "t", "seq", F.col("generation").alias("g"),
+                                                         F.lit(None).cast("string").alias("op"),
+                                                         F.lit(None).cast("long").alias("cgen"))
+    oks = (tb.commits.where((F.col("status") == "ok") & (F.col("generation") >= 0))
+           .select("group", F.col("t_inv").alias("t"), "seq", F.lit(None).cast("long").alias("g"), "op",
+                   F.col("generation").alias("cgen")).distinct())
+    w = Window.partitionBy("group").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    stale = (gens.unionByName(oks).withColumn("group_gen", F.max("g").over(w))
+             .where(F.col("op").isNotNull() & (F.col("cgen") < F.col("group_gen")))
+             .select("group", "op", F.col("t").alias("t_invoke"), F.col("cgen").alias("commit_generation"),
+                     "group_gen").orderBy("t_invoke"))
+    return _verdict("I5", [("two-owners-in-one-generation", owners), ("stale-generation-commit-acknowledged", stale)],
+                    opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member"])
+
+
+def _generations(tb: Tables) -> list[dict[str, Any]]:
+    g = (tb.ev.where(F.col("type") == "assign").groupBy("group", "generation")
+         .agg(F.min("t").alias("t"), F.array_sort(F.collect_set("member")).alias("members"))
+         .orderBy("group", "generation"))
+    return [r.asDict(recursive=True) for r in g.collect()]
+
+
+def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
+    churn = (tb.ev.where(F.col("type").isin("leave", "crash")).select("group", "t", "member", "type")
+             .orderBy("t").collect())
+    churn_by_group: dict[str, list[float]] = {}
+    for r in churn:
+        churn_by_group.setdefault(r["group"], []).append(r["t"])
+    bad: list[dict[str, Any]] = []
+    quiet_elsewhere = 0
+    prev: dict[str, dict[str, Any]] = {}
+    for g in gens:
+        p = prev.get(g["group"])
+        prev[g["group"]] = g
+        if p is None or g["members"] != p["members"]:
+            continue
+        if any(p["t"] < tc <= g["t"] for tc in churn_by_group.get(g["group"], [])):
+            continue
+        hit = [w for w in tb.faults if w["start"] <= g["t"] <= w["end"] + opts.fault_grace]
+        if not hit:
+            quiet_elsewhere += 1
+            continue
+        bad.append({"group": g["group"], "generation": g["generation"], "previous_generation": p["generation"],
+                    "t": g["t"], "members": g["members"],
+                    "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
+    notes = [f"a fault window counts until {opts.fault_grace:g} s after it ends"]
+    if not tb.faults:
+        notes.append("no faults.jsonl / no fault windows")
+    st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere}
+    return Verdict("I6", INVARIANTS["I6"], "fail" if bad else "pass", len(bad), bad[: opts.max_examples], notes, st)
+
+
+def check_i7(tb: Tables, opts: Options) -> Verdict:
+    ev = tb.ev
+    static = (ev.where(F.col("instance").isNotNull()).select("group", "member", "instance").distinct())
+    if static.limit(1).count() == 0:
+        return Verdict("I7", INVARIANTS["I7"], "skipped", notes=["no static members (no `instance` field) in history"])
+    bounces = (ev.where(F.col("type").isin("leave", "crash")).select("group", "member", F.col("t").alias("t_b"))
+               .join(static, ["group", "member"]))
+    rejoin = (ev.where((F.col("type") == "assign") & F.col("instance").isNotNull())
+              .select("group", F.col("instance").alias("r_instance"), F.col("t").alias("t_r")))
+    b = (bounces.join(rejoin, (bounces["group"] == rejoin["group"]) & (bounces["instance"] == rejoin["r_instance"])
+                      & (rejoin["t_r"] > bounces["t_b"]), "left").drop(rejoin["group"])
+         .groupBy("group", "member", "instance", "t_b").agg(F.min("t_r").alias("t_r"))
+         .withColumn("w_end", F.coalesce(F.col("t_r"), F.col("t_b") + opts.session_timeout) + opts.fault_grace)
+         .withColumn("bid", F.monotonically_increasing_id()))
+    others_churn = ev.where(F.col("type").isin("leave", "crash")).select(
+        F.col("group").alias("o_group"), F.col("member").alias("o_member"), F.col("t").alias("o_t"))
+    noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
+                    & (F.col("o_t") >= b["t_b"]) & (F.col("o_t") <= b["w_end"])).select("bid").distinct())
+    rev = (ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0))
+           .select(F.col("group").alias("v_group"), F.col("member").alias("revoked_member"),
+                   F.col("t").alias("t_revoke"), "partitions", F.col("instance").alias("v_instance")))
+    bad = (b.join(noisy, "bid", "left_anti")
+           .join(rev, (b["group"] == F.col("v_group")) & (b["member"] != F.col("revoked_member"))
+                 & (F.coalesce(F.col("v_instance"), F.lit("")) != b["instance"])
+                 & (F.col("t_revoke") >= b["t_b"]) & (F.col("t_revoke") <= b["w_end"]))
+           .select("group", F.col("instance").alias("bounced_instance"), F.col("member").alias("bounced_member"),
+                   "t_b", "t_r", "revoked_member", "t_revoke", "partitions").orderBy("t_b"))
+    return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
+                    ["bounces overlapping another member's leave/crash are not judged",
+                     "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
+                    {"static_bounces": b.count()})
+
+
+def check_i8(tb: Tables, opts: Options) -> Verdict:
+    prod = tb.produced.select("topic", "partition", "offset", "value")
+    seen = tb.poll_x.select("topic", "partition", "offset", "value")
+    placed = prod.unionByName(seen).distinct().cache()
+    dup = (placed.groupBy("value").agg(F.count("*").alias("n"),
+                                       F.array_sort(F.collect_list(F.struct("topic", "partition", "offset")))
+                                       .alias("at")).where(F.col("n") > 1).drop("n"))
+    incons = (placed.groupBy("topic", "partition", "offset")
+              .agg(F.count("*").alias("n"), F.array_sort(F.collect_list("value")).alias("values"))
+              .where(F.col("n") > 1).drop("n"))
+    failed = tb.ev.where(F.col("type") == "produce.fail").select("value", F.col("error").alias("produce_error"))
+    g1a = (tb.poll_x.join(failed, "value").groupBy("group", "value", "produce_error")
+           .agg(F.min("t").alias("t"), F.first(F.struct("topic", "partition", "offset")).alias("at")).orderBy("t"))
+    rng = tb.poll_x.groupBy("group", "topic", "partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hw"))
+    p = tb.produced.select("topic", "partition", "offset", "value", F.col("t").alias("t_ack"))
+    expected = p.join(rng, ["topic", "partition"])
+    got = tb.poll_x.select("group", "topic", "partition", "offset", "value").distinct()
+    lost = (expected.where((F.col("offset") >= F.col("lo")) & (F.col("offset") <= F.col("hw")))
+            .join(got, ["group", "topic", "partition", "offset", "value"], "left_anti")
+            .select("group", "topic", "partition", "offset", "value", "t_ack", F.col("hw").alias("group_polled_up_to"))
+            .orderBy("t_ack"))
+    unseen = expected.where(F.col("offset") > F.col("hw")).groupBy("group", "topic").count()
+    unseen_rows = {f"{r['group']}/{r['topic']}": r["count"] for r in unseen.collect()}
+    v = _verdict("I8", [("lost-write", lost), ("duplicate", dup), ("inconsistent-offsets", incons), ("G1a", g1a)], opts,
+                 ["lost-write: an acked produce inside a group's polled range [first, highest] of a partition that "
+                  "the group never polled", "unseen (acked, beyond the group's highest poll) is reported, not failed"],
+                 {"produce_ok": tb.produced.count(), "polled_records": tb.poll_x.count(), "unseen_by_group_topic": unseen_rows})
+    placed.unpersist()
+    return v
+
+
+def check_i9(spark: SparkSession, tb: Tables, opts: Options) -> tuple[Verdict, list[dict[str, Any]]]:
+    """Progress (an acked commit per active group, an acked produce) within the bound after each window."""
+    if not tb.faults:
+        return Verdict("I9", INVARIANTS["I9"], "skipped", notes=["no fault windows"]), []
+    wins = spark.createDataFrame([(w["id"], float(w["start"]), float(w["end"])) for w in tb.faults],
+                                 "wid long, w_start double, w_end double")
+    ok = tb.commits.where(F.col("status") == "ok").select("group", "op", "t_inv", "t_res").distinct()
+    prod = tb.produced.select(F.lit("<producers>").alias("group"), F.lit(None).cast("string").alias("op"),
+                              F.col("t").alias("t_inv"), F.col("t").alias("t_res"))
+    prog = ok.unionByName(prod)
+    active = prog.groupBy("group").agg(F.min("t_res").alias("first_t"))
+    bw = F.broadcast(wins)
+    after = (prog.join(bw, (F.col("t_res") >= F.col("w_start")))
+             .groupBy("wid", "group")
+             .agg(F.min(F.when(F.col("t_res") >= F.col("w_end"), F.col("t_res"))).alias("first_after_end"),
+                  F.min(F.when(F.col("t_inv") >= F.col("w_start"), F.col("t_res"))).alias("first_after_start")))
+    table = (active.crossJoin(bw).where(F.col("first_t") < F.col("w_start"))
+             .join(after, ["wid", "group"], "left").collect())
+    bad: list[dict[str, Any]] = []
+    durations: list[dict[str, Any]] = []
+    inconclusive = passed = 0
+    byw: dict[int, list[Any]] = {}
+    for r in table:
+        byw.setdefault(r["wid"], []).append(r)
+    for w in tb.faults:
+        rows = byw.get(w["id"], [])
+        fo = [r["first_after_start"] - w["start"] for r in rows
+              if r["group"] != "<producers>" and r["first_after_start"] is not None]
+        durations.append({"id": w["id"], "type": w["type"], "node": w["node"], "start": w["start"],
+                          "window": w["end"] - w["start"], "failover": max(fo) if fo else None})
+        for r in rows:
+            delay = None if r["first_after_end"] is None else r["first_after_end"] - w["end"]
+            if delay is not None and delay <= opts.liveness_bound:
+                passed += 1
+                continue
+            if w["open"] or w["end"] + opts.liveness_bound > tb.t_end:
+                inconclusive += 1
+                continue
+            bad.append({"fault": {k: w[k] for k in ("id", "type", "node", "start", "end")}, "group": r["group"],
+                        "progress_after_end_s": delay, "bound_s": opts.liveness_bound})
+    status = "fail" if bad else ("inconclusive" if inconclusive and not passed else "pass")
+    notes = [f"bound {opts.liveness_bound:g} s after each window ends; groups active before the window start",
+             "progress during a fault (redpanda's progress_during_fault) is not checked"]
+    st = {"windows": len(tb.faults), "window_group_pairs_ok": passed, "inconclusive_pairs": inconclusive}
+    return Verdict("I9", INVARIANTS["I9"], status, len(bad), bad[: opts.max_examples], notes, st), durations
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+
+def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None = None,
+              opts: Options | None = None, write: bool = True) -> Report:
+    """Check a chaos run; write RUN_DIR/report (or ``out_dir``) unless ``write`` is false."""
+    opts = opts or Options()
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    spark = spark_session(master)
+    timings["spark_start"] = time.monotonic() - t0
+    t = time.monotonic()
+    tb = load(spark, str(run_dir))
+    n_events = tb.ev.count()
+    timings["load"] = time.monotonic() - t
+    if opts.progress:
+        print(f"[chaos check] loaded {n_events} events in {timings['load']:.1f} s", file=sys.stderr, flush=True)
+    verdicts: dict[str, Verdict] = {}
+    gens = _generations(tb)
+    durations: list[dict[str, Any]] = []
+    for vid in INVARIANTS:
+        t = time.monotonic()
+        if vid == "I1":
+            verdicts[vid] = check_i1(tb, opts)
+        elif vid == "I2":
+            verdicts[vid] = check_i2(tb, opts)
+        elif vid == "I3":
+            verdicts[vid] = check_i3(tb, opts)
+        elif vid == "I4":
+            verdicts[vid] = check_i4(tb, opts)
+        elif vid == "I5":
+            verdicts[vid] = check_i5(tb, opts)
+        elif vid == "I6":
+            verdicts[vid] = check_i6(tb, opts, gens)
+        elif vid == "I7":
+            verdicts[vid] = check_i7(tb, opts)
+        elif vid == "I8":
+            verdicts[vid] = check_i8(tb, opts)
+        else:
+            verdicts[vid], durations = check_i9(spark, tb, opts)
+        timings[vid] = round(time.monotonic() - t, 3)
+        if opts.progress:
+            print(f"[chaos check] {vid} {verdicts[vid].status} in {timings[vid]:.1f} s", file=sys.stderr, flush=True)
+    t = time.monotonic()
+    plots = _plot_data(tb, opts, gens, durations)
+    timings["plot_data"] = time.monotonic() - t
+    by_type = {r["type"]: r["count"] for r in tb.ev.groupBy("type").count().collect()}
+    stats = {"events": n_events, "events_by_type": by_type, "t_end": tb.t_end,
+             "groups": len({g["group"] for g in gens}), "master": spark.sparkContext.master}
+    timings["total"] = round(time.monotonic() - t0, 3)
+    ok = all(v.status != "fail" for v in verdicts.values())
+    report = Report(str(run_dir), ok, verdicts, stats, {k: round(v, 3) for k, v in timings.items()}, tb.faults,
+                    plots=plots)
+    for df in (tb.ev, tb.commits, tb.poll_x, tb.final, tb.divergent):
+        if df is not None:
+            df.unpersist()
+    if write:
+        from chaos.check.report import write_report
+
+        report.out_dir = out_dir or os.path.join(str(run_dir), "report")
+        write_report(report, report.out_dir)
+    return report
+
+
+def _plot_data(tb: Tables, opts: Options, gens: list[dict[str, Any]], durations: list[dict[str, Any]]) -> dict[str, Any]:
+    per_op = tb.commits.groupBy("op").agg(F.first("t_inv").alias("t_inv"), F.first("t_res").alias("t_res"),
+                                          F.first("status").alias("status"))
+    n = per_op.count()
+    frac = min(1.0, opts.latency_sample / n) if n else 1.0
+    sample = per_op.sample(False, frac, seed=7) if frac < 1 else per_op
+    lat = [(r["t_inv"], None if r["t_res"] is None else r["t_res"] - r["t_inv"], r["status"])
+           for r in sample.collect()]
+    return {"latency": lat, "latency_sampled": frac < 1, "faults": tb.faults, "generations": gens,
+            "failovers": durations}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="chaos/check/job.py", description="check a kcoord chaos run")
+    add_arguments(p)
+    args = p.parse_args(argv)
+    return run_from_args(args)
+
+
+def add_arguments(p: Any) -> None:
+    p.add_argument("run_dir")
+    p.add_argument("--master", default=None, help="Spark master (default: local[*], or spark-submit's)")
+    p.add_argument("--out", default=None, help="report directory (default RUN_DIR/report)")
+    p.add_argument("--max-examples", type=int, default=10)
+    p.add_argument("--liveness-bound", type=float, default=35.0)
+    p.add_argument("--fault-grace", type=float, default=15.0)
+
+
+def run_from_args(args: Any) -> int:
+    master = args.master
+    if master is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not under spark-submit: default local
+        master = "local[*]"
+    opts = Options(max_examples=args.max_examples, liveness_bound=args.liveness_bound, fault_grace=args.fault_grace,
+                   progress=True)
+    report = run_check(args.run_dir, master=master, out_dir=args.out, opts=opts)
+    from chaos.check.report import text_summary
+
+    print(text_summary(report))
+    print(json.dumps({"ok": report.ok, "report": report.out_dir,
+                      "verdicts": {k: v.status for k, v in report.verdicts.items()}}))
+    SparkSession.builder.getOrCreate().stop()
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

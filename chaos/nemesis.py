@@ -1,0 +1,316 @@
+"""The nemesis: seeded node and network faults, and the scenarios that schedule them.
+
+Every fault is one line in ``RUN_DIR/faults.jsonl``: ``t, end, type, node, detail``
+(``chaos/history.py``). A windowed fault (kill → restart, pause → resume, partition →
+heal, transfer) is written when its window closes, with ``t`` its start and ``end`` its
+end, followed by the closing event (``restart``, ``resume``, ``heal``) with ``end``
+null. ``node`` is the node id, or null for ``kill_all``/``restart_all``.
+
+All choices come from one ``random.Random(seed)``; wall-clock timing still varies run to
+run, so a seed fixes the plan (which faults, in which order, aimed how), not the
+interleaving with the clients.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos.cluster import ChaosCluster
+from chaos.history import FAULT_TYPES, run_clock
+from chaos.proxy import ProxySet
+from coordinator.partitioner import partition_for
+
+OFFSETS_PARTITIONS = 16
+
+
+class FaultLog:
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def write(self, type_: str, node: int | None, detail: dict[str, Any] | None = None,
+              t: float | None = None, end: float | None = None) -> None:
+        if type_ not in FAULT_TYPES:
+            raise ValueError(f"unknown fault type {type_!r}")
+        event = {"t": round(run_clock() if t is None else t, 6), "end": None if end is None else round(end, 6),
+                 "type": type_, "node": node, "detail": detail or {}}
+        with self._lock:
+            self._fh.write(json.dumps(event, separators=(",", ":")) + "\n")
+            self.count += 1
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class Nemesis:
+    def __init__(self, seed: int, cluster: ChaosCluster, proxies: ProxySet, faults: FaultLog, bootstrap: str,
+                 groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None) -> None:
+        self.rng = random.Random(seed)
+        self.cluster = cluster
+        self.proxies = proxies
+        self.faults = faults
+        self.bootstrap = bootstrap
+        self.groups = groups
+        self.client_ops = client_ops or {}
+        self.deadline = 0.0
+        self.partitioned: dict[int, tuple[float, str]] = {}
+        self.ops_done: list[str] = []
+        self._admin: Any = None
+
+    # ---------------------------------------------------------------- helpers
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def coordinator_of(self, group: str) -> int:
+        """The leader of the group's ``__consumer_offsets`` partition (random node if unknown)."""
+        from confluent_kafka.admin import AdminClient
+
+        p = partition_for(group, OFFSETS_PARTITIONS)
+        if self._admin is None:  # one long-lived client (see chaos.run._admin)
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000,
+                                       "log_level": 2})
+        admin = self._admin
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            try:
+                md = admin.list_topics("__consumer_offsets", timeout=5)
+                leader = md.topics["__consumer_offsets"].partitions[p].leader
+                if leader >= 0:
+                    return int(leader)
+            except Exception:  # noqa: BLE001 - metadata unavailable during faults: retry
+                pass
+            time.sleep(0.2)
+        return self.rng.randrange(self.cluster.n)
+
+    def _restart(self, i: int, kill_t: float, kind: str, detail: dict[str, Any]) -> None:
+        try:
+            self.cluster.start(i)
+        finally:
+            now = run_clock()
+            self.faults.write(kind, i, detail, t=kill_t, end=now)
+            self.faults.write("restart", i, detail, t=now)
+
+    # ---------------------------------------------------------------- node faults
+
+    def kill_node(self, i: int, down: float, clean: bool = False, **detail: Any) -> None:
+        t = run_clock()
+        (self.cluster.terminate if clean else self.cluster.kill)(i)
+        self._sleep(down)
+        self._restart(i, t, "kill", {"signal": "TERM" if clean else "KILL", **detail})
+        self.ops_done.append("kill")
+
+    def kill_coordinator(self, group: str | None = None, down: float | None = None) -> None:
+        group = group or self.rng.choice(self.groups)
+        down = self.rng.uniform(2, 6) if down is None else down
+        node = self.coordinator_of(group)
+        self.kill_node(node, down, reason="coordinator", group=group,
+                       offsets_partition=partition_for(group, OFFSETS_PARTITIONS))
+        self.ops_done[-1] = "kill_coordinator"
+
+    def pause_node(self, i: int | None = None, seconds: float | None = None) -> None:
+        i = self.rng.randrange(self.cluster.n) if i is None else i
+        seconds = self.rng.uniform(2, 6) if seconds is None else seconds
+        t = run_clock()
+        if not self.cluster.pause(i):
+            return
+        self._sleep(seconds)
+        self.cluster.resume(i)
+        now = run_clock()
+        self.faults.write("pause", i, {"signal": "STOP"}, t=t, end=now)
+        self.faults.write("resume", i, {"signal": "CONT"}, t=now)
+        self.ops_done.append("pause")
+
+    def transfer(self, group: str | None = None, rounds: int | None = None) -> None:
+        """Leadership-transfer storm: SIGSTOP the group's coordinator just long enough
+        (> 2 × the 500 ms election timeout) for another node to win the partition, SIGCONT,
+        repeat on the new leader."""
+        group = group or self.rng.choice(self.groups)
+        rounds = self.rng.randint(2, 4) if rounds is None else rounds
+        for _ in range(rounds):
+            node = self.coordinator_of(group)
+            t = run_clock()
+            if not self.cluster.pause(node):
+                continue
+            self._sleep(self.rng.uniform(1.5, 2.5))
+            self.cluster.resume(node)
+            after = run_clock()
+            self.faults.write("transfer", node, {"method": "pause-leader", "group": group,
+                                                 "offsets_partition": partition_for(group, OFFSETS_PARTITIONS)},
+                              t=t, end=after)
+            self._sleep(self.rng.uniform(1.0, 2.0))
+        self.ops_done.append("transfer")
+
+    def rolling_restart(self, clean: bool = True, settle: float = 3.0) -> None:
+        for i in range(self.cluster.n):
+            t = run_clock()
+            (self.cluster.terminate if clean else self.cluster.kill)(i)
+            self._sleep(1.0)
+            self._restart(i, t, "kill", {"signal": "TERM" if clean else "KILL", "rolling": True})
+            self._sleep(settle)
+        self.ops_done.append("rolling_restart")
+
+    def kill_all(self, down: float | None = None) -> None:
+        down = self.rng.uniform(1, 4) if down is None else down
+        t = run_clock()
+        for i in range(self.cluster.n):
+            self.cluster.kill(i)
+        self._sleep(down)
+        try:
+            self.cluster.start()
+        finally:
+            now = run_clock()
+            self.faults.write("kill_all", None, {"signal": "KILL"}, t=t, end=now)
+            self.faults.write("restart_all", None, {}, t=now)
+        self.ops_done.append("kill_all")
+
+    def partition_node(self, i: int | None = None, mode: str | None = None, seconds: float | None = None) -> None:
+        """Cut a node off from the clients through its proxy (Raft traffic is untouched)."""
+        i = self.rng.randrange(self.cluster.n) if i is None else i
+        mode = self.rng.choice(["drop", "close", "delay"]) if mode is None else mode
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        delay_ms = self.rng.choice([200, 500, 1500]) if mode == "delay" else 0
+        t = run_clock()
+        self.proxies.set_mode(i, mode, delay_ms)
+        self.partitioned[i] = (t, mode)
+        self._sleep(seconds)
+        self.heal_partition(i, {"mode": mode, "delay_ms": delay_ms, "scope": "clients"})
+        self.ops_done.append("partition")
+
+    def heal_partition(self, i: int, detail: dict[str, Any]) -> None:
+        if i not in self.partitioned:
+            return
+        t, _mode = self.partitioned.pop(i)
+        self.proxies.set_mode(i, "ok")
+        now = run_clock()
+        self.faults.write("partition", i, detail, t=t, end=now)
+        self.faults.write("heal", i, detail, t=now)
+
+    def heal_all(self) -> None:
+        """End every fault: heal proxies, resume paused nodes, start dead nodes."""
+        for i in list(self.partitioned):
+            self.heal_partition(i, {"mode": self.partitioned[i][1], "final_heal": True})
+        for i in list(self.cluster.paused):
+            self.cluster.resume(i)
+            self.faults.write("resume", i, {"final_heal": True})
+        for i in range(self.cluster.n):
+            if not self.cluster.alive(i):
+                self.cluster.start(i)
+                self.faults.write("restart", i, {"final_heal": True})
+
+    # ---------------------------------------------------------------- client faults
+
+    def client(self, op: str, **kw: Any) -> None:
+        fn = self.client_ops.get(op)
+        if fn is not None:
+            fn(self.rng, **kw)
+            self.ops_done.append(op)
+
+    # ---------------------------------------------------------------- scenarios
+
+    def run(self, scenario: str, duration: float) -> None:
+        self.deadline = time.monotonic() + duration
+        SCENARIOS[scenario](self)
+
+    def _gap(self, lo: float = 2.0, hi: float = 5.0) -> bool:
+        """Sleep between faults; False when the run's fault window is over."""
+        self._sleep(min(self.rng.uniform(lo, hi), max(0.0, self._remaining())))
+        return self._remaining() > 0
+
+    def _random_op(self) -> Callable[[], None]:
+        ops: list[tuple[float, Callable[[], None]]] = [
+            (3, self.kill_coordinator),
+            (2, lambda: self.kill_node(self.rng.randrange(self.cluster.n), self.rng.uniform(2, 6),
+                                       clean=self.rng.random() < 0.3)),
+            (2, self.pause_node),
+            (2, self.transfer),
+            (2, self.partition_node),
+            (1, self.kill_all),
+            (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
+            (2, lambda: self.client("crash_consumer")),
+            (1, lambda: self.client("bounce_group", clean=self.rng.random() < 0.5)),
+            (1, lambda: self.client("bounce_static")),
+        ]
+        total = sum(w for w, _ in ops)
+        x = self.rng.uniform(0, total)
+        for w, fn in ops:
+            x -= w
+            if x <= 0:
+                return fn
+        return ops[-1][1]
+
+
+def _coordinator_kill(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.kill_coordinator()
+
+
+def _broker_rolling_bounce(n: Nemesis) -> None:
+    while n._gap(2, 4):
+        n.rolling_restart(clean=True)
+
+
+def _consumer_bounce_hard(n: Nemesis) -> None:
+    while n._gap(2, 5):
+        if n.rng.random() < 0.25:
+            n.client("bounce_group", clean=False)
+        else:
+            n.client("crash_consumer")
+
+
+def _static_consumer_bounce(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.client("bounce_static")
+
+
+def _broker_failure(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
+
+
+def _random(n: Nemesis) -> None:
+    while n._gap(1, 4):
+        n._random_op()()
+
+
+def _bounded(n: Nemesis) -> None:
+    """A short CI mix: every fault kind once (seeded order), as many as fit."""
+    plan: list[Callable[[], None]] = [
+        n.kill_coordinator,
+        lambda: n.pause_node(seconds=n.rng.uniform(2, 4)),
+        lambda: n.transfer(rounds=2),
+        lambda: n.partition_node(mode="drop", seconds=4),
+        lambda: n.client("crash_consumer"),
+        lambda: n.kill_all(down=1.5),
+        lambda: n.partition_node(mode="close", seconds=3),
+        lambda: n.client("bounce_static"),
+        lambda: n.kill_node(n.rng.randrange(n.cluster.n), 3, clean=True),
+        lambda: n.rolling_restart(clean=False, settle=2.0),
+    ]
+    first, rest = plan[0], plan[1:]
+    n.rng.shuffle(rest)
+    for op in [first, *rest]:
+        if not n._gap(1.5, 3):
+            return
+        op()
+
+
+SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
+    "coordinator-kill": _coordinator_kill,
+    "broker-rolling-bounce": _broker_rolling_bounce,
+    "consumer-bounce-hard": _consumer_bounce_hard,
+    "static-consumer-bounce": _static_consumer_bounce,
+    "broker-failure": _broker_failure,
+    "random": _random,
+    "bounded": _bounded,
+}

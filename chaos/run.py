@@ -1,0 +1,590 @@
+"""``python -m chaos run --scenario NAME --duration S --seed N [--out RUN_DIR]``.
+
+A fresh local 3-node cluster (``RUN_DIR/cluster``) behind one fault proxy per node, a
+6-partition topic, real clients as separate processes (one producer, two consumer groups
+mixing confluent-kafka and kafka-python, dynamic and static members), and a seeded
+nemesis for ``duration`` seconds. Then: heal everything, stop the producer, let the groups
+drain to the end of the topic, close the consumers cleanly, stop the nodes (SIGTERM),
+export each node's replicated offsets state offline, copy the logs.
+
+The run directory:
+- ``history/<proc>.jsonl``: one file per client process incarnation (``chaos/history.py``);
+- ``faults.jsonl``: the nemesis' faults;
+- ``offsets-node-N.jsonl`` (and ``groups-node-N.jsonl``): each node's replayed
+  ``__consumer_offsets`` records (``chaos/export.py``);
+- ``groups.jsonl``: DescribeGroups + committed offsets sampled by the runner every ~2 s;
+- ``final.json``: end offsets, final committed offsets, whether the groups drained;
+- ``logs/``: node logs and client stderr; ``run.json``: scenario, seed, ports, versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.cluster import ChaosCluster, free_port
+from chaos.history import HistoryWriter, run_clock
+from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
+from chaos.observe import PARTITIONS, TOPIC
+from chaos.proxy import ProxySet
+from chaos.workload import member_name
+
+GROUPS = ["chaos-group-a", "chaos-group-b"]
+MAX_BOUNDED = 150.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Client:
+    base: str  # e.g. "ck-a1"; each incarnation is "<base>.<n>"
+    role: str  # producer | ck-consumer | kp-consumer
+    group: str = ""
+    instance_id: str | None = None
+    session_ms: int = 10000
+    incarnation: int = -1
+    proc: subprocess.Popen[bytes] | None = None
+    stopping: bool = False  # a stop (SIGTERM) is under way: its exit is not a crash
+    history: list[Path] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.base}.{self.incarnation}"
+
+    @property
+    def consumer(self) -> bool:
+        return self.role != "producer"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Clients:
+    def __init__(self, run_dir: Path, bootstrap: str, rate: float) -> None:
+        self.run_dir = run_dir
+        self.bootstrap = bootstrap
+        self.rate = rate
+        self.clients: list[Client] = []
+        self.lock = threading.Lock()
+        (run_dir / "history").mkdir(parents=True, exist_ok=True)
+        (run_dir / "logs" / "clients").mkdir(parents=True, exist_ok=True)
+
+    on_spawn: Any = None  # called with each new client pid (the reaper's pid file)
+
+    def add(self, c: Client) -> Client:
+        self.clients.append(c)
+        return c
+
+    def consumers(self) -> list[Client]:
+        return [c for c in self.clients if c.consumer]
+
+    def start(self, c: Client) -> None:
+        c.stopping = False
+        c.incarnation += 1
+        path = self.run_dir / "history" / f"{c.name}.jsonl"
+        c.history.append(path)
+        cmd = [sys.executable, "-m", "chaos.workload", c.role, "--bootstrap", self.bootstrap, "--topic", TOPIC,
+               "--proc", c.name, "--history", str(path), "--rate", str(self.rate),
+               "--session-ms", str(c.session_ms)]
+        if c.group:
+            cmd += ["--group", c.group]
+        if c.instance_id:
+            cmd += ["--instance-id", c.instance_id]
+        with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
+            c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
+        if self.on_spawn is not None:
+            self.on_spawn(c.proc.pid)
+
+    def _record_crash(self, c: Client, **extra: Any) -> None:
+        if c.consumer:
+            h = HistoryWriter(str(c.history[-1]), c.name)
+            h.write("crash", group=c.group, member=member_name(c.name, c.instance_id), instance=c.instance_id,
+                    **extra)
+            h.close()
+
+    def crash(self, c: Client) -> None:
+        """SIGKILL the client and record ``crash`` in its history on its behalf."""
+        if c.proc is None:
+            return
+        if c.proc.poll() is None:
+            c.proc.send_signal(signal.SIGKILL)
+            c.proc.wait(10)
+            self._record_crash(c)
+        c.proc = None
+
+    def reap(self, restart: bool) -> list[str]:
+        """Clients that exited on their own (an uncaught client error): record ``crash``
+        (with ``exit``, the exit code) and, if asked, start a new incarnation."""
+        died = []
+        with self.lock:
+            for c in self.clients:
+                if c.proc is not None and not c.stopping and c.proc.poll() is not None:
+                    self._record_crash(c, exit=c.proc.returncode)
+                    died.append(c.name)
+                    c.proc = None
+                    if restart:
+                        self.start(c)
+        return died
+
+    def stop(self, c: Client, timeout: float = 30.0) -> None:
+        """SIGTERM: the client closes cleanly and writes ``leave``; crashed if it hangs."""
+        if c.proc is None:
+            return
+        if c.proc.poll() is not None:
+            self._record_crash(c, exit=c.proc.returncode)
+        else:
+            c.stopping = True
+            c.proc.send_signal(signal.SIGTERM)
+            try:
+                c.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.crash(c)
+        c.proc = None
+
+    def stop_many(self, cs: list[Client], timeout: float = 40.0) -> None:
+        threads = [threading.Thread(target=self.stop, args=(c, timeout)) for c in cs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    # ------------------------------------------------------------ client faults for the nemesis
+
+    def crash_consumer(self, rng: random.Random, down: float | None = None) -> None:
+        with self.lock:
+            c = rng.choice(self.consumers())
+            self.crash(c)
+        time.sleep(rng.uniform(0.5, 3.0) if down is None else down)
+        with self.lock:
+            self.start(c)
+
+    def bounce_group(self, rng: random.Random, clean: bool = True) -> None:
+        """All members of one group at once (Kafka test_consumer_bounce, bounce_mode=all)."""
+        group = rng.choice(GROUPS)
+        with self.lock:
+            members = [c for c in self.consumers() if c.group == group]
+            if clean:
+                self.stop_many(members)
+            else:
+                for c in members:
+                    self.crash(c)
+        time.sleep(rng.uniform(0.5, 2.0))
+        with self.lock:
+            for c in members:
+                self.start(c)
+
+    def bounce_static(self, rng: random.Random) -> None:
+        """Clean-bounce every static member but the first of each group (Kafka
+        test_static_consumer_bounce: the kept-alive members must see no revocation)."""
+        with self.lock:
+            victims = []
+            for group in GROUPS:
+                statics = [c for c in self.consumers() if c.group == group and c.instance_id]
+                victims += statics[1:] if len(statics) > 1 else statics
+            self.stop_many(victims)
+        time.sleep(rng.uniform(0.5, 2.0))
+        with self.lock:
+            for c in victims:
+                self.start(c)
+
+
+def plan_clients(clients: Clients, scenario: str) -> None:
+    clients.add(Client("producer", "producer"))
+    all_static = scenario == "static-consumer-bounce"
+    # group a: confluent dynamic, confluent static, kafka-python dynamic
+    # group b: kafka-python dynamic, kafka-python static, confluent dynamic
+    layout = [
+        ("a", [("ck", False), ("ck", True), ("kp", False)]),
+        ("b", [("kp", False), ("kp", True), ("ck", False)]),
+    ]
+    for g, members in layout:
+        group = f"chaos-group-{g}"
+        for k, (kind, static) in enumerate(members, 1):
+            static = static or all_static
+            base = f"{kind}-{g}{k}"
+            clients.add(Client(base, f"{kind}-consumer", group, instance_id=f"{base}-static" if static else None,
+                               session_ms=20000 if static else 10000))
+
+
+# ------------------------------------------------------------------ cluster-side observation
+
+_ADMINS = threading.local()
+
+
+def _admin(bootstrap: str) -> Any:
+    """One long-lived AdminClient per thread: creating and dropping admin clients while
+    requests time out during faults has aborted the runner inside librdkafka."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = getattr(_ADMINS, "admin", None)
+    if admin is None or getattr(_ADMINS, "bootstrap", None) != bootstrap:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 2})
+        _ADMINS.admin, _ADMINS.bootstrap = admin, bootstrap
+    return admin
+
+
+class Watchdog(threading.Thread):
+    """Restarts client processes that died on their own (each death is a ``crash`` event)."""
+
+    def __init__(self, clients: Clients) -> None:
+        super().__init__(daemon=True, name="client-watchdog")
+        self.clients = clients
+        self.stop_ev = threading.Event()
+        self.died: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop_ev.wait(1.0):
+            for name in self.clients.reap(restart=True):
+                self.died.append(name)
+                _progress(f"client {name} exited on its own; restarted")
+
+
+class Sampler(threading.Thread):
+    """Keeps ``python -m chaos.observe sample`` running (DescribeGroups + committed offsets
+    every ~2 s into ``groups.jsonl``), restarting it if it dies. The coordinator-routed
+    admin calls run in that child process: librdkafka has aborted the whole process
+    (``rd_kafka_enq_once_del_source_return`` assertion) when such a request was pending
+    while brokers were killed, and the runner must survive that."""
+
+    def __init__(self, run_dir: Path, bootstrap: str, on_spawn: Any = None) -> None:
+        super().__init__(daemon=True, name="describe-sampler")
+        self.run_dir = run_dir
+        self.bootstrap = bootstrap
+        self.stop_ev = threading.Event()
+        self.on_spawn = on_spawn
+        self.restarts = 0
+
+    def run(self) -> None:
+        while not self.stop_ev.is_set():
+            with open(self.run_dir / "logs" / "observe.log", "ab") as err:
+                proc = subprocess.Popen([sys.executable, "-m", "chaos.observe", "sample", str(self.run_dir / "groups.jsonl"),
+                                         self.bootstrap, *GROUPS], cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+            if self.on_spawn is not None:
+                self.on_spawn(proc.pid)
+            while proc.poll() is None and not self.stop_ev.wait(0.5):
+                pass
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+                return
+            self.restarts += 1
+            self.stop_ev.wait(1.0)
+
+    def stop(self) -> None:
+        self.stop_ev.set()
+        self.join(30)
+
+
+def observe_state(bootstrap: str, describe: bool = False) -> dict[str, Any]:
+    """End offsets and committed offsets (and DescribeGroups) from a ``chaos.observe`` child."""
+    cmd = [sys.executable, "-m", "chaos.observe", "state", bootstrap, *GROUPS]
+    if describe:
+        cmd.append("--describe")
+    try:
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=40)
+    except subprocess.TimeoutExpired:
+        return {"error": "chaos.observe state timed out"}
+    if out.returncode != 0:
+        return {"error": f"chaos.observe state exited {out.returncode}: {out.stderr.strip()[-300:]}"}
+    state: dict[str, Any] = json.loads(out.stdout)
+    return state
+
+
+def wait_healthy(bootstrap: str, timeout: float = 90.0) -> bool:
+    """Every offsets and topic partition has a leader in Metadata."""
+    admin = _admin(bootstrap)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=5)
+            offs = admin.list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"]
+            parts = list(md.topics[TOPIC].partitions.values()) + list(offs.partitions.values())
+            if len(md.brokers) == 3 and all(p.leader >= 0 for p in parts):
+                return True
+        except Exception:  # noqa: BLE001 - not yet
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    admin = _admin(bootstrap)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
+                f.result(timeout=30)
+            return
+        except Exception as e:  # noqa: BLE001 - the cluster may still be forming
+            if "TOPIC_ALREADY_EXISTS" in str(e) or time.monotonic() > deadline:
+                if "TOPIC_ALREADY_EXISTS" in str(e):
+                    return
+                raise
+            time.sleep(0.5)
+
+
+def wait_drained(bootstrap: str, timeout: float) -> tuple[bool, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = observe_state(bootstrap)
+        ends, committed = state.get("end_offsets"), state.get("committed")
+        if ends and committed:
+            behind = [[g, p, committed[g].get(str(p), -1), ends[str(p)]] for g in GROUPS for p in range(PARTITIONS)
+                      if committed[g].get(str(p), -1) < ends[str(p)]]
+            state["behind"] = behind  # [group, partition, committed, end offset]
+            if not behind:
+                return True, state
+        time.sleep(1.0)
+    return False, state
+
+
+def node_settings() -> dict[str, object]:
+    """The nodes run with their defaults, except a short initial rebalance delay. If the
+    default Raft timings do not pass the node's own validation (election timeout must be
+    more than 3 x heartbeat), the heartbeat is lowered so the election timeout stays the
+    default; run.json records the settings used."""
+    from cluster.config import ConfigError, NodeConfig
+
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500}
+    defaults = NodeConfig()
+    try:
+        NodeConfig(raft_election_timeout_ms=defaults.raft_election_timeout_ms,
+                   raft_heartbeat_ms=defaults.raft_heartbeat_ms).validate()
+    except ConfigError as e:
+        if "raft_" in str(e):
+            hb = max(5, defaults.raft_election_timeout_ms // 4)
+            settings["raft_heartbeat_ms"] = hb
+            settings["raft_tick_ms"] = min(defaults.raft_tick_ms, hb)
+    return settings
+
+
+def versions() -> dict[str, Any]:
+    import confluent_kafka
+    import kafka
+
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    except OSError:
+        rev = ""
+    return {"python": platform.python_version(), "confluent_kafka": confluent_kafka.version()[0],
+            "librdkafka": confluent_kafka.libversion()[0], "kafka_python": kafka.__version__, "kcoord_git": rev}
+
+
+def count_events(run_dir: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in sorted((run_dir / "history").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                t = json.loads(line)["type"]
+                counts[t] = counts.get(t, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
+        drain_timeout: float = 120.0) -> Path:
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+    if scenario == "bounded":
+        duration = min(duration, MAX_BOUNDED)
+    run_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix=f"kcoord-chaos-{scenario}-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if any((run_dir / x).exists() for x in ("history", "faults.jsonl", "run.json")):
+        raise SystemExit(f"{run_dir} already holds a run")
+    t0 = time.time()
+    os.environ["KCOORD_CHAOS_T0"] = repr(t0)
+    started = time.monotonic()
+    info: dict[str, Any] = {"scenario": scenario, "seed": seed, "duration": duration, "t0": t0,
+                            "topic": TOPIC, "partitions": PARTITIONS, "groups": GROUPS, "rate": rate,
+                            "versions": versions(), "status": "running"}
+    faulthandler.enable()  # a C-level abort in a client library still shows every thread's stack
+    pidfile = run_dir / "pids.txt"
+
+    def remember(pid: int) -> None:
+        with open(pidfile, "a", encoding="utf-8") as f:
+            f.write(f"{pid}\n")
+
+    reaper = subprocess.Popen([sys.executable, "-m", "chaos.reaper", str(os.getpid()), str(pidfile)], cwd=REPO)
+    proxy_ports = [free_port() for _ in range(3)]
+    proxies = ProxySet(proxy_ports)
+    settings = node_settings()
+    info["node_settings"] = settings
+    cluster = ChaosCluster(run_dir / "cluster", proxy_ports, settings=settings)
+    cluster.on_spawn = remember
+    proxies.start([n.kafka_port for n in cluster.layout])
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in proxy_ports)
+    info["ports"] = {"bootstrap": bootstrap, "proxy": proxy_ports,
+                     "kafka": [n.kafka_port for n in cluster.layout], "raft": [n.raft_port for n in cluster.layout]}
+    (run_dir / "run.json").write_text(json.dumps(info, indent=2))
+    faults = FaultLog(run_dir / "faults.jsonl")
+    clients = Clients(run_dir, bootstrap, rate)
+    clients.on_spawn = remember
+    sampler = Sampler(run_dir, bootstrap, on_spawn=remember)
+    watchdog = Watchdog(clients)
+    nemesis: Nemesis | None = None
+    log = _progress
+    try:
+        cluster.start()
+        create_topic(bootstrap)
+        if not wait_healthy(bootstrap, 60):
+            raise RuntimeError("cluster not healthy after start")
+        log(f"cluster up: bootstrap {bootstrap}, run dir {run_dir}")
+        plan_clients(clients, scenario)
+        for c in clients.clients:
+            clients.start(c)
+        sampler.start()
+        watchdog.start()
+        _wait_consuming(run_dir, 45)
+        info["nemesis_start"] = round(run_clock(), 3)
+        log(f"workload running; nemesis '{scenario}' for {duration:.0f}s (seed {seed})")
+        nemesis = Nemesis(seed, cluster, proxies, faults, bootstrap, GROUPS,
+                          client_ops={"crash_consumer": clients.crash_consumer,
+                                      "bounce_group": clients.bounce_group,
+                                      "bounce_static": clients.bounce_static})
+        nemesis.run(scenario, duration)
+        info["nemesis_end"] = round(run_clock(), 3)
+        info["ops"] = nemesis.ops_done
+        log(f"nemesis done ({len(nemesis.ops_done)} ops: {', '.join(nemesis.ops_done)}); healing")
+        nemesis.heal_all()
+        info["healthy_after_heal"] = wait_healthy(bootstrap, 90)
+        clients.reap(restart=True)
+        producer = [c for c in clients.clients if c.role == "producer"]
+        clients.stop_many(producer, timeout=60)
+        log("producer stopped; draining the groups")
+        drained, state = wait_drained(bootstrap, drain_timeout)
+        info["drained"] = drained
+        if not drained:
+            info["not_drained"] = state.get("behind") or state.get("error")
+            log(f"groups did not drain in {drain_timeout:.0f}s: {info['not_drained']}")
+        watchdog.stop_ev.set()
+        watchdog.join(5)
+        clients.stop_many(clients.consumers(), timeout=30)
+        sampler.stop()
+        info["observer_restarts"] = sampler.restarts
+        info["clients_died"] = watchdog.died
+        sampler.stop_ev.set()
+        final_state: dict[str, Any] = dict(state, drained=drained)
+        after = observe_state(bootstrap, describe=True)
+        final_state["describe"] = after.get("describe")
+        final_state["committed_after_close"] = after.get("committed")
+        if "error" in after:
+            final_state["error_after_close"] = after["error"]
+        (run_dir / "final.json").write_text(json.dumps(final_state, indent=2))
+        info["status"] = "ok" if drained else "not-drained"
+    except BaseException as e:
+        info["status"] = "error"
+        info["error"] = f"{type(e).__name__}: {e}"[:2000]
+        raise
+    finally:
+        if sampler.is_alive():
+            sampler.stop()
+        watchdog.stop_ev.set()
+        for c in clients.clients:
+            if c.alive():
+                clients.crash(c)
+        if nemesis is not None:
+            try:
+                nemesis.heal_all()
+            except Exception:  # noqa: BLE001 - best effort, the nodes are stopped next
+                pass
+        for i in list(cluster.paused):
+            cluster.resume(i)
+        cluster.stop_all()
+        proxies.stop()
+        faults.close()
+        _finish(run_dir, cluster, info)
+        info["elapsed"] = round(time.monotonic() - started, 1)
+        (run_dir / "run.json").write_text(json.dumps(info, indent=2))
+        reaper.terminate()
+        reaper.wait(10)
+    log(f"done: {run_dir} ({info['status']}); events {info.get('events')}; faults {info.get('faults')}")
+    return run_dir
+
+
+def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
+    from chaos.export import export_node
+
+    exported = {}
+    for n in cluster.layout:
+        try:
+            exported[n.node_id] = export_node(n.data_dir, run_dir / f"offsets-node-{n.node_id}.jsonl",
+                                              run_dir / f"groups-node-{n.node_id}.jsonl")
+        except Exception as e:  # noqa: BLE001 - recorded in run.json
+            exported[n.node_id] = -1
+            info.setdefault("export_errors", {})[n.node_id] = f"{type(e).__name__}: {e}"[:500]
+    info["offsets_exported"] = exported
+    logs = run_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    for f in cluster.base_dir.glob("node-*.*"):
+        if f.is_file():
+            shutil.copy2(f, logs / f.name)
+    info["events"] = count_events(run_dir)
+    faults = run_dir / "faults.jsonl"
+    kinds: dict[str, int] = {}
+    if faults.exists():
+        for line in faults.read_text().splitlines():
+            if line.strip():
+                k = json.loads(line)["type"]
+                kinds[k] = kinds.get(k, 0) + 1
+    info["faults"] = kinds
+
+
+def _wait_consuming(run_dir: Path, timeout: float) -> None:
+    """Until both groups have assignments and some commits (or the timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ok_groups = set()
+        for f in (run_dir / "history").glob("*.jsonl"):
+            for line in f.read_text().splitlines():
+                if '"commit.ok"' in line:
+                    ok_groups.add(f.name.split("-")[1][0])
+                    break
+        if ok_groups >= {"a", "b"}:
+            return
+        time.sleep(0.5)
+
+
+def _progress(msg: str) -> None:
+    print(f"[chaos {run_clock():7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of faults (bounded: at most 150)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="run directory (default: a new temp dir)")
+    ap.add_argument("--rate", type=float, default=50.0, help="produce rate, messages/s")
+    ap.add_argument("--drain-timeout", type=float, default=120.0)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout)
+    print(run_dir)
+    info = json.loads((run_dir / "run.json").read_text())
+    return 0 if info.get("status") == "ok" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaos run")
+    add_arguments(ap)
+    return run_from_args(ap.parse_args(argv))

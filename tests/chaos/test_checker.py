@@ -1,0 +1,178 @@
+"""The chaos checker (chaos/check) on small hand-made histories: one clean, and planted bugs that
+must each be flagged with a counterexample. One local[1] SparkSession for the whole module."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
+
+from chaos.check.job import Options, Report, run_check  # noqa: E402
+
+T, G = "t", "g"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    if os.system("java -version >/dev/null 2>&1") != 0:
+        pytest.skip("no Java runtime for Spark")
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[1]").appName("test-chaos-check")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+         .config("spark.default.parallelism", "1").config("spark.sql.adaptive.enabled", "false")
+         # tiny inputs: interpreting beats compiling generated code for every stage
+         .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+class History:
+    """A clean two-member run; the ``bug`` names plant one defect each."""
+
+    def __init__(self, bug: str | None = None) -> None:
+        self.bug = bug
+        self.files: dict[str, list[dict[str, Any]]] = {}
+        self.ops = 0
+
+    def ev(self, proc: str, t: float, type_: str, **f: Any) -> str:
+        self.ops += 1
+        op = f.pop("op", f"{proc}:{self.ops}")
+        self.files.setdefault(proc, []).append({"t": t, "proc": proc, "type": type_, "op": op, **f})
+        return op
+
+    def commit(self, proc: str, member: str, gen: int, t: float, offsets: list[list[Any]], status: str = "ok") -> None:
+        op = self.ev(proc, t, "commit.invoke", group=G, member=member, generation=gen, offsets=offsets)
+        if status != "none":
+            self.ev(proc, t + 0.1, f"commit.{status}", op=op, error=None if status == "ok" else "X")
+
+    def build(self, run_dir: Path) -> str:
+        bug = self.bug
+        vals: dict[tuple[int, int], str] = {}
+        for i in range(10):
+            p, o = i % 2, i // 2
+            op = self.ev("p", 0.1 * i + 0.1, "produce.invoke", topic=T, value=f"v{i}")
+            self.ev("p", 0.1 * i + 0.15, "produce.ok", op=op, topic=T, partition=p, offset=o, value=f"v{i}")
+            vals[(p, o)] = f"v{i}"
+        if bug == "aborted-read-and-duplicate":
+            op = self.ev("p", 1.05, "produce.invoke", topic=T, value="vfail")
+            self.ev("p", 1.06, "produce.fail", op=op, value="vfail", error="NOT_ENOUGH_REPLICAS")
+        for m, p in (("m1", 0), ("m2", 1)):
+            self.ev(m, 1.0, "assign", group=G, member=m, generation=1, partitions=[[T, p]])
+            self.ev(m, 1.1, "fetch_committed", group=G, member=m, offsets=[[T, p, -1]])
+            offs = [0, 1, 3, 4] if (bug == "lost-produce" and p == 0) else range(5)
+            recs = [[T, p, o, vals[(p, o)]] for o in offs]
+            if bug == "aborted-read-and-duplicate" and p == 0:
+                recs.append([T, 0, 5, "vfail"])
+            if bug == "aborted-read-and-duplicate" and p == 1:
+                recs.append([T, 1, 5, "v0"])  # v0 lives at t/0 offset 0
+            self.ev(m, 1.2, "poll", group=G, member=m, generation=1, records=recs)
+        self.commit("m1", "m1", 1, 1.5, [[T, 0, 3]])
+        self.commit("m1", "m1", 1, 1.7, [[T, 0, 5]])
+        self.commit("m2", "m2", 1, 1.7, [[T, 1, 5]])
+        # a coordinator failover, then m2 leaves and m1 takes both partitions
+        faults = [{"t": 2.0, "type": "kill", "node": 2, "detail": "coordinator of g"},
+                  {"t": 4.0, "type": "restart", "node": 2, "detail": None}]
+        self.ev("m2", 5.0, "leave", group=G, member="m2")
+        self.ev("m1", 5.2, "revoke", group=G, member="m1", generation=1, partitions=[[T, 0]])
+        self.ev("m1", 5.5, "assign", group=G, member="m1", generation=2, partitions=[[T, 0], [T, 1]])
+        if bug == "two-owners":
+            self.ev("m3", 5.5, "assign", group=G, member="m3", generation=2, partitions=[[T, 1]])
+        resume0 = 3 if bug == "regression" else 5
+        self.ev("m1", 5.6, "fetch_committed", group=G, member="m1", offsets=[[T, 0, resume0], [T, 1, 5]])
+        for i in range(10, 14):
+            p, o = i % 2, 5 + (i - 10) // 2
+            op = self.ev("p", 6.0 + 0.1 * i, "produce.invoke", topic=T, value=f"v{i}")
+            self.ev("p", 6.05 + 0.1 * i, "produce.ok", op=op, topic=T, partition=p, offset=o, value=f"v{i}")
+            vals[(p, o)] = f"v{i}"
+        recs = [[T, 0, o, vals[(0, o)]] for o in range(resume0, 7)] + [[T, 1, o, vals[(1, o)]] for o in (5, 6)]
+        self.ev("m1", 7.0, "poll", group=G, member="m1", generation=2, records=recs)
+        self.commit("m1", "m1", 2, 7.5, [[T, 0, 7], [T, 1, 7]])
+        self.commit("m1", "m1", 2, 8.0, [[T, 0, 7]], status="none")  # ambiguous: the client died
+        self.ev("m1", 8.2, "crash", group=G, member="m1")
+
+        hist = run_dir / "history"
+        hist.mkdir(parents=True)
+        for proc, evs in self.files.items():
+            (hist / f"{proc}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+        (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in faults))
+        final0 = 5 if bug == "lost-commit" else 7
+        log = [(0, 3), (0, 5), (1, 5), (0, final0), (1, 7)]
+        for node in (1, 2, 3):
+            (run_dir / f"offsets-node-{node}.jsonl").write_text("".join(
+                json.dumps({"partition": 7, "group": G, "topic": T, "topic_partition": p, "offset": o,
+                            "metadata": "", "commit_timestamp": 1000 + i}) + "\n" for i, (p, o) in enumerate(log)))
+        return str(run_dir)
+
+
+def check(spark: Any, tmp_path: Path, bug: str | None) -> Report:
+    run_dir = History(bug).build(tmp_path / (bug or "clean"))
+    return run_check(run_dir, master="local[1]", opts=Options(max_examples=5))
+
+
+def kinds(report: Report, vid: str) -> set[str]:
+    return {ce["kind"] for ce in report.verdicts[vid].counterexamples}
+
+
+def failing(report: Report) -> set[str]:
+    return {k for k, v in report.verdicts.items() if v.status == "fail"}
+
+
+def test_clean_history_passes(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, None)
+    assert r.ok, {k: (v.status, v.counterexamples) for k, v in r.verdicts.items()}
+    assert r.verdicts["I7"].status == "skipped"
+    assert r.verdicts["I9"].status in ("pass", "inconclusive")
+    out = Path(r.out_dir or "")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ok"] is True and set(summary["verdicts"]) == {f"I{i}" for i in range(1, 10)}
+    assert "data:image/png;base64," in (out / "index.html").read_text()
+    assert "I8" in (out / "summary.txt").read_text()
+
+
+def test_lost_acknowledged_commit(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "lost-commit")
+    assert failing(r) == {"I1"}
+    ce = r.verdicts["I1"].counterexamples[0]
+    assert (ce["kind"], ce["partition"], ce["read_offset"], ce["established_offset"]) == ("regression", 0, 5, 7)
+    assert ce["read_by"] == "<offsets log, final>"
+
+
+def test_offset_regression(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "regression")
+    assert failing(r) == {"I1", "I2"}
+    i1 = r.verdicts["I1"].counterexamples[0]
+    assert (i1["partition"], i1["read_offset"], i1["established_offset"], i1["read_by"]) == (0, 3, 5, "m1")
+    i2 = r.verdicts["I2"].counterexamples[0]
+    assert (i2["kind"], i2["member"], i2["generation"], i2["first_offset"], i2["acked_offset"]) == (
+        "resume-behind-acked-commit", "m1", 2, 3, 5)
+
+
+def test_two_owners_in_one_generation(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "two-owners")
+    assert "I5" in failing(r)
+    ce = r.verdicts["I5"].counterexamples[0]
+    assert (ce["kind"], ce["generation"], ce["partition"], ce["members"]) == (
+        "two-owners-in-one-generation", 2, 1, ["m1", "m3"])
+
+
+def test_lost_acknowledged_produce(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "lost-produce")
+    assert failing(r) == {"I8"}
+    ce = r.verdicts["I8"].counterexamples[0]
+    assert (ce["kind"], ce["group"], ce["partition"], ce["offset"], ce["value"]) == ("lost-write", G, 0, 2, "v4")
+
+
+def test_aborted_read_and_duplicate(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "aborted-read-and-duplicate")
+    assert {"G1a", "duplicate"} <= kinds(r, "I8")
+    g1a = next(ce for ce in r.verdicts["I8"].counterexamples if ce["kind"] == "G1a")
+    assert (g1a["value"], g1a["produce_error"]) == ("vfail", "NOT_ENOUGH_REPLICAS")
