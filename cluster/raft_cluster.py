@@ -78,9 +78,16 @@ class DataStateMachine:
     def apply(self, epoch: int, payload: bytes) -> int:
         base = parse_header(payload).base_offset
         if base < self.data.log_end_offset:
-            # Already on disk: a restarted node replays its Raft journal over the segments it
-            # kept (the DataLog is durable state of its own). Applying is idempotent.
-            return base
+            # A restarted node replays its Raft journal over the segments it kept (the DataLog
+            # is durable state of its own): the very same batch is already there. Anything else
+            # at that offset is a different batch that was given a taken offset: refuse it, so
+            # its producer gets an error instead of an acknowledgement for data never written.
+            stored = self.data.read(base, len(payload), min_one=True)
+            if stored[: len(payload)] == payload:
+                return base
+            log.error("event=data_apply_refused dir=%s error='offset %d already holds another batch'",
+                      self.data.directory, base)
+            return -2
         try:
             hdr = self.data.append(payload)
         except ValueError as e:  # a gap: refuse, never crash the ticker
