@@ -351,7 +351,12 @@ def test_topics_create_list_describe_delete(node: NodeProcess, capsys: pytest.Ca
 
     rc, out, err = tool(capsys, bs, "topics", "delete", "--topic", name)
     assert rc == 0 and f"Deleted topic {name}." in out, err
-    rc, out, _ = tool(capsys, bs, "topics", "list")
+    # On a cluster the other nodes apply the metadata change a moment later (as Kafka brokers do).
+    for _ in range(50):
+        rc, out, _ = tool(capsys, bs, "topics", "list")
+        if name not in out.split():
+            break
+        time.sleep(0.1)
     assert name not in out.split()
     rc, out, err = tool(capsys, bs, "topics", "delete", "--topic", name)
     assert rc == 1
