@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.launcher import LocalNode, start_nodes
+from cluster.launcher import LocalNode, free_raft_bases, start_nodes
 
 SECRET = "chaos-cluster-secret"
 RAFT_SLOTS_CHECKED = 64
@@ -31,24 +31,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def raft_bases(n: int, rng: random.Random | None = None) -> list[int]:
-    rng = rng or random.Random()
-    for _ in range(200):
-        base = rng.randrange(10_000, 28_000, 100)
-        bases = [base + 1000 * i for i in range(n)]
-        if all(_bindable(b + s) for b in bases for s in range(0, RAFT_SLOTS_CHECKED, 7)):
-            return bases
-    raise RuntimeError("no free Raft port range below 32768")
+    return free_raft_bases(n, rng, RAFT_SLOTS_CHECKED)
 
 
 class ChaosCluster:

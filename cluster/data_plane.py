@@ -207,15 +207,7 @@ class PartitionStore:
 
     def drop_topic(self, topic: str, partitions: int) -> None:
         for p in range(partitions):
-            part = self._parts.pop((topic, p), None)
-            if part is not None:
-                part.close()
-            d = self._dir(topic, p)
-            if os.path.isdir(d):
-                tomb = d + ".deleted"
-                shutil.rmtree(tomb, ignore_errors=True)
-                os.replace(d, tomb)
-                shutil.rmtree(tomb, ignore_errors=True)
+            self.drop_partition(topic, p)
 
     def enforce_retention(self) -> int:
         deleted = 0

@@ -8,6 +8,7 @@ Node i listens for Kafka clients on ``base_port + i`` and for Raft on
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import signal
 import socket
@@ -60,6 +61,18 @@ def port_in_use(port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -> list[int]:
+    """Raft port bases for ``n`` nodes (``base + 1000 * i``), all below the ephemeral range
+    (32768+), where an outgoing connection could otherwise take one of them."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, 28_000, 100)
+        bases = [base + RAFT_PORTS_PER_NODE * i for i in range(n)]
+        if not any(port_in_use(b + s) for b in bases for s in range(0, slots, 7)):
+            return bases
+    raise RuntimeError("no free Raft port range below 32768")
 
 
 def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,

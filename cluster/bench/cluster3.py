@@ -39,7 +39,7 @@ from typing import Any
 from cluster.bench.brokers import BenchError, free_port
 from cluster.bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
 from cluster.bench.report import Metric, Reporter, rnd
-from cluster.launcher import LocalNode, peers_spec, start_nodes
+from cluster.launcher import LocalNode, free_raft_bases, peers_spec, start_nodes
 from coordinator.partitioner import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -167,24 +167,11 @@ def rpc(addr: tuple[str, int], frame: bytes, timeout: float = 2.0) -> bytes:
 # ------------------------------------------------------------------ the cluster the bench owns
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _raft_bases(n: int) -> list[int]:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(10_000, 28_000, 100)
-        bases = [base + 1000 * i for i in range(n)]
-        if all(_bindable(b + s) for b in bases for s in range(0, RAFT_SLOTS_CHECKED, 7)):
-            return bases
-    raise BenchError("no free Raft port range below 32768")
+    try:
+        return free_raft_bases(n, slots=RAFT_SLOTS_CHECKED)
+    except RuntimeError as e:
+        raise BenchError(str(e)) from None
 
 
 class LocalCluster:

@@ -7,45 +7,22 @@ Kafka ports are free ephemeral ports; Raft ports are picked below the ephemeral 
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from cluster.launcher import LocalNode, peers_spec, start_nodes
+from cluster.launcher import LocalNode, free_raft_bases, peers_spec, start_nodes
 from tests.cluster.harness import free_port
 
 SECRET = "test-cluster-secret"
-RAFT_SLOTS_CHECKED = 64
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _raft_bases(n: int) -> list[int]:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(10_000, 28_000, 100)
-        bases = [base + 1000 * i for i in range(n)]
-        if all(_bindable(b + s) for b in bases for s in range(0, RAFT_SLOTS_CHECKED, 7)):
-            return bases
-    raise RuntimeError("no free Raft port range")
 
 
 class Cluster:
     def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3) -> None:
         self.base_dir = base_dir
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
-        bases = _raft_bases(nodes)
+        bases = free_raft_bases(nodes)
         self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
         self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.launcher import port_in_use
-from tests.cluster.cluster_harness import _raft_bases
+from cluster.launcher import free_raft_bases, port_in_use
 from tests.cluster.harness import free_port
 
 pytestmark = pytest.mark.cluster
@@ -35,7 +34,7 @@ def test_readme_first_steps_give_a_cluster_a_group_and_a_describe_table(tmp_path
     while base > 60000 or any(port_in_use(base + i) for i in range(3)):
         base = free_port()
     up = subprocess.Popen([sys.executable, "-m", "cluster.cli", "up", "--base-port", str(base),
-                           "--raft-port", str(_raft_bases(1)[0]), "--data-dir", str(tmp_path / "data")],
+                           "--raft-port", str(free_raft_bases(3)[0]), "--data-dir", str(tmp_path / "data")],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     demo: subprocess.Popen[str] | None = None
     try:
