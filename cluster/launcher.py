@@ -76,7 +76,8 @@ def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -
 
 
 def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
-                log_dir: Path | None = None, peers: str | None = None) -> list[subprocess.Popen[str]]:
+                log_dir: Path | None = None, peers: str | None = None,
+                per_node: dict[int, dict[str, str]] | None = None) -> list[subprocess.Popen[str]]:
     """Start these nodes (``peers`` = the whole cluster, when only some of it is started)."""
     env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
                PYTHONUNBUFFERED="1")
@@ -84,7 +85,7 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
     for n in layout:
         cmd = [sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", "127.0.0.1",
                "--port", str(n.kafka_port), "--data-dir", str(n.data_dir)]
-        for k, v in (settings or {}).items():
+        for k, v in {**(settings or {}), **(per_node or {}).get(n.node_id, {})}.items():
             cmd += ["--set", f"{k}={v}"]
         n.data_dir.mkdir(parents=True, exist_ok=True)
         stderr = open((log_dir or n.data_dir) / f"node-{n.node_id}.log", "a")  # noqa: SIM115 - child owns it

@@ -26,7 +26,7 @@ from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from replication.api import ReplicationError
 from replication.data_log import DataLog
-from replication.raft import EntryStore, RaftHost, RaftLog, RaftTimings
+from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
 from replication.record_batch import parse_header
 
 log = logging.getLogger("kcoord.cluster")
@@ -160,7 +160,8 @@ class RaftCluster:
         me = addrs[self.me.node_id]
         preferred = addrs[slot % len(self.peers)]
         lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm)
-        lg.subscribe(lambda change: metrics.set_partition_leadership(name, change.is_leader, change.epoch))
+        lg.subscribe(lambda change: metrics.set_partition_leadership(
+            name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         return lg
 
     def leader_of(self, lg: RaftLog) -> Peer | None:

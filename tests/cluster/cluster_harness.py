@@ -19,9 +19,11 @@ SECRET = "test-cluster-secret"
 
 
 class Cluster:
-    def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3) -> None:
+    def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3,
+                 per_node: dict[int, dict[str, object]] | None = None) -> None:
         self.base_dir = base_dir
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
+        self.per_node = {i: {k: str(v) for k, v in d.items()} for i, d in (per_node or {}).items()}
         bases = free_raft_bases(nodes)
         self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
         self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
@@ -44,7 +46,7 @@ class Cluster:
         ids = list(which) if which else list(range(len(self.layout)))
         for i in ids:
             (proc,) = start_nodes([self.layout[i]], SECRET, self.settings, log_dir=self.base_dir,
-                                  peers=peers_spec(self.layout))
+                                  peers=peers_spec(self.layout), per_node=self.per_node)
             self.procs[i] = proc
         deadline = time.monotonic() + timeout
         for i in ids:

@@ -152,3 +152,26 @@ def test_set_partition_leadership_is_exported() -> None:
     assert 'kcoord_partition_leader{partition="__consumer_offsets-3"} 1.0' in text
     assert 'kcoord_partition_term{partition="__consumer_offsets-3"} 7.0' in text
     assert 'kcoord_partition_leader{partition="__consumer_offsets-4"} 0.0' in text
+
+
+def test_raft_leadership_and_terms_are_exported_on_a_cluster(tmp_path: Path) -> None:
+    """Each node of a 3-node cluster reports the Raft leader flag and term of every partition it hosts."""
+    from tests.cluster.cluster_harness import Cluster
+
+    ports = [free_port() for _ in range(3)]
+    c = Cluster(tmp_path, per_node={i: {"metrics_port": ports[i]} for i in range(3)}).start()
+    try:
+        deadline = time.time() + 30
+        while True:
+            samples = [scrape(p) for p in ports]
+            leaders = {name: sum(s[(n, lbl)] for s in samples for (n, lbl) in s
+                                 if n == "kcoord_partition_leader" and dict(lbl).get("partition") == name)
+                       for name in (f"__consumer_offsets-{i}" for i in range(16))}
+            if all(v == 1 for v in leaders.values()) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert all(v == 1 for v in leaders.values()), leaders  # exactly one node leads each partition
+        terms = [v for s in samples for (n, _), v in s.items() if n == "kcoord_partition_term"]
+        assert terms and all(t >= 1 for t in terms)
+    finally:
+        c.kill_all()
