@@ -342,7 +342,6 @@ class RaftLog:
             self.group.__dict__["_SyncObj__raftElectionDeadline"] = (
                 _pso_monotonic() + t.connection_retry + 2 * t.raft_max_timeout)
         self._listeners: list[LeadershipListener] = []
-        self._was_leader = False
         self._announced = -1  # epoch announced and applied while leader (-1: none)
         self._announcing = -1
         self._paused_until = 0.0
