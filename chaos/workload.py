@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import signal
 import sys
@@ -341,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {args.proc} %(levelname)s %(name)s %(message)s")
+    # KCOORD_CHAOS_CLIENT_DEBUG=kafka.consumer.fetcher,kafka.cluster: DEBUG logs of those client loggers
+    for name in filter(None, os.environ.get("KCOORD_CHAOS_CLIENT_DEBUG", "").split(",")):
+        logging.getLogger(name).setLevel(logging.DEBUG)
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     global MEMBER

@@ -114,7 +114,9 @@ class Options:
     max_examples: int = 10
     fault_grace: float = 15.0       # a fault's effects may outlast its window by this much (I6, I7)
     liveness_bound: float = 35.0    # I9: max(35 s, 2 x session timeout), Kafka's harness default
-    session_timeout: float = 10.0   # I7: a bounced static member's window when it never rejoins
+    session_timeout: float = 10.0   # I6/I7: the workload's session timeout
+    heartbeat_interval: float = 1.0  # I6/I7: the workload's heartbeat interval
+    rediscovery: float = 3.0        # I6/I7: election + FindCoordinator after every node is back
     latency_sample: int = 20000
     progress: bool = False          # one stderr line per phase (the CLI sets it)
 
@@ -499,6 +501,20 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
                     opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member"])
 
 
+def session_breaking(faults: list[dict[str, Any]], opts: Options) -> list[tuple[float, float]]:
+    """Intervals ``[start, end + grace]`` of kill_all windows long enough to end client sessions.
+
+    With every node down, a client's last good heartbeat is at most one interval before the
+    window starts and its next one comes only after the cluster is back and has elected
+    (``rediscovery``); once that gap can reach the session timeout the client gives its
+    partitions up itself, as it would against Kafka. Rebalances and revocations then are
+    the expected cost of a total outage, not a failover's, so I6 and I7 do not judge them.
+    """
+    need = opts.session_timeout - opts.heartbeat_interval - opts.rediscovery
+    return [(w["start"], w["end"] + opts.fault_grace) for w in faults
+            if w["type"] == "kill_all" and w["end"] - w["start"] >= need]
+
+
 def _generations(tb: Tables) -> list[dict[str, Any]]:
     g = (tb.ev.where(F.col("type") == "assign").groupBy("group", "generation")
          .agg(F.min("t").alias("t"), F.array_sort(F.collect_set("member")).alias("members"))
@@ -512,8 +528,14 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
     churn_by_group: dict[str, list[float]] = {}
     for r in churn:
         churn_by_group.setdefault(r["group"], []).append(r["t"])
+    crashes: dict[str, list[float]] = {}
+    for r in churn:
+        if r["type"] == "crash":
+            crashes.setdefault(r["group"], []).append(r["t"])
+    outages = session_breaking(tb.faults, opts)
+    expiry = opts.session_timeout + opts.fault_grace
     bad: list[dict[str, Any]] = []
-    quiet_elsewhere = 0
+    quiet_elsewhere = excused_outage = 0
     prev: dict[str, dict[str, Any]] = {}
     for g in gens:
         p = prev.get(g["group"])
@@ -522,6 +544,13 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
             continue
         if any(p["t"] < tc <= g["t"] for tc in churn_by_group.get(g["group"], [])):
             continue
+        # A member that crashed just before (or while) generation p formed may have joined it
+        # without ever recording an assignment; its session expiry then starts this generation.
+        if any(p["t"] - expiry <= tc <= g["t"] <= max(tc, p["t"]) + expiry for tc in crashes.get(g["group"], [])):
+            continue
+        if any(a <= g["t"] <= b for a, b in outages):
+            excused_outage += 1
+            continue
         hit = [w for w in tb.faults if w["start"] <= g["t"] <= w["end"] + opts.fault_grace]
         if not hit:
             quiet_elsewhere += 1
@@ -529,10 +558,14 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         bad.append({"group": g["group"], "generation": g["generation"], "previous_generation": p["generation"],
                     "t": g["t"], "members": g["members"],
                     "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
-    notes = [f"a fault window counts until {opts.fault_grace:g} s after it ends"]
+    notes = [f"a fault window counts until {opts.fault_grace:g} s after it ends",
+             f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation",
+             "not judged: rebalances after a kill_all long enough to end client sessions "
+             f"(>= {opts.session_timeout - opts.heartbeat_interval - opts.rediscovery:g} s)"]
     if not tb.faults:
         notes.append("no faults.jsonl / no fault windows")
-    st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere}
+    st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere,
+          "excused_total_outage": excused_outage}
     return Verdict("I6", INVARIANTS["I6"], "fail" if bad else "pass", len(bad), bad[: opts.max_examples], notes, st)
 
 
@@ -554,6 +587,12 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
         F.col("group").alias("o_group"), F.col("member").alias("o_member"), F.col("t").alias("o_t"))
     noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
                     & (F.col("o_t") >= b["t_b"]) & (F.col("o_t") <= b["w_end"])).select("bid").distinct())
+    outages = session_breaking(tb.faults, opts)
+    if outages:
+        spark = ev.sparkSession
+        out_df = spark.createDataFrame(outages, "o_start double, o_end double")
+        noisy = noisy.union(b.join(out_df, (F.col("o_start") <= b["w_end"]) & (F.col("o_end") >= b["t_b"]))
+                            .select("bid")).distinct()
     rev = (ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0))
            .select(F.col("group").alias("v_group"), F.col("member").alias("revoked_member"),
                    F.col("t").alias("t_revoke"), "partitions", F.col("instance").alias("v_instance")))
@@ -565,6 +604,7 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
                    "t_b", "t_r", "revoked_member", "t_revoke", "partitions").orderBy("t_b"))
     return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
                     ["bounces overlapping another member's leave/crash are not judged",
+                     "bounces overlapping a kill_all long enough to end client sessions are not judged",
                      "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
                     {"static_bounces": b.count()})
 

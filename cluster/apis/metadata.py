@@ -17,30 +17,38 @@ log = logging.getLogger("kcoord.api.metadata")
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partition(m: Any, node: Any, name: str | None, p: int) -> Any:
+def _partition(m: Any, node: Any, name: str | None, p: int, live: frozenset[int]) -> Any:
     replicas = tuple(node.replica_ids())
     if name == OFFSETS_TOPIC:
         leader = node.offsets_partition_leader(p)
         leader_id, epoch = (leader.node_id, 0) if leader is not None else (-1, -1)
     else:
         leader_id, epoch = node.partition_leader(name, p)
+    # Liveness comes from the metadata group's connections, leadership from each partition's own group;
+    # the two can disagree for a moment around a crash. Never name a leader that is not in the broker
+    # list (as Kafka never does): clients look the leader up there, and kafka-python loses a partition's
+    # fetches for good when that lookup fails.
+    if leader_id not in live:
+        leader_id, epoch = -1, -1
     error = ErrorCode.none if leader_id >= 0 else ErrorCode.leader_not_available
     return mk(m.MetadataResponsePartition, error_code=error, partition_index=p, leader_id=leader_id,
-              leader_epoch=epoch, replica_nodes=replicas, isr_nodes=replicas, offline_replicas=())
+              leader_epoch=epoch, replica_nodes=replicas, isr_nodes=tuple(r for r in replicas if r in live),
+              offline_replicas=tuple(r for r in replicas if r not in live))
 
 
 def _topic(m: Any, node: Any, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
-           partitions: int = 0, internal: bool = False, epoch: int = 0) -> Any:
-    parts = tuple(_partition(m, node, name, p) for p in range(partitions))
+           partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset()) -> Any:
+    parts = tuple(_partition(m, node, name, p, live) for p in range(partitions))
     return mk(m.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
               is_internal=internal, partitions=parts)
 
 
-def _known(m: Any, node: Any, name: str) -> Any:
+def _known(m: Any, node: Any, name: str, live: frozenset[int]) -> Any:
     if name == OFFSETS_TOPIC:
-        return _topic(m, node, name, ErrorCode.none, partitions=node.offsets_partitions, internal=True, epoch=1)
+        return _topic(m, node, name, ErrorCode.none, partitions=node.offsets_partitions, internal=True, epoch=1,
+                      live=live)
     t = node.topic(name)
-    return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1)
+    return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1, live=live)
 
 
 def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
@@ -48,6 +56,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                     for b in node.brokers())
+    live = frozenset(b.node_id for b in brokers)
     topics: list[Any] = []
     requested = request.topics
     if v == 0 and not requested:
@@ -55,7 +64,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
     if requested is None:
         if error is None:
-            topics = [_known(m, node, name) for name in sorted(node.metadata.topics)]
+            topics = [_known(m, node, name, live) for name in sorted(node.metadata.topics)]
     else:
         for rt in requested:
             name = rt.name
@@ -68,10 +77,10 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
                 if t is None:
                     topics.append(_topic(m, node, None, ErrorCode.unknown_topic_id, topic_id=tid))
                 else:
-                    topics.append(_known(m, node, t.name))
+                    topics.append(_known(m, node, t.name, live))
                 continue
             if name == OFFSETS_TOPIC or node.topic(name) is not None:
-                topics.append(_known(m, node, name))
+                topics.append(_known(m, node, name, live))
                 continue
             bad = validate_topic_name(name)
             if bad is not None:

@@ -176,3 +176,42 @@ def test_aborted_read_and_duplicate(spark: Any, tmp_path: Path) -> None:
     assert {"G1a", "duplicate"} <= kinds(r, "I8")
     g1a = next(ce for ce in r.verdicts["I8"].counterexamples if ce["kind"] == "G1a")
     assert (g1a["value"], g1a["produce_error"]) == ("vfail", "NOT_ENOUGH_REPLICAS")
+
+
+def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float, float]]) -> Any:
+    """check_i6 on assign/crash events and fault windows ``(type, start, end)``."""
+    from types import SimpleNamespace
+
+    from chaos.check.job import _generations, check_i6
+
+    rows = [{"t": e["t"], "type": e["type"], "group": G, "member": e["member"], "generation": e.get("generation")}
+            for e in events]
+    ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, generation long")
+    faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
+              for i, (ty, s, e) in enumerate(windows)]
+    tb = SimpleNamespace(ev=ev, faults=faults)
+    return check_i6(tb, Options(), _generations(tb))  # type: ignore[arg-type]
+
+
+def _gens(*times: float) -> list[dict[str, Any]]:
+    return [{"t": t, "type": "assign", "member": m, "generation": g}
+            for g, t in enumerate(times, start=1) for m in ("m1", "m2")]
+
+
+def test_i6_flags_a_rebalance_after_a_node_kill(spark: Any) -> None:
+    v = _i6(spark, _gens(1.0, 12.0), [("kill", 10.0, 14.0)])
+    assert v.status == "fail" and v.counterexamples[0]["generation"] == 2
+
+
+def test_i6_a_crashed_members_session_expiry_is_churn(spark: Any) -> None:
+    # m3 joined generation 2 just before it crashed, never recorded an assignment, and its
+    # session expiry (10 s later) made generation 3 with the same recorded members.
+    crash = [{"t": 9.5, "type": "crash", "member": "m3"}]
+    assert _i6(spark, _gens(1.0, 10.0, 21.0), [("kill", 18.0, 19.0)]).status == "fail"
+    assert _i6(spark, _gens(1.0, 10.0, 21.0) + crash, [("kill", 18.0, 19.0)]).status == "pass"
+
+
+def test_i6_a_total_outage_longer_than_a_session_is_not_judged(spark: Any) -> None:
+    v = _i6(spark, _gens(1.0, 24.0), [("kill_all", 15.0, 23.0)])  # 8 s with every node down
+    assert v.status == "pass" and v.stats["excused_total_outage"] == 1
+    assert _i6(spark, _gens(1.0, 20.0), [("kill_all", 15.0, 18.0)]).status == "fail"  # 3 s: judged
