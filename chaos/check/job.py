@@ -17,6 +17,7 @@ tables: fault windows, generations, counterexamples and a sample of commit laten
 
 from __future__ import annotations
 
+import bisect
 import glob
 import json
 import os
@@ -116,7 +117,6 @@ class Options:
     liveness_bound: float = 35.0    # I9: max(35 s, 2 x session timeout), Kafka's harness default
     session_timeout: float = 10.0   # I6/I7: the workload's session timeout
     heartbeat_interval: float = 1.0  # I6/I7: the workload's heartbeat interval
-    rediscovery: float = 3.0        # I6/I7: election + FindCoordinator after every node is back
     latency_sample: int = 20000
     progress: bool = False          # one stderr line per phase (the CLI sets it)
 
@@ -501,23 +501,43 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
                     opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member"])
 
 
-def session_breaking(faults: list[dict[str, Any]], opts: Options) -> list[tuple[float, float]]:
-    """Intervals ``[start, end + grace]`` of kill_all windows long enough to end client sessions.
+def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, float]]]:
+    """Per group, intervals ``[start, end + grace]`` of kill_all windows that may have ended the
+    group's client sessions.
 
-    With every node down, a client's last good heartbeat is at most one interval before the
-    window starts and its next one comes only after the cluster is back and has elected
-    (``rediscovery``); once that gap can reach the session timeout the client gives its
-    partitions up itself, as it would against Kafka. Rebalances and revocations then are
-    the expected cost of a total outage, not a failover's, so I6 and I7 do not judge them.
+    Every commit goes to the group coordinator, so the gap between the group's last acknowledged
+    commit before a kill_all and its first one after is how long its members could not reach
+    the coordinator (the window itself ends when the processes are up, before elections and
+    loads). Once that gap reaches the session timeout less a heartbeat interval, a client may
+    give its partitions up itself, as it would against Kafka: the rebalances and revocations
+    that follow are the expected cost of a total outage, not a failover's, so I6 and I7 do not
+    judge them.
     """
-    need = opts.session_timeout - opts.heartbeat_interval - opts.rediscovery
-    return [(w["start"], w["end"] + opts.fault_grace) for w in faults
-            if w["type"] == "kill_all" and w["end"] - w["start"] >= need]
+    windows = [w for w in tb.faults if w["type"] == "kill_all"]
+    if not windows:
+        return {}
+    oks: dict[str, list[float]] = {}
+    for r in (tb.commits.where(F.col("status") == "ok").select("group", "t_res").distinct()
+              .orderBy("t_res").collect()):
+        oks.setdefault(r["group"], []).append(r["t_res"])
+    need = opts.session_timeout - opts.heartbeat_interval
+    out: dict[str, list[tuple[float, float]]] = {}
+    for group, times in oks.items():
+        for w in windows:
+            i = bisect.bisect_right(times, w["start"])
+            j = bisect.bisect_left(times, w["end"])
+            if i == 0:
+                continue  # no commit before it: nothing to lose
+            after = times[j] if j < len(times) else tb.t_end
+            if after - times[i - 1] >= need:
+                out.setdefault(group, []).append((w["start"], w["end"] + opts.fault_grace))
+    return out
 
 
 def _generations(tb: Tables) -> list[dict[str, Any]]:
     g = (tb.ev.where(F.col("type") == "assign").groupBy("group", "generation")
-         .agg(F.min("t").alias("t"), F.array_sort(F.collect_set("member")).alias("members"))
+         .agg(F.min("t").alias("t"), F.array_sort(F.collect_set("member")).alias("members"),
+              F.sum(F.size("partitions")).alias("assigned"))
          .orderBy("group", "generation"))
     return [r.asDict(recursive=True) for r in g.collect()]
 
@@ -532,7 +552,7 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
     for r in churn:
         if r["type"] == "crash":
             crashes.setdefault(r["group"], []).append(r["t"])
-    outages = session_breaking(tb.faults, opts)
+    outages = session_breaking(tb, opts)
     expiry = opts.session_timeout + opts.fault_grace
     bad: list[dict[str, Any]] = []
     quiet_elsewhere = excused_outage = 0
@@ -548,7 +568,11 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         # without ever recording an assignment; its session expiry then starts this generation.
         if any(p["t"] - expiry <= tc <= g["t"] <= max(tc, p["t"]) + expiry for tc in crashes.get(g["group"], [])):
             continue
-        if any(a <= g["t"] <= b for a, b in outages):
+        if p.get("assigned") == 0:
+            # The leader assigned nothing (a freshly started client leader without the topic's
+            # metadata yet: "No partition metadata"): it rejoins once the metadata arrives.
+            continue
+        if any(a <= g["t"] <= b for a, b in outages.get(g["group"], [])):
             excused_outage += 1
             continue
         hit = [w for w in tb.faults if w["start"] <= g["t"] <= w["end"] + opts.fault_grace]
@@ -560,8 +584,9 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
                     "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
     notes = [f"a fault window counts until {opts.fault_grace:g} s after it ends",
              f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation",
-             "not judged: rebalances after a kill_all long enough to end client sessions "
-             f"(>= {opts.session_timeout - opts.heartbeat_interval - opts.rediscovery:g} s)"]
+             "a generation that assigned no partition at all is completed by the next one (client leader)",
+             "not judged: rebalances after a kill_all that kept a group from its coordinator for "
+             f">= {opts.session_timeout - opts.heartbeat_interval:g} s (last commit before to first after)"]
     if not tb.faults:
         notes.append("no faults.jsonl / no fault windows")
     st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere,
@@ -587,12 +612,11 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
         F.col("group").alias("o_group"), F.col("member").alias("o_member"), F.col("t").alias("o_t"))
     noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
                     & (F.col("o_t") >= b["t_b"]) & (F.col("o_t") <= b["w_end"])).select("bid").distinct())
-    outages = session_breaking(tb.faults, opts)
+    outages = [(g, a, z) for g, spans in session_breaking(tb, opts).items() for a, z in spans]
     if outages:
-        spark = ev.sparkSession
-        out_df = spark.createDataFrame(outages, "o_start double, o_end double")
-        noisy = noisy.union(b.join(out_df, (F.col("o_start") <= b["w_end"]) & (F.col("o_end") >= b["t_b"]))
-                            .select("bid")).distinct()
+        out_df = ev.sparkSession.createDataFrame(outages, "o_group string, o_start double, o_end double")
+        noisy = noisy.union(b.join(out_df, (b["group"] == F.col("o_group")) & (F.col("o_start") <= b["w_end"])
+                                   & (F.col("o_end") >= b["t_b"])).select("bid")).distinct()
     rev = (ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0))
            .select(F.col("group").alias("v_group"), F.col("member").alias("revoked_member"),
                    F.col("t").alias("t_revoke"), "partitions", F.col("instance").alias("v_instance")))
@@ -604,7 +628,7 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
                    "t_b", "t_r", "revoked_member", "t_revoke", "partitions").orderBy("t_b"))
     return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
                     ["bounces overlapping another member's leave/crash are not judged",
-                     "bounces overlapping a kill_all long enough to end client sessions are not judged",
+                     "bounces overlapping a kill_all that may have ended the group's sessions are not judged",
                      "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
                     {"static_bounces": b.count()})
 

@@ -178,18 +178,23 @@ def test_aborted_read_and_duplicate(spark: Any, tmp_path: Path) -> None:
     assert (g1a["value"], g1a["produce_error"]) == ("vfail", "NOT_ENOUGH_REPLICAS")
 
 
-def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float, float]]) -> Any:
-    """check_i6 on assign/crash events and fault windows ``(type, start, end)``."""
+def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float, float]],
+        commits: tuple[float, ...] = ()) -> Any:
+    """check_i6 on assign/crash events, fault windows ``(type, start, end)`` and the times of
+    the group's acknowledged commits."""
     from types import SimpleNamespace
 
     from chaos.check.job import _generations, check_i6
 
-    rows = [{"t": e["t"], "type": e["type"], "group": G, "member": e["member"], "generation": e.get("generation")}
-            for e in events]
-    ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, generation long")
+    rows = [{"t": e["t"], "type": e["type"], "group": G, "member": e["member"], "generation": e.get("generation"),
+             "partitions": e.get("partitions", [[T, "0"]])} for e in events]
+    ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, generation long, "
+                                     "partitions array<array<string>>")
+    oks = spark.createDataFrame([(G, t, "ok") for t in commits] or [(G, 0.0, "fail")],
+                                "`group` string, t_res double, status string")
     faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
               for i, (ty, s, e) in enumerate(windows)]
-    tb = SimpleNamespace(ev=ev, faults=faults)
+    tb = SimpleNamespace(ev=ev, commits=oks, faults=faults, t_end=100.0)
     return check_i6(tb, Options(), _generations(tb))  # type: ignore[arg-type]
 
 
@@ -212,6 +217,20 @@ def test_i6_a_crashed_members_session_expiry_is_churn(spark: Any) -> None:
 
 
 def test_i6_a_total_outage_longer_than_a_session_is_not_judged(spark: Any) -> None:
-    v = _i6(spark, _gens(1.0, 24.0), [("kill_all", 15.0, 23.0)])  # 8 s with every node down
+    # every node down 15-21 s; the group's commits stop at 14.5 and resume at 24.5 (elections and
+    # loads after the restart): 10 s without its coordinator, so client sessions may have expired
+    v = _i6(spark, _gens(1.0, 24.0), [("kill_all", 15.0, 21.0)], commits=(14.0, 14.5, 24.5))
     assert v.status == "pass" and v.stats["excused_total_outage"] == 1
-    assert _i6(spark, _gens(1.0, 20.0), [("kill_all", 15.0, 18.0)]).status == "fail"  # 3 s: judged
+    # the same window but the coordinator was back at 19.5: a rebalance then is judged
+    assert _i6(spark, _gens(1.0, 22.0), [("kill_all", 15.0, 18.0)], commits=(14.5, 19.5)).status == "fail"
+
+
+def test_i6_a_generation_that_assigned_nothing_is_completed_by_the_next(spark: Any) -> None:
+    # a restarted client leader without the topic's metadata assigns nothing, then rejoins
+    empty = [dict(e, partitions=[]) for e in _gens(1.0, 12.0) if e["generation"] == 2]
+    # generation 2 follows a member's leave (churn); generation 3 only completes its assignment
+    events = [e for e in _gens(1.0, 12.0, 13.0) if e["generation"] != 2] + empty
+    events.append({"t": 11.0, "type": "leave", "member": "m3"})
+    assert _i6(spark, events, [("kill", 10.0, 14.0)]).status == "pass"
+    v = _i6(spark, _gens(1.0, 12.0, 13.0) + [{"t": 11.0, "type": "leave", "member": "m3"}], [("kill", 10.0, 14.0)])
+    assert v.status == "fail" and [ce["generation"] for ce in v.counterexamples] == [3]
