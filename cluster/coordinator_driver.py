@@ -21,6 +21,7 @@ from coordinator import commands as c
 from coordinator.codec import RecordDecodeError, decode_batch, encode_batch
 from coordinator.config import GroupConfig
 from coordinator.errors import ErrorCode
+from coordinator.image import DurableImage
 from coordinator.records import Record
 from coordinator.runtime import Append, CoordinatorRuntime, Effect, Reload, Respond
 from replication.api import (
@@ -46,7 +47,7 @@ class _Outbox:
 
 class CoordinatorDriver:
     def __init__(self, config: GroupConfig, logs: Callable[[int], ReplicatedLog], num_partitions: int,
-                 now_ms: Callable[[], int], commit_timeout_ms: int = 5000) -> None:
+                 now_ms: Callable[[], int], commit_timeout_ms: int = 5000, prereplay_interval_ms: int = 500) -> None:
         self.runtime = CoordinatorRuntime(config, new_id=lambda: str(uuid.uuid4()))
         self._logs = logs
         self.num_partitions = num_partitions
@@ -59,6 +60,8 @@ class CoordinatorDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.load_times_ms: dict[int, int] = {}
+        self._images: dict[int, DurableImage] = {}
+        self._prereplay_interval_s = prereplay_interval_ms / 1000
         metrics.register_driver(self)  # metrics: group counts come from scanning self.runtime at scrape time
 
     # ---------------------------------------------------------------- lifecycle
@@ -70,6 +73,8 @@ class CoordinatorDriver:
             lg.subscribe(self._listener(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
+        if self._prereplay_interval_s > 0:
+            self._spawn(self._prereplay_loop())
 
     async def stop(self) -> None:
         if self._timer is not None:
@@ -109,23 +114,71 @@ class CoordinatorDriver:
     async def _load(self, partition: int, epoch: int) -> None:
         started = self._now_ms()
         lg = self._logs(partition)
+        image = self._images.pop(partition, None)
+        since = getattr(lg, "read_since", None)
+        got = since(image.next_offset) if image is not None and since is not None else None
+        if got is None:
+            image = None
+            source: Any = lg.read_committed(0)
+        else:
+            source = got[0]
         records: list[Record] = []
         entries = 0
-        for entry in lg.read_committed(0):
-            try:
-                records.extend(decode_batch(entry.payload))
-            except RecordDecodeError as exc:
-                log.error("event=load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset, str(exc))
+        for entry in source:
+            records.extend(self._decode(partition, entry))
             entries += 1
             if entries % 2000 == 0:
                 await asyncio.sleep(0)  # let other partitions and requests breathe
         self._outboxes[partition] = _Outbox(epoch=epoch)
-        self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms()))
+        self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
         took = self._now_ms() - started
         self.load_times_ms[partition] = took
         metrics.observe_shard_load(partition, took / 1000)  # metrics: shard load time
-        log.info("event=shard_loaded partition=%d epoch=%d entries=%d records=%d took_ms=%d",
-                 partition, epoch, entries, len(records), took)
+        log.info("event=shard_loaded partition=%d epoch=%d entries=%d records=%d took_ms=%d prereplayed_entries=%d",
+                 partition, epoch, entries, len(records), took, image.next_offset if image is not None else 0)
+
+    @staticmethod
+    def _decode(partition: int, entry: Any) -> list[Record]:
+        try:
+            return decode_batch(entry.payload)
+        except RecordDecodeError as exc:
+            log.error("event=load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset, str(exc))
+            return []
+
+    # ---------------------------------------------------------------- follower pre-replay
+
+    async def _prereplay_loop(self) -> None:
+        """Keep every followed partition's durable image current, so that a new leader replays
+        only what its image has not seen (load = replay, done ahead of time)."""
+        while True:
+            await asyncio.sleep(self._prereplay_interval_s)
+            for p in range(self.num_partitions):
+                if self.runtime.epoch_of(p) is None:
+                    await self._prereplay(p)
+
+    async def _prereplay(self, partition: int) -> None:
+        since = getattr(self._logs(partition), "read_since", None)
+        if since is None:
+            return
+        # Taken out while it is brought up to date: a load that starts meanwhile must not get an
+        # image whose dicts are still changing (it then reads the whole log instead).
+        kept = self._images.pop(partition, None)
+        got = since(kept.next_offset) if kept is not None else None
+        image = kept if got is not None and kept is not None else DurableImage()
+        if got is None:
+            got = since(0)
+            if got is None:
+                return
+        entries, next_offset = got
+        for i, entry in enumerate(entries, 1):
+            image.replay(self._decode(partition, entry))
+            if i % 2000 == 0:
+                await asyncio.sleep(0)
+                if self.runtime.epoch_of(partition) is not None:
+                    return  # became leader meanwhile: the load reads the log itself
+        image.next_offset = next_offset
+        if self.runtime.epoch_of(partition) is None:
+            self._images[partition] = image
 
     # ---------------------------------------------------------------- requests
 

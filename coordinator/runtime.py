@@ -27,6 +27,7 @@ from . import commands as c
 from .config import GroupConfig
 from .errors import ErrorCode, map_append_error
 from .group import Token
+from .image import DurableImage
 from .records import Record
 from .shard import GroupCoordinatorShard, Result
 
@@ -115,12 +116,14 @@ class CoordinatorRuntime:
         self._contexts[partition] = _Context(epoch)
         return effects
 
-    def complete_load(self, partition: int, epoch: int, records: Iterable[Record], now_ms: int) -> list[Effect]:
-        """Replay the partition's committed records into a fresh shard and start serving."""
+    def complete_load(self, partition: int, epoch: int, records: Iterable[Record], now_ms: int,
+                      image: DurableImage | None = None) -> list[Effect]:
+        """Replay the partition's committed records (those after ``image``, when given) into a
+        fresh shard and start serving."""
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.epoch != epoch or ctx.state is not ContextState.LOADING:
             return []
-        shard, result = GroupCoordinatorShard.load(records, now_ms, self.config, self._new_id)
+        shard, result = GroupCoordinatorShard.load(records, now_ms, self.config, self._new_id, image)
         ctx.shard = shard
         ctx.state = ContextState.ACTIVE
         ctx.written = ctx.committed = 0

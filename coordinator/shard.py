@@ -20,6 +20,7 @@ from . import commands as c
 from .config import GroupConfig
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Member, Token
+from .image import DurableImage, replay_into
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -86,32 +87,22 @@ class GroupCoordinatorShard:
 
     def replay(self, record: Record) -> None:
         """Apply one committed (or about-to-be-committed) record to durable state."""
-        key = record.key
-        if isinstance(key, OffsetCommitKey):
-            if record.value is None:
-                by_group = self.offsets.get(key.group)
-                if by_group is not None:
-                    by_group.pop((key.topic, key.partition), None)
-                    if not by_group:
-                        del self.offsets[key.group]
-            else:
-                assert isinstance(record.value, OffsetCommitValue)
-                self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
-        else:
-            if record.value is None:
-                self.durable_groups.pop(key.group, None)
-            else:
-                assert isinstance(record.value, GroupMetadataValue)
-                self.durable_groups[key.group] = record.value
+        replay_into(self.durable_groups, self.offsets, record)
 
     def durable_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         return (dict(self.durable_groups), {g: dict(o) for g, o in self.offsets.items()})
 
     @classmethod
     def load(cls, records: Iterable[Record], now_ms: int, config: GroupConfig | None = None,
-             new_id: Callable[[], str] | None = None) -> tuple[GroupCoordinatorShard, Result]:
-        """Build a shard by replaying a partition, then arm timers (Kafka's onLoaded)."""
+             new_id: Callable[[], str] | None = None,
+             image: DurableImage | None = None) -> tuple[GroupCoordinatorShard, Result]:
+        """Build a shard by replaying a partition, then arm timers (Kafka's onLoaded).
+
+        With ``image``, the shard takes over that already-replayed state (the caller gives it
+        up) and ``records`` are the ones that follow it."""
         shard = cls(config, new_id)
+        if image is not None:
+            shard.durable_groups, shard.offsets = image.groups, image.offsets
         for record in records:
             shard.replay(record)
         shard._begin(now_ms)

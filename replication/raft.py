@@ -174,6 +174,20 @@ class EntryStore:
             out.extend(LogEntry(o, e, p) for o, e, p in self.tail if o >= start)
             return out
 
+    def entries_since(self, start: int) -> tuple[list[LogEntry], int] | None:
+        """``(entries at offsets >= start, next offset)``; from 0 that includes the compacted
+        base. None when entries past ``start`` now live only in the base (a compaction or a
+        snapshot install moved past it): then read again from 0."""
+        with self.lock:
+            if start <= 0:
+                out = [LogEntry(-1, 0, p) for p in self.base]
+                out.extend(LogEntry(o, e, p) for o, e, p in self.tail)
+                return out, self.next_offset
+            first = self.tail[0][0] if self.tail else self.next_offset
+            if not first <= start <= self.next_offset:
+                return None
+            return [LogEntry(o, e, p) for o, e, p in self.tail if o >= start], self.next_offset
+
     def snapshot(self) -> bytes:
         with self.lock:
             base = self._compact(self.base + [p for _, _, p in self.tail]) if self._compact else (
@@ -415,6 +429,12 @@ class RaftLog:
     def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
         entries = getattr(self.sm, "entries", None)
         return entries(start) if entries is not None else []
+
+    def read_since(self, start: int) -> tuple[list[LogEntry], int] | None:
+        """``(committed entries from start, next offset)`` (see ``EntryStore.entries_since``);
+        None when that range is gone or the state machine keeps no entries."""
+        since = getattr(self.sm, "entries_since", None)
+        return since(start) if since is not None else None
 
     def subscribe(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)

@@ -45,7 +45,7 @@ from coordinator.partitioner import partition_for
 OFFSETS_TOPIC = "__consumer_offsets"
 RAFT_SLOTS_CHECKED = 64
 SHARD_LOADED = re.compile(r"event=shard_loaded partition=(\d+) epoch=(\d+) entries=(\d+) records=(\d+) "
-                          r"took_ms=(\d+)")
+                          r"took_ms=(\d+)(?: prereplayed_entries=(\d+))?")
 NOT_COORDINATOR = 16
 IN_FLIGHT_S = 0.05
 LOAD_IN_PROGRESS = 14
@@ -64,9 +64,11 @@ def _frame(api_key: int, version: int, corr: int, body: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def offset_commit_v2(corr: int, group: str, topic: str, partition: int, offset: int) -> bytes:
+def offset_commit_v2(corr: int, group: str, topic: str, partition: int, offset: int, count: int = 1) -> bytes:
+    """Commit ``offset`` for partitions ``partition .. partition + count - 1`` of ``topic``."""
+    parts = b"".join(struct.pack(">iq", partition + i, offset) + struct.pack(">h", -1) for i in range(count))
     body = (_s(group) + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
-            + struct.pack(">iiq", 1, partition, offset) + struct.pack(">h", -1))
+            + struct.pack(">i", count) + parts)
     return _frame(8, 2, corr, body)
 
 
@@ -486,7 +488,7 @@ class Failover(_ClusterScenario):
     def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
         rid = run_id()
         topic = f"bench-failover-{rid}"
-        create_topic(cluster.bootstrap, topic, 1)
+        create_topic(cluster.bootstrap, topic, args.offsets_per_group)
         samples: list[float] = []
         detail: list[dict[str, Any]] = []
         last_acked: dict[str, int] = {}
@@ -561,20 +563,23 @@ class Load(_ClusterScenario):
     def add_arguments(cls, p: Any) -> None:
         super().add_arguments(p)
         p.add_argument("--groups", type=int, default=100_000, help="groups in the partition (default 100000)")
+        p.add_argument("--offsets-per-group", type=int, default=1,
+                       help="partitions each group commits, one request per group (default 1)")
         p.add_argument("--connections", type=int, default=32, help="connections filling it (default 32)")
         p.add_argument("--partition", type=int, default=None, help="offsets partition to fill (default random)")
         p.add_argument("--timeout", type=float, default=300.0, help="max seconds to wait for the load (default 300)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
-        return {"groups": args.groups, "connections": args.connections}
+        return {"groups": args.groups, "offsets_per_group": args.offsets_per_group, "connections": args.connections}
 
     @classmethod
     def metrics(cls, args: Any) -> list[Metric]:
         return [Metric("fill_s", "fill time", "s", "lower"),
                 Metric("fill_commits_per_s", "fill rate", "commits/s", "higher"),
                 Metric("shard_loaded_took_ms", "new leader shard_loaded took_ms", "ms", "lower"),
-                Metric("shard_loaded_records", "records loaded", "", ""),
+                Metric("offsets", "committed offsets in the partition", "", ""),
+                Metric("shard_loaded_records", "records replayed at load (after the pre-replayed image)", "", ""),
                 Metric("kill_to_offset_fetch_s", "kill -> OffsetFetch ok", "s", "lower"),
                 Metric("kill_to_shard_loaded_s", "kill -> shard_loaded logged (seen)", "s", "lower")]
 
@@ -586,7 +591,7 @@ class Load(_ClusterScenario):
     def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
         rid = run_id()
         topic = f"bench-load-{rid}"
-        create_topic(cluster.bootstrap, topic, 1)
+        create_topic(cluster.bootstrap, topic, args.offsets_per_group)
         leaders = cluster.agreed_leaders()
         assert leaders is not None
         n = len(leaders)
@@ -606,7 +611,8 @@ class Load(_ClusterScenario):
         errors: dict[int, int] = {}
         with rep.phase(f"fill {OFFSETS_TOPIC}-{part} (leader node {leader})", None, lambda: done[0], "commits"):
             t_fill = time.monotonic()
-            asyncio.run(_fill(cluster.addr(leader), groups, topic, args.connections, done, errors))
+            asyncio.run(_fill(cluster.addr(leader), groups, topic, args.connections, done, errors,
+                              args.offsets_per_group))
             fill_s = time.monotonic() - t_fill
         if errors:
             raise BenchError(f"fill failed: error codes {errors} (leadership moved during the fill?)")
@@ -655,7 +661,8 @@ class Load(_ClusterScenario):
                         for m in SHARD_LOADED.finditer(cluster.log_since(j, sizes[j])):
                             if int(m.group(1)) == part:
                                 loaded = {"node": j, "epoch": int(m.group(2)), "entries": int(m.group(3)),
-                                          "records": int(m.group(4)), "took_ms": int(m.group(5))}
+                                          "records": int(m.group(4)), "took_ms": int(m.group(5)),
+                                          "prereplayed_entries": int(m.group(6) or 0)}
                                 t_seen = time.monotonic()
                 time.sleep(0.05)
         stop.set()
@@ -670,7 +677,8 @@ class Load(_ClusterScenario):
                     restart_load = {"epoch": int(m.group(2)), "entries": int(m.group(3)),
                                     "records": int(m.group(4)), "took_ms": int(m.group(5))}
             time.sleep(0.2)
-        return {"groups": len(groups), "partition": part, "killed_node": leader,
+        return {"groups": len(groups), "offsets": len(groups) * args.offsets_per_group, "partition": part,
+                "killed_node": leader,
                 "fill_s": rnd(fill_s, 1), "fill_commits_per_s": rnd(rate, 0),
                 "shard_loaded_took_ms": loaded["took_ms"] if loaded else None,
                 "shard_loaded_records": loaded["records"] if loaded else None, "shard_loaded": loaded,
@@ -681,7 +689,7 @@ class Load(_ClusterScenario):
 
 
 async def _fill(addr: tuple[str, int], groups: list[str], topic: str, conns: int, done: list[int],
-                errors: dict[int, int]) -> None:
+                errors: dict[int, int], per_group: int = 1) -> None:
     it = iter(range(len(groups)))
 
     async def worker() -> None:
@@ -690,7 +698,7 @@ async def _fill(addr: tuple[str, int], groups: list[str], topic: str, conns: int
         try:
             for idx in it:
                 corr += 1
-                writer.write(offset_commit_v2(corr, groups[idx], topic, 0, idx + 1))
+                writer.write(offset_commit_v2(corr, groups[idx], topic, 0, idx + 1, per_group))
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
                 err = commit_error(await reader.readexactly(size))
                 if err:

@@ -266,3 +266,25 @@ def test_refence_starts_a_new_epoch_that_fences_the_old_one(tmp_path: Path) -> N
             c.stop()
 
     asyncio.run(main())
+
+
+def test_entry_store_entries_since_detects_compaction_and_snapshot_install() -> None:
+    """A follower's pre-replayed image continues from ``entries_since``; once the entries it needs
+    live only in the compacted base, it must be told to start over (None)."""
+    store = EntryStore(compact=lambda payloads: payloads[-1:], compact_every=4)
+    for i in range(3):
+        store.apply(1, b"e%d" % i)
+    entries, nxt = store.entries_since(0) or ([], -1)
+    assert [(e.offset, e.payload) for e in entries] == [(0, b"e0"), (1, b"e1"), (2, b"e2")] and nxt == 3
+    assert store.entries_since(3) == ([], 3)
+    assert [e.payload for e in (store.entries_since(1) or ([], 0))[0]] == [b"e1", b"e2"]
+    store.apply(1, b"e3")  # the 4th entry triggers a compaction into the base
+    store.apply(1, b"e4")
+    assert store.entries_since(2) is None  # e2, e3 are only in the base now
+    assert [e.payload for e in (store.entries_since(4) or ([], 0))[0]] == [b"e4"]
+    assert store.entries_since(6) is None  # beyond the end
+    everything, nxt = store.entries_since(0) or ([], -1)
+    assert [(e.offset, e.payload) for e in everything] == [(-1, b"e3"), (4, b"e4")] and nxt == 5
+    other = EntryStore()
+    other.restore(store.snapshot())
+    assert other.entries_since(4) is None and other.entries_since(5) == ([], 5)

@@ -180,3 +180,32 @@ def test_reload_after_unload_rebuilds_the_group() -> None:
     apply(h, h.rt.complete_load(0, 3, log, h.now))
     d = describe(h, "g")
     assert (d.state, d.protocol_data, [m.member_id for m in d.members]) == ("Stable", "range", [leader, follower])
+
+
+def test_load_from_a_prereplayed_image_equals_a_full_replay() -> None:
+    """A follower's image of a prefix plus the rest of the log loads the same shard as the whole log."""
+    from coordinator.image import DurableImage
+
+    records = [
+        _stable_record("gone"),
+        Record(OffsetCommitKey("gone", "t", 0), OffsetCommitValue(1, -1, "", 0)),
+        _stable_record("g", 3),
+        Record(OffsetCommitKey("simple", "t", 3), OffsetCommitValue(42, 2, "m", 10)),
+        Record(OffsetCommitKey("gone", "t", 0), None),
+        group_tombstone("gone"),
+        _stable_record("g", 4),
+        Record(OffsetCommitKey("simple", "t", 3), OffsetCommitValue(43, 2, "m", 11)),
+        Record(OffsetCommitKey("g", "t", 1), OffsetCommitValue(7, -1, "", 12)),
+    ]
+    full, full_result = GroupCoordinatorShard.load(records, 5_000, TEST_CONFIG)
+    for cut in range(len(records) + 1):
+        image = DurableImage()
+        image.replay(records[:cut])
+        shard, result = GroupCoordinatorShard.load(records[cut:], 5_000, TEST_CONFIG, image=image)
+        assert shard.durable_state() == full.durable_state(), cut
+        assert set(shard.groups) == set(full.groups) == {"g", "simple"}
+        assert shard.groups["g"].generation_id == 4
+        keys = ["expire-group-metadata", "heartbeat-g-m1", "heartbeat-g-m2"]
+        assert len(shard.timers) == len(full.timers) == 3
+        assert [shard.timers.get(k) for k in keys] == [full.timers.get(k) for k in keys]
+        assert result.records == full_result.records
