@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from cluster.bench import cluster3, commit, e2e, rebalance
+from cluster.bench import cluster3, commit, e2e, heartbeat, rebalance
 from cluster.bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
 from cluster.bench.report import Reporter, ratios_of
 
@@ -29,6 +29,7 @@ SCENARIOS: dict[str, Any] = {
     "failover": cluster3.Failover,
     "load": cluster3.Load,
     "idle": cluster3.Idle,
+    "heartbeat": heartbeat.Heartbeat,
 }
 HELP = {
     "commit": "K clients commit offsets: sync (1 and 10 offsets) and async (window 16); no commit lost",
@@ -37,6 +38,7 @@ HELP = {
     "failover": "SIGKILL a group's coordinator on a 3-node cluster: time to the next acked commit (--start-cluster)",
     "load": "G groups in one offsets partition, SIGKILL its leader: new leader's load time (--start-cluster)",
     "idle": "CPU of an idle 3-node cluster, 2 topics x 6 partitions (--start-cluster)",
+    "heartbeat": "M members in G groups heartbeat every I s (raw protocol load generator): latency, achieved rate",
 }
 
 

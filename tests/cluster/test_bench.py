@@ -76,3 +76,23 @@ def test_bench_failover_start_cluster_one_kill() -> None:
     assert len(r["samples_s"]) == 1 and 0 < r["samples_s"][0] < 30, r
     assert r["groups_checked"] == 1 and r["lost_commits"] == 0, r
     assert r["acked_commits"] > 20, r
+
+
+def test_bench_heartbeat_start_cluster_small() -> None:
+    """60 members in 12 groups on a fresh 3-node cluster, every 0.5 s for 3 s: figures present and sane."""
+    out = bench("heartbeat", "--start-cluster", "--members", "60", "--groups", "12", "--interval", "0.5",
+                "--duration", "3", timeout=150)
+    assert out["scenario"] == "heartbeat" and out["errors"] == {}, out
+    assert out["params"]["members"] == 60 and out["params"]["groups"] == 12
+    r = out["results"]["kcoord"]
+    assert r["members"] == 60 and r["groups"] == 12 and r["coordinators"] >= 1, r
+    assert r["joined_s"] is not None and r["joined_s"] > 0, r
+    assert r["sync_requests"] >= 60 and r["join_requests"] >= 2 * 60, r
+    assert r["expected_per_s"] == pytest.approx(120.0)
+    assert 0 < r["ok"] <= r["sent"], r
+    assert r["achieved_per_s"] == pytest.approx(r["ok"] / 3, rel=0.01), r
+    assert r["errors"] == sum(r["error_codes"].values()), r
+    assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"], r
+    assert r["loadgen_cpu_pct"] >= 0 and r["nodes_cpu_pct"] > 0, r
+    assert len(r["nodes_cpu_pct_per_node"]) == 3, r
+    assert out["ok"] is (r["errors"] == 0 and r["timeouts"] == 0 and r["achieved_pct"] >= 95), out
