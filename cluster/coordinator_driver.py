@@ -33,6 +33,7 @@ from replication.api import (
 )
 
 log = logging.getLogger("kcoord.coordinator")
+READY_LAG_ENTRIES = 500  # a follower this close to the log's end may be handed leadership
 
 
 @dataclass(slots=True)
@@ -71,6 +72,9 @@ class CoordinatorDriver:
         for p in range(self.num_partitions):
             lg = self._logs(p)
             lg.subscribe(self._listener(p))
+            set_ready = getattr(lg, "set_ready_to_lead", None)
+            if set_ready is not None and self._prereplay_interval_s > 0:
+                set_ready(self._ready_check(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
         if self._prereplay_interval_s > 0:
@@ -146,6 +150,17 @@ class CoordinatorDriver:
             return []
 
     # ---------------------------------------------------------------- follower pre-replay
+
+    def _ready_check(self, partition: int) -> Callable[[], bool]:
+        """For the Raft ticker thread: take this partition over by transfer only with a current
+        image (a few hundred entries behind at most), so that the load is short."""
+        lg = self._logs(partition)
+
+        def ready() -> bool:
+            image = self._images.get(partition)
+            return image is not None and lg.committed_offset() - image.next_offset <= READY_LAG_ENTRIES
+
+        return ready
 
     async def _prereplay_loop(self) -> None:
         """Keep every followed partition's durable image current, so that a new leader replays

@@ -214,6 +214,7 @@ class RaftTimings:
     compaction_min_entries: int = 20_000
     compaction_min_time: float = 600.0
     compaction_split: bool = True  # nodes compact in turns, never all at once
+    transfer_settle: float = 5.0  # a preferred node must be connected this long before it is handed leadership
 
 
 class _Group(SyncObj):  # type: ignore[misc]
@@ -222,7 +223,17 @@ class _Group(SyncObj):  # type: ignore[misc]
     def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine) -> None:
         self.sm = sm
         self.fence = 0
+        self.ready_to_lead: Callable[[], bool] = lambda: True
         super().__init__(self_addr, peers, conf)
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+        # A leadership transfer (TimeoutNow) is a courtesy, not a need: decline it until this
+        # node could serve at once (e.g. its coordinator state is caught up), so balancing never
+        # hands a partition to a node that would then spend seconds loading it. Elections after
+        # a leader fails are not affected.
+        if isinstance(message, dict) and message.get("type") == "timeout_now" and not self.ready_to_lead():
+            return
+        super()._SyncObj__onMessageReceived(node, message)
 
     @replicated  # type: ignore[untyped-decorator]
     def announce(self, epoch: int) -> int:
@@ -315,6 +326,7 @@ class RaftLog:
         self.self_addr = self_addr
         self.preferred = preferred
         self.sm = sm
+        self._preferred_since: float | None = None
         os.makedirs(data_dir, exist_ok=True)
         holder: dict[str, _Group] = {}
         ser, deser = _make_serializer(lambda: holder.get("g"))
@@ -516,13 +528,26 @@ class RaftLog:
         log.info("event=leadership_lost partition=%s term=%d", self._name, term)
         self._publish(LeadershipChange(self._name, False, term))
 
+    def set_ready_to_lead(self, check: Callable[[], bool]) -> None:
+        """``check()`` (called on the ticker thread) says whether this node would accept
+        leadership handed over by a transfer now."""
+        self.group.ready_to_lead = check
+
     def wants_transfer(self) -> bool:
-        """Ticker thread: leader here, preferred node elsewhere and connected."""
+        """Ticker thread: leader here, preferred node elsewhere and connected for a while
+        (a node that just came back first catches up, then takes its partitions back)."""
         g = self.group
         if not g._isLeader() or self.preferred == self.self_addr:
+            self._preferred_since = None
             return False
         status = g.getStatus()
-        return bool(status.get("partner_node_status_server_" + self.preferred) == 2)
+        if status.get("partner_node_status_server_" + self.preferred) != 2:
+            self._preferred_since = None
+            return False
+        now = time.monotonic()
+        if self._preferred_since is None:
+            self._preferred_since = now
+        return now - self._preferred_since >= self.host.timings.transfer_settle
 
     def start_transfer(self, now: float) -> None:
         """Quiesce new appends for a moment so the preferred node can match our log."""
