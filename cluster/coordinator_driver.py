@@ -34,6 +34,7 @@ from replication.api import (
 
 log = logging.getLogger("kcoord.coordinator")
 READY_LAG_ENTRIES = 500  # a follower this close to the log's end may be handed leadership
+YIELD_EVERY_RECORDS = 5000  # decode this many records, then let requests and other partitions run
 
 
 @dataclass(slots=True)
@@ -128,10 +129,14 @@ class CoordinatorDriver:
             source = got[0]
         records: list[Record] = []
         entries = 0
+        since_yield = 0
         for entry in source:
-            records.extend(self._decode(partition, entry))
+            batch = self._decode(partition, entry)
+            records.extend(batch)
             entries += 1
-            if entries % 2000 == 0:
+            since_yield += len(batch) + 1
+            if since_yield >= YIELD_EVERY_RECORDS:
+                since_yield = 0
                 await asyncio.sleep(0)  # let other partitions and requests breathe
         self._outboxes[partition] = _Outbox(epoch=epoch)
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
@@ -185,9 +190,13 @@ class CoordinatorDriver:
             if got is None:
                 return
         entries, next_offset = got
-        for i, entry in enumerate(entries, 1):
-            image.replay(self._decode(partition, entry))
-            if i % 2000 == 0:
+        since_yield = 0
+        for entry in entries:
+            batch = self._decode(partition, entry)
+            image.replay(batch)
+            since_yield += len(batch) + 1
+            if since_yield >= YIELD_EVERY_RECORDS:
+                since_yield = 0
                 await asyncio.sleep(0)
                 if self.runtime.epoch_of(partition) is not None:
                     return  # became leader meanwhile: the load reads the log itself

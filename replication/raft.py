@@ -231,9 +231,16 @@ class _Group(SyncObj):  # type: ignore[misc]
         # node could serve at once (e.g. its coordinator state is caught up), so balancing never
         # hands a partition to a node that would then spend seconds loading it. Elections after
         # a leader fails are not affected.
-        if isinstance(message, dict) and message.get("type") == "timeout_now" and not self.ready_to_lead():
+        if isinstance(message, dict) and message.get("type") == "timeout_now" and not self._ready():
             return
         super()._SyncObj__onMessageReceived(node, message)
+
+    def _ready(self) -> bool:
+        """Every committed entry applied here (a restarted node applies its journal over many
+        ticks), and the owner of the state says it is ready too."""
+        d = self.__dict__
+        commit = max(d.get("_SyncObj__raftCommitIndex", 0), d.get("_SyncObj__leaderCommitIndex") or 0)
+        return bool(d.get("_SyncObj__raftLastApplied", 0) >= commit and self.ready_to_lead())
 
     @replicated  # type: ignore[untyped-decorator]
     def announce(self, epoch: int) -> int:
