@@ -1,4 +1,12 @@
-"""The asyncio Kafka wire server: one task per connection, one request in flight."""
+"""The asyncio Kafka wire server: one task per connection; responses in request order.
+
+Most requests are handled one at a time per connection, as Kafka does. OffsetCommit and
+Heartbeat are pipelined (up to ``PIPELINE_DEPTH`` per connection): each starts as soon as it
+is read, and since their handlers hand the request to the coordinator runtime before their
+first suspension, they reach it in the connection's order; the responses are written in that
+order too. A client with many asynchronous commits in flight thus fills one replicated entry
+instead of waiting a replication round trip per commit.
+"""
 
 from __future__ import annotations
 
@@ -69,19 +77,72 @@ class WireServer:
                 self._tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnInfo) -> None:
+        queue: asyncio.Queue[asyncio.Task[bytes | None]] = asyncio.Queue(PIPELINE_DEPTH)
+        sender = asyncio.ensure_future(self._send_in_order(queue, writer))
+        try:
+            while not sender.done():
+                try:
+                    frame = await read_frame(reader, self.max_request_bytes)
+                except FrameError as e:
+                    log.warning("event=bad_frame conn=%d peer=%s:%d error=%r action=close", conn.connection_id,
+                                conn.host, conn.port, str(e))
+                    break
+                if frame is None:
+                    break
+                pipelined = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS
+                if not pipelined:
+                    await _join_or_stop(queue, sender)  # every earlier request answered first
+                task = asyncio.ensure_future(self.dispatcher.handle(frame, conn))
+                if not await _put_or_stop(queue, task, sender):
+                    task.cancel()
+                    break
+                if not pipelined:
+                    await asyncio.wait((task,))  # and nothing later starts before this one is done
+            await _join_or_stop(queue, sender)  # answer what was read before the end
+        finally:
+            sender.cancel()
+            while not queue.empty():
+                queue.get_nowait().cancel()
+        if not sender.cancelled() and sender.exception() is not None:
+            raise sender.exception()  # type: ignore[misc]  # the connection's error, for _on_connect
+
+    @staticmethod
+    async def _send_in_order(queue: asyncio.Queue[asyncio.Task[bytes | None]], writer: asyncio.StreamWriter) -> None:
         while True:
+            task = await queue.get()
             try:
-                frame = await read_frame(reader, self.max_request_bytes)
-            except FrameError as e:
-                log.warning("event=bad_frame conn=%d peer=%s:%d error=%r action=close", conn.connection_id,
-                            conn.host, conn.port, str(e))
-                return
-            if frame is None:
-                return
-            try:
-                response = await self.dispatcher.handle(frame, conn)
+                response = await task
             except CloseConnection:
+                writer.close()
                 return
+            finally:
+                queue.task_done()
             if response is not None:
                 writer.write(response)
                 await writer.drain()
+
+
+PIPELINE_DEPTH = 64
+PIPELINED_KEYS = frozenset({8, 12})  # OffsetCommit, Heartbeat
+
+
+async def _join_or_stop(queue: asyncio.Queue[Any], sender: asyncio.Future[None]) -> None:
+    """Until every queued request is answered, or the sender stopped (the connection is closing)."""
+    joined = asyncio.ensure_future(queue.join())
+    await asyncio.wait((joined, sender), return_when=asyncio.FIRST_COMPLETED)
+    joined.cancel()
+
+
+async def _put_or_stop(queue: asyncio.Queue[Any], item: Any, sender: asyncio.Future[None]) -> bool:
+    """Queue ``item``, waiting for room (backpressure); False if the sender stopped first."""
+    if sender.done():
+        return False
+    if not queue.full():
+        queue.put_nowait(item)
+        return True
+    put = asyncio.ensure_future(queue.put(item))
+    await asyncio.wait((put, sender), return_when=asyncio.FIRST_COMPLETED)
+    if put.done():
+        return True
+    put.cancel()
+    return False
