@@ -480,6 +480,16 @@ class RaftLog:
             self._announcing = -1
             self.host.call_in_loop(self._lost_leadership, term)
 
+    def postpone_election(self) -> None:
+        """Ticker thread: a follower's next election no sooner than one election timeout away."""
+        if self.group._isLeader():
+            return
+        t = self.host.timings
+        d = self.group.__dict__
+        later = _pso_monotonic() + random.uniform(t.raft_min_timeout, t.raft_max_timeout)
+        if d["_SyncObj__raftElectionDeadline"] < later:
+            d["_SyncObj__raftElectionDeadline"] = later
+
     def _hasten_election_if_leader_gone(self) -> None:
         """The leader's connection dropped (its process died or closed): elect soon instead of
         waiting out the full election timeout. Elections are always safe in Raft; this only
@@ -667,8 +677,17 @@ class RaftHost:
         master = select.epoll()
         watched: dict[int, RaftLog] = {}
         next_round = 0.0
+        last_pass = time.monotonic()
         while not self._stop.is_set():
             logs = self.logs()
+            if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
+                # This thread did not run for a while (the process was stopped, or starved of CPU).
+                # pysyncobj checks election deadlines before it reads its sockets, so every follower
+                # would start an election before seeing the leader's heartbeats waiting there, and
+                # unseat a healthy leader (it has no pre-vote). Give them one timeout to hear first.
+                for lg in logs:
+                    lg.postpone_election()
+            last_pass = time.monotonic()
             current = {lg.group._poller.fileno(): lg for lg in logs}
             for fd in set(watched) - set(current):
                 try:
