@@ -552,6 +552,10 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
     for r in churn:
         if r["type"] == "crash":
             crashes.setdefault(r["group"], []).append(r["t"])
+    revokes: dict[str, list[float]] = {}
+    for r in (tb.ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0)).select("group", "t")
+              .orderBy("t").collect()):
+        revokes.setdefault(r["group"], []).append(r["t"])
     outages = session_breaking(tb, opts)
     expiry = opts.session_timeout + opts.fault_grace
     bad: list[dict[str, Any]] = []
@@ -572,17 +576,21 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
             # The leader assigned nothing (a freshly started client leader without the topic's
             # metadata yet: "No partition metadata"): it rejoins once the metadata arrives.
             continue
-        if any(a <= g["t"] <= b for a, b in outages.get(g["group"], [])):
+        # The rebalance began when the first member gave its partitions up; what came later (say a
+        # coordinator move that made it start over) did not cause it.
+        began = next((t for t in revokes.get(g["group"], []) if p["t"] < t <= g["t"]), g["t"])
+        if any(a <= began <= b for a, b in outages.get(g["group"], [])):
             excused_outage += 1
             continue
-        hit = [w for w in tb.faults if w["start"] <= g["t"] <= w["end"] + opts.fault_grace]
+        hit = [w for w in tb.faults if w["start"] <= began <= w["end"] + opts.fault_grace]
         if not hit:
             quiet_elsewhere += 1
             continue
         bad.append({"group": g["group"], "generation": g["generation"], "previous_generation": p["generation"],
-                    "t": g["t"], "members": g["members"],
+                    "t": g["t"], "rebalance_began": began, "members": g["members"],
                     "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
-    notes = [f"a fault window counts until {opts.fault_grace:g} s after it ends",
+    notes = ["a rebalance is dated by its first revocation (else by its new generation)",
+             f"a fault window counts until {opts.fault_grace:g} s after it ends",
              f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation",
              "a generation that assigned no partition at all is completed by the next one (client leader)",
              "not judged: rebalances after a kill_all that kept a group from its coordinator for "

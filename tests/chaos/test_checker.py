@@ -234,3 +234,16 @@ def test_i6_a_generation_that_assigned_nothing_is_completed_by_the_next(spark: A
     assert _i6(spark, events, [("kill", 10.0, 14.0)]).status == "pass"
     v = _i6(spark, _gens(1.0, 12.0, 13.0) + [{"t": 11.0, "type": "leave", "member": "m3"}], [("kill", 10.0, 14.0)])
     assert v.status == "fail" and [ce["generation"] for ce in v.counterexamples] == [3]
+
+
+def test_i6_dates_a_rebalance_by_its_first_revocation(spark: Any) -> None:
+    # a total outage ends sessions (commits stop at 14.5, resume at 40.5); the rebalance starts
+    # with a revocation at 24, a coordinator kill at 25 makes it start over, and it completes at
+    # 45, after the outage's window: the outage caused it, not the kill
+    revoke = [{"t": 24.0, "type": "revoke", "member": "m1"}]
+    windows = [("kill_all", 15.0, 21.0), ("kill", 25.0, 30.0)]
+    v = _i6(spark, _gens(1.0, 45.0) + revoke, windows, commits=(14.5, 40.5))
+    assert v.status == "pass" and v.stats["excused_total_outage"] == 1
+    # the same generation without the revocation is dated at 45 and charged to the kill
+    v = _i6(spark, _gens(1.0, 45.0), windows, commits=(14.5, 40.5))
+    assert v.status == "fail" and v.counterexamples[0]["fault"]["type"] == "kill"
