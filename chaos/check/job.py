@@ -702,21 +702,38 @@ def check_i9(spark: SparkSession, tb: Tables, opts: Options) -> tuple[Verdict, l
               if r["group"] != "<producers>" and r["first_after_start"] is not None]
         durations.append({"id": w["id"], "type": w["type"], "node": w["node"], "start": w["start"],
                           "window": w["end"] - w["start"], "failover": max(fo) if fo else None})
+        deadline = _fault_free_deadline(w, tb.faults, opts.liveness_bound)
         for r in rows:
             delay = None if r["first_after_end"] is None else r["first_after_end"] - w["end"]
-            if delay is not None and delay <= opts.liveness_bound:
+            if delay is not None and r["first_after_end"] <= deadline:
                 passed += 1
                 continue
-            if w["open"] or w["end"] + opts.liveness_bound > tb.t_end:
+            if w["open"] or deadline > tb.t_end:
                 inconclusive += 1
                 continue
             bad.append({"fault": {k: w[k] for k in ("id", "type", "node", "start", "end")}, "group": r["group"],
-                        "progress_after_end_s": delay, "bound_s": opts.liveness_bound})
+                        "progress_after_end_s": delay, "bound_s": opts.liveness_bound,
+                        "deadline_after_end_s": round(deadline - w["end"], 3)})
     status = "fail" if bad else ("inconclusive" if inconclusive and not passed else "pass")
-    notes = [f"bound {opts.liveness_bound:g} s after each window ends; groups active before the window start",
+    notes = [f"bound {opts.liveness_bound:g} s of fault-free time after each window ends (time inside later "
+             "windows does not count); groups active before the window start",
              "progress during a fault (redpanda's progress_during_fault) is not checked"]
     st = {"windows": len(tb.faults), "window_group_pairs_ok": passed, "inconclusive_pairs": inconclusive}
     return Verdict("I9", INVARIANTS["I9"], status, len(bad), bad[: opts.max_examples], notes, st), durations
+
+
+def _fault_free_deadline(w: dict[str, Any], faults: list[dict[str, Any]], bound: float) -> float:
+    """When ``bound`` seconds without any fault have passed since ``w`` ended: a later fault
+    that starts before the group recovered holds recovery back for as long as it lasts."""
+    later = sorted((f["start"], f["end"]) for f in faults if f["id"] != w["id"] and f["end"] > w["end"])
+    t, left = w["end"], bound
+    for start, end in later:
+        start = max(start, t)
+        if start >= t + left:
+            break
+        left -= start - t
+        t = max(t, end)
+    return float(t + left)
 
 
 # ----------------------------------------------------------------------------------------- driver

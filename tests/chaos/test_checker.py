@@ -247,3 +247,14 @@ def test_i6_dates_a_rebalance_by_its_first_revocation(spark: Any) -> None:
     # the same generation without the revocation is dated at 45 and charged to the kill
     v = _i6(spark, _gens(1.0, 45.0), windows, commits=(14.5, 40.5))
     assert v.status == "fail" and v.counterexamples[0]["fault"]["type"] == "kill"
+
+
+def test_i9_bound_counts_fault_free_time_only() -> None:
+    """A fault that starts before the group recovered holds recovery back for as long as it lasts."""
+    from chaos.check.job import _fault_free_deadline
+
+    faults = [{"id": 0, "start": 0.0, "end": 10.0}, {"id": 1, "start": 20.0, "end": 30.0},
+              {"id": 2, "start": 25.0, "end": 28.0}, {"id": 3, "start": 100.0, "end": 110.0}]
+    assert _fault_free_deadline(faults[0], faults, 35.0) == 55.0  # 10 s of the bound were under fault 1
+    assert _fault_free_deadline(faults[1], faults, 35.0) == 65.0  # fault 2 ended inside fault 1
+    assert _fault_free_deadline(faults[3], faults, 35.0) == 145.0  # nothing after it
