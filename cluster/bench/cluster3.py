@@ -488,7 +488,7 @@ class Failover(_ClusterScenario):
     def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
         rid = run_id()
         topic = f"bench-failover-{rid}"
-        create_topic(cluster.bootstrap, topic, args.offsets_per_group)
+        create_topic(cluster.bootstrap, topic, 1)
         samples: list[float] = []
         detail: list[dict[str, Any]] = []
         last_acked: dict[str, int] = {}
