@@ -173,6 +173,9 @@ class CoordinatorDriver:
         while True:
             await asyncio.sleep(self._prereplay_interval_s)
             for p in range(self.num_partitions):
+                image = self._images.get(p)
+                if image is not None and image.next_offset == self._logs(p).committed_offset():
+                    continue  # nothing new (the common case when idle)
                 if self.runtime.epoch_of(p) is None:
                     await self._prereplay(p)
 
