@@ -1,10 +1,10 @@
 """The asyncio Kafka wire server: one task per connection; responses in request order.
 
-Most requests are handled one at a time per connection, as Kafka does. OffsetCommit and
-Heartbeat are pipelined (up to ``PIPELINE_DEPTH`` per connection): each starts as soon as it
-is read, and since their handlers hand the request to the coordinator runtime before their
-first suspension, they reach it in the connection's order; the responses are written in that
-order too. A client with many asynchronous commits in flight thus fills one replicated entry
+Most requests are handled one at a time per connection, as Kafka does. OffsetCommit is
+pipelined (up to ``PIPELINE_DEPTH`` per connection): each starts as soon as it is read, and
+since its handler hands the request to the coordinator runtime before its first suspension,
+commits reach it in the connection's order; the responses are written in that order too.
+(Pipelining Heartbeat as well cost more CPU per heartbeat than it saved in `bench heartbeat`.) A client with many asynchronous commits in flight thus fills one replicated entry
 instead of waiting a replication round trip per commit.
 """
 
@@ -89,21 +89,30 @@ class WireServer:
                     break
                 if frame is None:
                     break
-                pipelined = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS
-                if not pipelined:
-                    await _join_or_stop(queue, sender)  # every earlier request answered first
-                task = asyncio.ensure_future(self.dispatcher.handle(frame, conn))
-                if not await _put_or_stop(queue, task, sender):
-                    task.cancel()
+                if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS:
+                    task = asyncio.ensure_future(self.dispatcher.handle(frame, conn))
+                    if not await _put_or_stop(queue, task, sender):
+                        task.cancel()
+                        break
+                    continue
+                # Any other request: after every earlier one is answered, handled and answered here
+                # before the next is read (the sender is idle meanwhile: nothing is queued).
+                await _join_or_stop(queue, sender)
+                if sender.done():
                     break
-                if not pipelined:
-                    await asyncio.wait((task,))  # and nothing later starts before this one is done
+                try:
+                    response = await self.dispatcher.handle(frame, conn)
+                except CloseConnection:
+                    break
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
             await _join_or_stop(queue, sender)  # answer what was read before the end
         finally:
             sender.cancel()
             while not queue.empty():
                 queue.get_nowait().cancel()
-        if not sender.cancelled() and sender.exception() is not None:
+        if sender.done() and not sender.cancelled() and sender.exception() is not None:
             raise sender.exception()  # type: ignore[misc]  # the connection's error, for _on_connect
 
     @staticmethod
@@ -111,19 +120,20 @@ class WireServer:
         while True:
             task = await queue.get()
             try:
-                response = await task
-            except CloseConnection:
-                writer.close()
-                return
+                try:
+                    response = await task
+                except CloseConnection:
+                    writer.close()
+                    return
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
             finally:
-                queue.task_done()
-            if response is not None:
-                writer.write(response)
-                await writer.drain()
+                queue.task_done()  # only once written: the reader's join means "all answered"
 
 
 PIPELINE_DEPTH = 64
-PIPELINED_KEYS = frozenset({8, 12})  # OffsetCommit, Heartbeat
+PIPELINED_KEYS = frozenset({8})  # OffsetCommit
 
 
 async def _join_or_stop(queue: asyncio.Queue[Any], sender: asyncio.Future[None]) -> None:
