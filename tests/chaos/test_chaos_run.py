@@ -18,10 +18,7 @@ import pytest
 
 from chaos.history import EVENT_TYPES, FAULT_TYPES
 
-# Marked slow (outside `make test`) until the I9 liveness failure it finds is fixed: after a client
-# partition of one node (fault proxy closing/dropping connections), a kafka-python consumer group
-# can stall for more than 35 s. Run it with `pytest -m chaos tests/chaos/test_chaos_run.py`.
-pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20261121
 
