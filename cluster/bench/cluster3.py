@@ -110,6 +110,10 @@ class _Rd:
         self.p += n
         return self.b[self.p - n:self.p].decode()
 
+    def skip_bytes(self) -> None:
+        n = self.i32()
+        self.p += max(n, 0)
+
 
 def commit_error(frame: bytes) -> int:
     r = _Rd(frame, 4)

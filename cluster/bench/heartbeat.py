@@ -48,7 +48,7 @@ from array import array
 from typing import Any
 
 from cluster.bench.brokers import BenchError
-from cluster.bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _s
+from cluster.bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
 from cluster.bench.common import mp_context, run_id
 from cluster.bench.report import Metric, Reporter, rnd
 
@@ -104,53 +104,25 @@ def leave_group_v3(group: str, member_ids: list[str]) -> bytes:
     return _s(group) + struct.pack(">i", len(member_ids)) + b"".join(_s(m) + NULL_STRING for m in member_ids)
 
 
-class _R:
-    """Reader of an answer's body (after the correlation id)."""
-
-    def __init__(self, b: bytes) -> None:
-        self.b, self.p = b, 0
-
-    def i16(self) -> int:
-        (v,) = struct.unpack_from(">h", self.b, self.p)
-        self.p += 2
-        return int(v)
-
-    def i32(self) -> int:
-        (v,) = struct.unpack_from(">i", self.b, self.p)
-        self.p += 4
-        return int(v)
-
-    def s(self) -> str:
-        n = self.i16()
-        if n < 0:
-            return ""
-        self.p += n
-        return self.b[self.p - n:self.p].decode()
-
-    def skip_bytes(self) -> None:
-        n = self.i32()
-        self.p += max(n, 0)
-
-
 def parse_find_coordinator_v2(b: bytes) -> tuple[int, str, int]:
-    r = _R(b)
+    r = _Rd(b)
     r.i32()
     err = r.i16()
     r.s()
     r.i32()
-    return err, r.s(), r.i32()
+    return err, r.s() or "", r.i32()
 
 
 def parse_join_group_v5(b: bytes) -> tuple[int, int, str, str, list[str]]:
     """(error, generation, leader, member id, member ids (the leader's answer only))."""
-    r = _R(b)
+    r = _Rd(b)
     r.i32()
     err, gen = r.i16(), r.i32()
     r.s()
-    leader, member_id = r.s(), r.s()
+    leader, member_id = r.s() or "", r.s() or ""
     members = []
     for _ in range(max(r.i32(), 0)):
-        members.append(r.s())
+        members.append(r.s() or "")
         r.s()
         r.skip_bytes()
     return err, gen, leader, member_id, members
