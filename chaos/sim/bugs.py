@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from types import MethodType
 from typing import Any
 
+from coordinator.image import DurableImage
 from coordinator.records import OffsetCommitKey, Record
 from coordinator.runtime import Append, CoordinatorRuntime, Effect, Respond
 
@@ -45,8 +46,9 @@ def inject(runtime: CoordinatorRuntime, bug: str | None) -> None:
     elif bug == "lose-commit-on-load":
         original = runtime.complete_load
 
-        def complete_load(partition: int, epoch: int, records: Iterable[Record], now_ms: int) -> list[Effect]:
-            return original(partition, epoch, _drop_last_offset_commit(records), now_ms)
+        def complete_load(partition: int, epoch: int, records: Iterable[Record], now_ms: int,
+                          image: DurableImage | None = None) -> list[Effect]:
+            return original(partition, epoch, _drop_last_offset_commit(records), now_ms, image)
 
         runtime.complete_load = complete_load  # type: ignore[method-assign]
     else:
