@@ -3,9 +3,10 @@
 Most requests are handled one at a time per connection, as Kafka does. OffsetCommit is
 pipelined (up to ``PIPELINE_DEPTH`` per connection): each starts as soon as it is read, and
 since its handler hands the request to the coordinator runtime before its first suspension,
-commits reach it in the connection's order; the responses are written in that order too.
-(Pipelining Heartbeat as well cost more CPU per heartbeat than it saved in `bench heartbeat`.) A client with many asynchronous commits in flight thus fills one replicated entry
-instead of waiting a replication round trip per commit.
+commits reach it in the connection's order; the responses are written in that order too. A
+client with many asynchronous commits in flight thus fills one replicated entry instead of
+waiting a replication round trip per commit. (Pipelining Heartbeat as well cost more CPU per
+heartbeat than it saved in ``kcoord bench heartbeat``.)
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ class WireServer:
                 self._tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnInfo) -> None:
-        queue: asyncio.Queue[asyncio.Task[bytes | None]] = asyncio.Queue(PIPELINE_DEPTH)
-        sender = asyncio.ensure_future(self._send_in_order(queue, writer))
+        queue: _Answers = _Answers(PIPELINE_DEPTH)
+        sender = asyncio.ensure_future(_send_in_order(queue, writer))
         try:
             while not sender.done():
                 try:
@@ -91,15 +92,17 @@ class WireServer:
                     break
                 if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS:
                     task = asyncio.ensure_future(self.dispatcher.handle(frame, conn))
+                    queue.unanswered += 1  # before it can be answered
                     if not await _put_or_stop(queue, task, sender):
                         task.cancel()
                         break
                     continue
                 # Any other request: after every earlier one is answered, handled and answered here
                 # before the next is read (the sender is idle meanwhile: nothing is queued).
-                await _join_or_stop(queue, sender)
-                if sender.done():
-                    break
+                if queue.unanswered:
+                    await _join_or_stop(queue, sender)
+                    if sender.done():
+                        break
                 try:
                     response = await self.dispatcher.handle(frame, conn)
                 except CloseConnection:
@@ -107,7 +110,8 @@ class WireServer:
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
-            await _join_or_stop(queue, sender)  # answer what was read before the end
+            if queue.unanswered:
+                await _join_or_stop(queue, sender)  # answer what was read before the end
         finally:
             sender.cancel()
             while not queue.empty():
@@ -115,25 +119,34 @@ class WireServer:
         if sender.done() and not sender.cancelled() and sender.exception() is not None:
             raise sender.exception()  # type: ignore[misc]  # the connection's error, for _on_connect
 
-    @staticmethod
-    async def _send_in_order(queue: asyncio.Queue[asyncio.Task[bytes | None]], writer: asyncio.StreamWriter) -> None:
-        while True:
-            task = await queue.get()
-            try:
-                try:
-                    response = await task
-                except CloseConnection:
-                    writer.close()
-                    return
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
-            finally:
-                queue.task_done()  # only once written: the reader's join means "all answered"
-
 
 PIPELINE_DEPTH = 64
 PIPELINED_KEYS = frozenset({8})  # OffsetCommit
+
+
+class _Answers(asyncio.Queue["asyncio.Task[bytes | None]"]):
+    """Pipelined requests in the order they were read; ``unanswered`` counts those not yet written."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(maxsize)
+        self.unanswered = 0
+
+
+async def _send_in_order(queue: _Answers, writer: asyncio.StreamWriter) -> None:
+    while True:
+        task = await queue.get()
+        try:
+            try:
+                response = await task
+            except CloseConnection:
+                writer.close()
+                return
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+        finally:
+            queue.unanswered -= 1
+            queue.task_done()  # only once written: the reader's join means "all answered"
 
 
 async def _join_or_stop(queue: asyncio.Queue[Any], sender: asyncio.Future[None]) -> None:
