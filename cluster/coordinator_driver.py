@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,15 +129,9 @@ class CoordinatorDriver:
             source = got[0]
         records: list[Record] = []
         entries = 0
-        since_yield = 0
-        for entry in source:
-            batch = self._decode(partition, entry)
+        async for batch in self._decoded(partition, source):
             records.extend(batch)
             entries += 1
-            since_yield += len(batch) + 1
-            if since_yield >= YIELD_EVERY_RECORDS:
-                since_yield = 0
-                await asyncio.sleep(0)  # let other partitions and requests breathe
         self._outboxes[partition] = _Outbox(epoch=epoch)
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
         took = self._now_ms() - started
@@ -147,12 +141,22 @@ class CoordinatorDriver:
                  partition, epoch, entries, len(records), took, image.next_offset if image is not None else 0)
 
     @staticmethod
-    def _decode(partition: int, entry: Any) -> list[Record]:
-        try:
-            return decode_batch(entry.payload)
-        except RecordDecodeError as exc:
-            log.error("event=load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset, str(exc))
-            return []
+    async def _decoded(partition: int, entries: Iterable[Any]) -> AsyncIterator[list[Record]]:
+        """Each entry's records (an undecodable entry: logged, no records), letting requests and
+        other partitions run every ``YIELD_EVERY_RECORDS`` records."""
+        since_yield = 0
+        for entry in entries:
+            try:
+                batch = decode_batch(entry.payload)
+            except RecordDecodeError as exc:
+                log.error("event=load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset,
+                          str(exc))
+                batch = []
+            yield batch
+            since_yield += len(batch) + 1
+            if since_yield >= YIELD_EVERY_RECORDS:
+                since_yield = 0
+                await asyncio.sleep(0)
 
     # ---------------------------------------------------------------- follower pre-replay
 
@@ -185,24 +189,17 @@ class CoordinatorDriver:
             return
         # Taken out while it is brought up to date: a load that starts meanwhile must not get an
         # image whose dicts are still changing (it then reads the whole log instead).
-        kept = self._images.pop(partition, None)
-        got = since(kept.next_offset) if kept is not None else None
-        image = kept if got is not None and kept is not None else DurableImage()
-        if got is None:
-            got = since(0)
+        image = self._images.pop(partition, None)
+        got = since(image.next_offset) if image is not None else None
+        if image is None or got is None:
+            image, got = DurableImage(), since(0)
             if got is None:
                 return
         entries, next_offset = got
-        since_yield = 0
-        for entry in entries:
-            batch = self._decode(partition, entry)
+        async for batch in self._decoded(partition, entries):
+            if self.runtime.epoch_of(partition) is not None:
+                return  # became leader meanwhile: the load reads the log itself
             image.replay(batch)
-            since_yield += len(batch) + 1
-            if since_yield >= YIELD_EVERY_RECORDS:
-                since_yield = 0
-                await asyncio.sleep(0)
-                if self.runtime.epoch_of(partition) is not None:
-                    return  # became leader meanwhile: the load reads the log itself
         image.next_offset = next_offset
         if self.runtime.epoch_of(partition) is None:
             self._images[partition] = image
