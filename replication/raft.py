@@ -170,23 +170,23 @@ class EntryStore:
 
     def entries(self, start: int = 0) -> list[LogEntry]:
         with self.lock:
-            out = [LogEntry(-1, 0, p) for p in self.base] if start <= 0 else []
-            out.extend(LogEntry(o, e, p) for o, e, p in self.tail if o >= start)
-            return out
+            return self._listed(start)
+
+    def _listed(self, start: int) -> list[LogEntry]:
+        """Under the lock: the base (from 0 only, offset -1) and the tail entries from ``start``."""
+        out = [LogEntry(-1, 0, p) for p in self.base] if start <= 0 else []
+        out.extend(LogEntry(o, e, p) for o, e, p in self.tail if o >= start)
+        return out
 
     def entries_since(self, start: int) -> tuple[list[LogEntry], int] | None:
         """``(entries at offsets >= start, next offset)``; from 0 that includes the compacted
         base. None when entries past ``start`` now live only in the base (a compaction or a
         snapshot install moved past it): then read again from 0."""
         with self.lock:
-            if start <= 0:
-                out = [LogEntry(-1, 0, p) for p in self.base]
-                out.extend(LogEntry(o, e, p) for o, e, p in self.tail)
-                return out, self.next_offset
             first = self.tail[0][0] if self.tail else self.next_offset
-            if not first <= start <= self.next_offset:
+            if start > 0 and not first <= start <= self.next_offset:
                 return None
-            return [LogEntry(o, e, p) for o, e, p in self.tail if o >= start], self.next_offset
+            return self._listed(start), self.next_offset
 
     def snapshot(self) -> bytes:
         with self.lock:
