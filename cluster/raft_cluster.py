@@ -1,10 +1,11 @@
 """Cluster mode: every partition of the node is a Raft group over the ``peers`` list.
 
-Groups and their Raft ports (``raft_port + slot`` on each node):
+Every node has one Raft port, ``raft_port``, shared by all its groups (``replication/hub.py``).
+Within a group a member is named by its logical address ``host:raft_port + slot``:
 - slot 0: ``__cluster_metadata`` — topics, cluster id and ``n``, as idempotent operations;
 - slots 1..n: ``__consumer_offsets`` partitions (coordinator records, compacted);
 - then one slot per data partition, allocated in the order topics are created (the
-  metadata log's order, so every node computes the same ports).
+  metadata log's order, so every node computes the same addresses).
 
 A partition's preferred leader is ``slot % len(peers)``, which spreads leadership evenly.
 """
@@ -129,7 +130,7 @@ class RaftCluster:
             compaction_min_entries=cfg.raft_compaction_entries,
             compaction_min_time=float(cfg.raft_compaction_interval_s),
         )
-        self.host = RaftHost(cfg.cluster_secret, timings)
+        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me))
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
@@ -151,7 +152,13 @@ class RaftCluster:
     # ---------------------------------------------------------------- groups
 
     def raft_addr(self, peer: Peer, slot: int) -> str:
+        """A member's logical address in one group (its identity in the Raft log); messages
+        travel through the node's one Raft port (``hub_addr``)."""
         return f"{peer.host}:{peer.raft_port + slot}"
+
+    @staticmethod
+    def hub_addr(peer: Peer) -> str:
+        return f"{peer.host}:{peer.raft_port}"
 
     def _group(self, name: str, slot: int, sm: Any) -> RaftLog:
         addrs = [self.raft_addr(p, slot) for p in self.peers]
@@ -159,7 +166,9 @@ class RaftCluster:
             self._addr_to_peer[a] = p
         me = addrs[self.me.node_id]
         preferred = addrs[slot % len(self.peers)]
-        lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm)
+        hubs = {a: self.hub_addr(p) for p, a in zip(self.peers, addrs, strict=True)}
+        lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm,
+                           hubs)
         lg.subscribe(lambda change: metrics.set_partition_leadership(
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         return lg

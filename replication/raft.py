@@ -28,7 +28,6 @@ import logging
 import os
 import random
 import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +39,7 @@ import pysyncobj.syncobj as _pso
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.monotonic import monotonic as _pso_monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.transport import Transport
 
 from replication.api import (
     LeadershipChange,
@@ -49,6 +49,7 @@ from replication.api import (
     ReplicationError,
     StaleEpochError,
 )
+from replication.hub import RaftHub
 from replication.journal import SafeJournal
 
 log = logging.getLogger("kcoord.raft")
@@ -220,11 +221,15 @@ class RaftTimings:
 class _Group(SyncObj):  # type: ignore[misc]
     """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
 
-    def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine) -> None:
+    def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine,
+                 transport: Callable[..., Any] | None = None) -> None:
         self.sm = sm
         self.fence = 0
         self.ready_to_lead: Callable[[], bool] = lambda: True
-        super().__init__(self_addr, peers, conf)
+        if transport is None:
+            super().__init__(self_addr, peers, conf)
+        else:
+            super().__init__(self_addr, peers, conf, transportClass=transport)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
         # A leadership transfer (TimeoutNow) is a courtesy, not a need: decline it until this
@@ -313,21 +318,66 @@ class RaftPortInUse(ReplicationError):
     pass
 
 
-def _check_bindable(addr: str) -> None:
-    host, port = addr.rsplit(":", 1)
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, int(port)))
-        except OSError as e:
-            raise RaftPortInUse(f"Raft port {addr} is not available: {e}") from None
+class _MuxTransport(Transport):  # type: ignore[misc]
+    """pysyncobj's transport interface over the node's ``RaftHub``: a group's peers are named
+    by per-group (logical) addresses; the hub carries the messages to the peer's node."""
+
+    def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, hub: RaftHub, gid: str,
+                 hubs: dict[str, str]) -> None:
+        super().__init__(sync_obj, self_node, other_nodes)
+        self._hub = hub
+        self._gid = gid
+        self._hub_of = {n.id: hubs.get(n.id, n.id) for n in other_nodes}
+        self._node_of = {self._hub_of[n.id]: n for n in other_nodes}
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    def tryGetReady(self) -> None:  # noqa: N802 - pysyncobj's interface
+        pass
+
+    def waitReady(self) -> None:  # noqa: N802
+        pass
+
+    def addNode(self, node: Any) -> None:  # noqa: N802 - membership is static here
+        pass
+
+    def dropNode(self, node: Any) -> None:  # noqa: N802
+        pass
+
+    def send(self, node: Any, message: Any) -> bool:
+        peer = self._hub_of.get(node.id)
+        return peer is not None and self._hub.send(peer, self._gid, message)
+
+    def destroy(self) -> None:
+        self._hub.detach(self._gid)
+
+    # the hub's side (ticker thread)
+    def hub_peers(self) -> list[str]:
+        return list(self._node_of)
+
+    def on_connected(self, peer: str) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onNodeConnected(node)
+
+    def on_disconnected(self, peer: str) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onNodeDisconnected(node)
+
+    def on_message(self, peer: str, message: Any) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onMessageReceived(node, message)
 
 
 class RaftLog:
     """A ReplicatedLog over one Raft group; created and driven by a ``RaftHost``."""
 
     def __init__(self, host: RaftHost, name: str, self_addr: str, peers: list[str], preferred: str,
-                 data_dir: str, sm: StateMachine) -> None:
+                 data_dir: str, sm: StateMachine, hubs: dict[str, str]) -> None:
         self.host = host
         self._name = name
         self.self_addr = self_addr
@@ -339,8 +389,7 @@ class RaftLog:
         ser, deser = _make_serializer(lambda: holder.get("g"))
         t = host.timings
         conf = SyncObjConf(
-            autoTick=False,
-            password=host.secret,
+            autoTick=False,  # the secret authenticates the hub's connections (replication/hub.py)
             journalFile=os.path.join(data_dir, "raft.kcj"),
             fullDumpFile=os.path.join(data_dir, "raft.snapshot"),
             serializer=ser,
@@ -354,19 +403,21 @@ class RaftLog:
             appendEntriesPeriod=t.append_entries_period,
             raftMinTimeout=t.raft_min_timeout,
             raftMaxTimeout=t.raft_max_timeout,
-            connectionTimeout=max(1000.0, t.raft_max_timeout),  # see notes §2: idle-connection quirk
-            connectionRetryTime=t.connection_retry,
+            connectionTimeout=max(1000.0, t.raft_max_timeout),  # unused by the hub; pysyncobj validates it
             logCompactionMinEntries=t.compaction_min_entries,
             logCompactionMinTime=t.compaction_min_time,
             logCompactionSplit=t.compaction_split,
             useFork=False,
             commandsWaitLeader=False,
-            bindAddress=self_addr,  # pysyncobj would otherwise listen on 0.0.0.0
-            bindRetryTime=0.05,
-            maxBindRetries=3,  # without a limit, SyncObj.__init__ spins forever on a busy port
         )
-        _check_bindable(self_addr)
-        self.group = _Group(self_addr, peers, conf, sm)
+        self.transport: _MuxTransport | None = None
+
+        def transport(sync_obj: Any, self_node: Any, other_nodes: Any) -> _MuxTransport:
+            self.transport = _MuxTransport(sync_obj, self_node, other_nodes, host.hub, name, hubs)
+            return self.transport
+
+        self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
+        self.group = _Group(self_addr, peers, conf, sm, transport)
         holder["g"] = self.group
         if len(self.group.__dict__["_SyncObj__raftLog"]) > 1:
             # A restarted member first listens for the current leader instead of starting an
@@ -617,11 +668,14 @@ def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
 class RaftHost:
     """All Raft groups of one node process, ticked by one thread."""
 
-    def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0) -> None:
+    def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0,
+                 listen: str | None = None) -> None:
         if not secret:
             raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
         self.secret = secret
         self.timings = timings or RaftTimings()
+        self._listen = listen
+        self._hub: RaftHub | None = None
         self._logs: list[RaftLog] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -632,9 +686,26 @@ class RaftHost:
         self._last_balance = 0.0
         self.balance = True
 
+    @property
+    def hub(self) -> RaftHub:
+        """The node's one Raft port: every group's messages to a peer share one connection."""
+        if self._hub is None:
+            assert self._listen is not None
+            try:
+                self._hub = RaftHub(self._listen, self.secret, self.timings.connection_retry)
+            except OSError as e:
+                raise RaftPortInUse(f"Raft port {self._listen} is not available: {e}") from None
+        return self._hub
+
     def add(self, name: str, self_addr: str, peers: list[str], preferred: str, data_dir: str,
-            sm: StateMachine) -> RaftLog:
-        lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm)
+            sm: StateMachine, hubs: dict[str, str] | None = None) -> RaftLog:
+        """A group named ``name`` (unique on the node). Members are named by logical addresses;
+        ``hubs`` maps each peer's to its node's hub address (default: the same address, and the
+        host listens on its first group's address)."""
+        if self._listen is None:
+            self._listen = self_addr
+        _ = self.hub  # bind before the group exists: a busy port fails here
+        lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm, hubs or {})
         with self._lock:
             self._logs.append(lg)
         self.wake()
@@ -662,6 +733,8 @@ class RaftHost:
             self._thread.join(5)
         for lg in self.logs():
             lg.destroy()
+        if self._hub is not None:
+            self._hub.close()
 
     def wake(self) -> None:
         self._wake.set()
@@ -671,10 +744,13 @@ class RaftHost:
             self._loop.call_soon_threadsafe(fn, *args)
 
     def _run(self) -> None:
-        """Tick every group each period; in between, tick a group as soon as its sockets
-        (or pysyncobj's submit pipe) have something, so replication does not wait a period."""
+        """Tick every group each period; in between, tick a group as soon as the hub delivers
+        its messages (or pysyncobj's submit pipe has something), so replication does not wait a
+        period. What the groups sent during a pass leaves in one frame per peer at its end."""
         period = self.timings.tick_period
+        hub = self.hub
         master = select.epoll()
+        master.register(hub.fileno(), select.EPOLLIN)
         watched: dict[int, RaftLog] = {}
         next_round = 0.0
         last_pass = time.monotonic()
@@ -682,12 +758,13 @@ class RaftHost:
             logs = self.logs()
             if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
                 # This thread did not run for a while (the process was stopped, or starved of CPU).
-                # pysyncobj checks election deadlines before it reads its sockets, so every follower
-                # would start an election before seeing the leader's heartbeats waiting there, and
-                # unseat a healthy leader (it has no pre-vote). Give them one timeout to hear first.
+                # pysyncobj checks election deadlines before it reads its messages, so every follower
+                # would start an election before seeing the leader's heartbeats waiting in the socket,
+                # and unseat a healthy leader (it has no pre-vote). Give them one timeout to hear first.
                 for lg in logs:
                     lg.postpone_election()
             last_pass = time.monotonic()
+            hub.apply_detached()
             current = {lg.group._poller.fileno(): lg for lg in logs}
             for fd in set(watched) - set(current):
                 try:
@@ -698,9 +775,12 @@ class RaftHost:
                 master.register(fd, select.EPOLLIN)
             watched = current
             now = time.monotonic()
+            hub_ready = False
             if now >= next_round:
                 due = logs
+                hub_ready = True
                 next_round = now + period
+                hub.maintain(now)
                 if self._last_balance == 0.0:
                     self._last_balance = now + 3.0  # let the cluster settle before balancing
                 if self.balance and now - self._last_balance >= self._balance_every:
@@ -709,21 +789,31 @@ class RaftHost:
                         if lg.wants_transfer():
                             lg.start_transfer(now)
             else:
-                due = [watched[fd] for fd, _ in master.poll(max(0.0, next_round - now)) if fd in watched]
+                due = []
+                for fd, _ in master.poll(max(0.0, next_round - now)):
+                    if fd in watched:
+                        due.append(watched[fd])
+                    else:
+                        hub_ready = True
                 if self._wake.is_set():
                     self._wake.clear()
                     due = logs
+            if hub_ready:
+                touched = hub.process()
+                if touched and due is not logs:
+                    seen = set(map(id, due))
+                    due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen]
             for lg in due:
                 try:
+                    # Acknowledgements the hub handled above are counted by this tick, which
+                    # also applies what they committed and answers the callers.
                     lg.group.doTick(0.0)
-                    if lg.group.__dict__["_SyncObj__commandsWaitingCommit"]:
-                        # pysyncobj reads sockets at the *end* of a tick and advances the commit
-                        # index at the start of the next: tick again so an acknowledgement
-                        # commits (and answers) now rather than a full tick period later (this
-                        # also holds for the periodic round: without it, p99 was the tick period).
-                        lg.group.doTick(0.0)
+                    if not lg.attached and lg.transport is not None:
+                        lg.attached = True
+                        hub.attach(lg.name, lg.transport, lg.transport.hub_peers())
                     lg.check_leadership()
                     lg.step_transfer(now)
                 except Exception:  # noqa: BLE001 - one group's failure must not stop the others
                     log.exception("event=raft_tick_failed partition=%s", lg.name)
+            hub.flush()
         master.close()

@@ -38,7 +38,7 @@ class Cluster:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hosts, self.logs = [], []
         for i, addr in enumerate(self.addrs):
-            host = RaftHost(self.secret, self.timings)
+            host = RaftHost(self.secret, self.timings, listen=addr)
             host.balance = False
             peers = [a for a in self.addrs if a != addr]
             self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),

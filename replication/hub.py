@@ -1,0 +1,385 @@
+"""One authenticated TCP connection per pair of nodes, shared by every Raft group of a node.
+
+pysyncobj's own transport gives each group its own port and connections and frames each
+message on its own (pickle, zlib, Fernet). With dozens of groups per node that is dozens of
+sockets, heartbeats, syscalls and wake-ups per peer for every round. The hub carries every
+group's messages to a peer on one connection, and what the groups send during one pass of
+the ticker leaves as one frame: one syscall and one wake-up on the other side.
+
+Security: the cluster secret authenticates both ends in a challenge-response handshake.
+Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
+payload, keyed by a session key derived from both ends' nonces. A payload is unpickled only
+once its MAC verified, so nobody without the secret can make a node unpickle anything, and a
+replayed or reordered frame fails its MAC. Frames are authenticated, not encrypted: Raft
+traffic carries no secret, and the port listens only on the node's own host.
+
+Threading: everything runs on the Raft ticker thread except ``detach``, which only queues.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import hmac
+import logging
+import os
+import pickle
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+log = logging.getLogger("kcoord.raft.hub")
+
+MAGIC = b"KCRH1"
+NONCE_BYTES = 16
+MAC_BYTES = 32
+HANDSHAKE_MAX = 512  # before authentication a peer may not make us buffer more than this
+FRAME_MAX = 256 * 1024 * 1024
+HANDSHAKE_TIMEOUT = 5.0
+_LEN = struct.Struct(">I")
+_SEQ = struct.Struct(">Q")
+_RECV = 1 << 20
+
+
+class Endpoint(Protocol):
+    """One Raft group's side of the hub (peers are named by their hub address)."""
+
+    def on_connected(self, peer: str) -> None: ...
+
+    def on_disconnected(self, peer: str) -> None: ...
+
+    def on_message(self, peer: str, message: Any) -> None: ...
+
+
+def derive_key(secret: str) -> bytes:
+    return hashlib.pbkdf2_hmac("sha256", secret.encode(), b"kcoord raft hub v1", 50_000)
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    return hmac.digest(key, b"".join(parts), "sha256")
+
+
+class _Conn:
+    """A connection and its handshake state: dial -> hello -> open (dialer);
+    accept -> proof -> open (acceptor)."""
+
+    __slots__ = ("sock", "fd", "peer", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
+                 "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing")
+
+    def __init__(self, sock: socket.socket, peer: str, dialer: bool, state: str) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer  # hub address of the other end ("" until an acceptor hears it)
+        self.dialer = dialer
+        self.state = state
+        self.rbuf = bytearray()
+        self.wbuf = bytearray()
+        self.nonce = os.urandom(NONCE_BYTES)
+        self.peer_nonce = b""
+        self.key = b""
+        self.send_seq = 0
+        self.recv_seq = 0
+        self.out_tag = b"d" if dialer else b"a"
+        self.in_tag = b"a" if dialer else b"d"
+        self.born = time.monotonic()
+        self.writing = False
+
+
+class RaftHub:
+    def __init__(self, listen: str, secret: str, retry: float = 0.5) -> None:
+        self.listen = listen
+        self._key = derive_key(secret)
+        self._retry = retry
+        self.epoll = select.epoll()
+        host, port = listen.rsplit(":", 1)
+        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._server.bind((host, int(port)))
+        except OSError:
+            self._server.close()
+            self.epoll.close()
+            raise
+        self._server.listen(64)
+        self._server.setblocking(False)
+        self.epoll.register(self._server.fileno(), select.EPOLLIN)
+        self._conns: dict[int, _Conn] = {}
+        self._open: dict[str, _Conn] = {}  # peer -> its authenticated connection
+        self._dialing: dict[str, _Conn] = {}
+        self._next_dial: dict[str, float] = {}
+        self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
+        self._outbox: dict[str, list[tuple[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._detached: list[str] = []
+
+    def fileno(self) -> int:
+        return self.epoll.fileno()
+
+    # ---------------------------------------------------------------- groups
+
+    def attach(self, gid: str, endpoint: Endpoint, peers: Iterable[str]) -> None:
+        """Ticker thread: start delivering ``gid``'s messages (after the group's first tick,
+        which loads its snapshot: it must not see a message before that)."""
+        self._groups[gid] = (endpoint, tuple(peers))
+        for peer in peers:
+            self._next_dial.setdefault(peer, 0.0)
+            if peer in self._open:
+                endpoint.on_connected(peer)
+
+    def detach(self, gid: str) -> None:
+        """Any thread: stop delivering ``gid``'s messages from the next pass on."""
+        with self._lock:
+            self._detached.append(gid)
+
+    def apply_detached(self) -> None:
+        if not self._detached:
+            return
+        with self._lock:
+            gone, self._detached = self._detached, []
+        for gid in gone:
+            self._groups.pop(gid, None)
+
+    def connected(self) -> set[str]:
+        return set(self._open)
+
+    # ---------------------------------------------------------------- sending
+
+    def send(self, peer: str, gid: str, message: Any) -> bool:
+        """Queue a message; it leaves with the next ``flush`` (end of the ticker's pass)."""
+        if peer not in self._open:
+            return False
+        box = self._outbox.get(peer)
+        if box is None:
+            self._outbox[peer] = [(gid, message)]
+        else:
+            box.append((gid, message))
+        return True
+
+    def flush(self) -> None:
+        if not self._outbox:
+            return
+        boxes, self._outbox = self._outbox, {}
+        for peer, batch in boxes.items():
+            conn = self._open.get(peer)
+            if conn is not None:
+                self._write_frame(conn, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write_frame(self, conn: _Conn, payload: bytes, raw: bool = False) -> None:
+        if raw:
+            conn.wbuf += _LEN.pack(len(payload)) + payload
+        else:
+            mac = _mac(conn.key, conn.out_tag, _SEQ.pack(conn.send_seq), payload)
+            conn.send_seq += 1
+            conn.wbuf += _LEN.pack(MAC_BYTES + len(payload)) + mac + payload
+        self._try_write(conn)
+
+    def _try_write(self, conn: _Conn) -> None:
+        while conn.wbuf:
+            try:
+                n = conn.sock.send(conn.wbuf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._close(conn, "write failed")
+                return
+            del conn.wbuf[:n]
+        want = bool(conn.wbuf)
+        if want != conn.writing:
+            conn.writing = want
+            self.epoll.modify(conn.fd, select.EPOLLIN | (select.EPOLLOUT if want else 0))
+
+    # ---------------------------------------------------------------- connections
+
+    def maintain(self, now: float) -> None:
+        """Dial the peers this node dials (the larger address dials the smaller, so a pair has
+        one connection) and drop handshakes that stalled."""
+        for conn in list(self._conns.values()):
+            if conn.state != "open" and now - conn.born > HANDSHAKE_TIMEOUT:
+                self._close(conn, "handshake timed out")
+        for peer, when in list(self._next_dial.items()):
+            if peer in self._open or peer in self._dialing or self.listen <= peer or now < when:
+                continue
+            self._next_dial[peer] = now + self._retry
+            self._dial(peer)
+
+    def _dial(self, peer: str) -> None:
+        host, port = peer.rsplit(":", 1)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = sock.connect_ex((host, int(port)))
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            return
+        conn = _Conn(sock, peer, dialer=True, state="connecting")
+        self._conns[conn.fd] = conn
+        self._dialing[peer] = conn
+        conn.writing = True
+        self.epoll.register(conn.fd, select.EPOLLIN | select.EPOLLOUT)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.warning("event=raft_accept_failed error=%r", str(e))
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(sock, "", dialer=False, state="accept")
+            self._conns[conn.fd] = conn
+            self.epoll.register(conn.fd, select.EPOLLIN)
+
+    def _close(self, conn: _Conn, why: str) -> None:
+        if self._conns.pop(conn.fd, None) is None:
+            return
+        try:
+            self.epoll.unregister(conn.fd)
+        except (OSError, ValueError):
+            pass
+        conn.sock.close()
+        if self._dialing.get(conn.peer) is conn:
+            del self._dialing[conn.peer]
+        if self._open.get(conn.peer) is conn:
+            del self._open[conn.peer]
+            self._outbox.pop(conn.peer, None)
+            log.info("event=raft_peer_disconnected peer=%s reason=%s", conn.peer, why)
+            for endpoint, peers in list(self._groups.values()):
+                if conn.peer in peers:
+                    endpoint.on_disconnected(conn.peer)
+        elif conn.state != "accept":
+            log.debug("event=raft_connection_closed peer=%s state=%s reason=%s", conn.peer, conn.state, why)
+
+    def _opened(self, conn: _Conn) -> None:
+        conn.state = "open"
+        conn.key = _mac(self._key, b"S", *((conn.nonce, conn.peer_nonce) if conn.dialer
+                                           else (conn.peer_nonce, conn.nonce)))
+        self._dialing.pop(conn.peer, None)
+        old = self._open.get(conn.peer)
+        if old is not None:
+            self._close(old, "replaced by a new connection")  # the peer restarted
+        self._open[conn.peer] = conn
+        self._next_dial.setdefault(conn.peer, 0.0)
+        log.info("event=raft_peer_connected peer=%s", conn.peer)
+        for endpoint, peers in list(self._groups.values()):
+            if conn.peer in peers:
+                endpoint.on_connected(conn.peer)
+
+    # ---------------------------------------------------------------- receiving
+
+    def process(self) -> set[str]:
+        """Handle what the sockets have now; returns the groups that got messages."""
+        touched: set[str] = set()
+        for fd, ev in self.epoll.poll(0):
+            if fd == self._server.fileno():
+                self._accept()
+                continue
+            conn = self._conns.get(fd)
+            if conn is None:
+                continue
+            if ev & select.EPOLLOUT:
+                if conn.state == "connecting":
+                    if conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                        self._close(conn, "connect failed")
+                        continue
+                    conn.state = "hello"
+                    self._write_frame(conn, MAGIC + conn.nonce + self.listen.encode(), raw=True)
+                else:
+                    self._try_write(conn)
+            if ev & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR) and fd in self._conns:
+                self._read(conn, touched)
+        return touched
+
+    def _read(self, conn: _Conn, touched: set[str]) -> None:
+        while True:
+            try:
+                data = conn.sock.recv(_RECV)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._close(conn, "read failed")
+                return
+            if not data:
+                self._close(conn, "closed by peer")
+                return
+            conn.rbuf += data
+            if len(data) < _RECV:
+                break
+        buf = conn.rbuf
+        pos = 0
+        while len(buf) - pos >= 4:
+            (size,) = _LEN.unpack_from(buf, pos)
+            limit = FRAME_MAX if conn.state == "open" else HANDSHAKE_MAX
+            if size > limit:
+                self._close(conn, f"frame of {size} bytes over the limit")
+                return
+            if len(buf) - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            if not self._frame(conn, frame, touched):
+                return
+        del buf[:pos]
+
+    def _frame(self, conn: _Conn, frame: bytes, touched: set[str]) -> bool:
+        if conn.state == "open":
+            mac, payload = frame[:MAC_BYTES], frame[MAC_BYTES:]
+            if not hmac.compare_digest(mac, _mac(conn.key, conn.in_tag, _SEQ.pack(conn.recv_seq), payload)):
+                self._close(conn, "bad frame MAC")
+                return False
+            conn.recv_seq += 1
+            batch = pickle.loads(payload)  # authenticated above
+            for gid, message in batch:
+                group = self._groups.get(gid)
+                if group is None:
+                    continue  # not open here (yet): Raft resends
+                try:
+                    group[0].on_message(conn.peer, message)
+                except Exception:  # noqa: BLE001 - one group's failure must not stop the others
+                    log.exception("event=raft_message_failed partition=%s", gid)
+                touched.add(gid)
+            return True
+        return self._handshake(conn, frame)
+
+    def _handshake(self, conn: _Conn, frame: bytes) -> bool:
+        n = NONCE_BYTES
+        if conn.state == "accept" and frame.startswith(MAGIC) and len(frame) > len(MAGIC) + n:
+            conn.peer_nonce = frame[len(MAGIC):len(MAGIC) + n]
+            conn.peer = frame[len(MAGIC) + n:].decode(errors="replace")
+            proof = _mac(self._key, b"A", conn.peer_nonce, conn.nonce, self.listen.encode(), conn.peer.encode())
+            conn.state = "proof"
+            self._write_frame(conn, MAGIC + conn.nonce + proof, raw=True)
+            return conn.fd in self._conns
+        if conn.state == "hello" and frame.startswith(MAGIC) and len(frame) == len(MAGIC) + n + MAC_BYTES:
+            conn.peer_nonce = frame[len(MAGIC):len(MAGIC) + n]
+            want = _mac(self._key, b"A", conn.nonce, conn.peer_nonce, conn.peer.encode(), self.listen.encode())
+            if hmac.compare_digest(frame[len(MAGIC) + n:], want):
+                self._write_frame(conn, _mac(self._key, b"D", conn.nonce, conn.peer_nonce, self.listen.encode(),
+                                             conn.peer.encode()), raw=True)
+                if conn.fd in self._conns:
+                    self._opened(conn)
+                return conn.fd in self._conns
+        if conn.state == "proof" and len(frame) == MAC_BYTES:
+            want = _mac(self._key, b"D", conn.peer_nonce, conn.nonce, conn.peer.encode(), self.listen.encode())
+            if hmac.compare_digest(frame, want):
+                self._opened(conn)
+                return True
+        log.warning("event=raft_handshake_refused peer=%s state=%s", conn.peer or "?", conn.state)
+        self._close(conn, "handshake refused")
+        return False
+
+    def close(self) -> None:
+        for conn in list(self._conns.values()):
+            self._close(conn, "shutting down")
+        try:
+            self.epoll.unregister(self._server.fileno())
+        except (OSError, ValueError):
+            pass
+        self._server.close()
+        self.epoll.close()
