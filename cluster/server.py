@@ -1,12 +1,16 @@
-"""The asyncio Kafka wire server: one task per connection; responses in request order.
+"""The asyncio Kafka wire server: a protocol object per connection; responses in request order.
 
 Most requests are handled one at a time per connection, as Kafka does. OffsetCommit is
 pipelined (up to ``PIPELINE_DEPTH`` per connection): each starts as soon as it is read, and
 since its handler hands the request to the coordinator runtime before its first suspension,
 commits reach it in the connection's order; the responses are written in that order too. A
 client with many asynchronous commits in flight thus fills one replicated entry instead of
-waiting a replication round trip per commit. (Pipelining Heartbeat as well cost more CPU per
-heartbeat than it saved in ``kcoord bench heartbeat``.)
+waiting a replication round trip per commit.
+
+Cost per request matters here (a heartbeat is a few tens of microseconds of work): frames are
+cut from the bytes as they arrive (no reader coroutine), a request's handler is started on
+the spot and only becomes a task if it has to wait (a heartbeat or a read never does), and
+the responses ready after one read leave in one write.
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any, cast
 
 from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher
-from cluster.framing import FrameError, read_frame
 
 log = logging.getLogger("kcoord.server")
+
+PIPELINE_DEPTH = 64
+PIPELINED_KEYS = frozenset({8})  # OffsetCommit
+_CLOSE = object()  # a slot's answer: close the connection once the earlier answers are written
 
 
 class WireServer:
@@ -29,143 +38,239 @@ class WireServer:
         self.port = port
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.AbstractServer | None = None
-        self._conns: dict[int, asyncio.StreamWriter] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._conns: dict[int, _Connection] = {}
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._on_connect, self.host, self.port, reuse_address=True,
-                                                  limit=1 << 20)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
+                                                reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for w in list(self._conns.values()):
-            w.close()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for conn in list(self._conns.values()):
+            conn.abort()
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             except TimeoutError:
                 pass
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        cid = next(self._ids)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = ConnInfo(str(peer[0]), int(peer[1]), cid)
-        self._conns[cid] = writer
-        try:
-            await self._serve(reader, writer, conn)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        except Exception as e:  # noqa: BLE001 - never let one connection crash the server
-            log.error("event=connection_error conn=%d peer=%s:%d error=%r", cid, conn.host, conn.port,
-                      f"{type(e).__name__}: {e}")
-        finally:
-            self._conns.pop(cid, None)
-            writer.close()
-            if task is not None:
-                self._tasks.discard(task)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnInfo) -> None:
-        queue: _Answers = _Answers(PIPELINE_DEPTH)
-        sender = asyncio.ensure_future(_send_in_order(queue, writer))
-        try:
-            while not sender.done():
-                try:
-                    frame = await read_frame(reader, self.max_request_bytes)
-                except FrameError as e:
-                    log.warning("event=bad_frame conn=%d peer=%s:%d error=%r action=close", conn.connection_id,
-                                conn.host, conn.port, str(e))
-                    break
-                if frame is None:
-                    break
-                if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS:
-                    task = asyncio.ensure_future(self.dispatcher.handle(frame, conn))
-                    queue.unanswered += 1  # before it can be answered
-                    if not await _put_or_stop(queue, task, sender):
-                        task.cancel()
-                        break
-                    continue
-                # Any other request: after every earlier one is answered, handled and answered here
-                # before the next is read (the sender is idle meanwhile: nothing is queued).
-                if queue.unanswered:
-                    await _join_or_stop(queue, sender)
-                    if sender.done():
-                        break
-                try:
-                    response = await self.dispatcher.handle(frame, conn)
-                except CloseConnection:
-                    break
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
-            if queue.unanswered:
-                await _join_or_stop(queue, sender)  # answer what was read before the end
-        finally:
-            sender.cancel()
-            while not queue.empty():
-                queue.get_nowait().cancel()
-        if sender.done() and not sender.cancelled() and sender.exception() is not None:
-            raise sender.exception()  # type: ignore[misc]  # the connection's error, for _on_connect
+class _Slot:
+    """One request's place in the connection's answer order."""
+
+    __slots__ = ("done", "response", "task")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.response: Any = None
+        self.task: asyncio.Task[Any] | None = None
 
 
-PIPELINE_DEPTH = 64
-PIPELINED_KEYS = frozenset({8})  # OffsetCommit
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: WireServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.info = ConnInfo("?", 0, next(server._ids))
+        self.buf = bytearray()
+        self.frames: deque[bytes] = deque()  # read, not yet started
+        self.slots: deque[_Slot] = deque()  # started, in request order, not yet written
+        self.out: list[bytes] = []
+        self.receiving = False
+        self.closing = False
+        self.write_paused = False
+        self.read_paused = False
+        self.ended = False  # no more frames are taken (end of stream, or a bad frame)
 
+    # ---------------------------------------------------------------- transport events
 
-class _Answers(asyncio.Queue["asyncio.Task[bytes | None]"]):
-    """Pipelined requests in the order they were read; ``unanswered`` counts those not yet written."""
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id)
+        self.server._conns[self.info.connection_id] = self
 
-    def __init__(self, maxsize: int) -> None:
-        super().__init__(maxsize)
-        self.unanswered = 0
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.server._conns.pop(self.info.connection_id, None)
+        for slot in self.slots:
+            if slot.task is not None:
+                slot.task.cancel()
+        self.slots.clear()
+        self.frames.clear()
 
+    def eof_received(self) -> bool:
+        if self.buf:
+            self._bad_frame(f"truncated frame: {len(self.buf)} bytes at end of stream")
+        else:
+            self._end()  # the client half-closed: answer what it sent, then close
+        return True
 
-async def _send_in_order(queue: _Answers, writer: asyncio.StreamWriter) -> None:
-    while True:
-        task = await queue.get()
-        try:
-            try:
-                response = await task
-            except CloseConnection:
-                writer.close()
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._pump()
+
+    def data_received(self, data: bytes) -> None:
+        if self.ended:
+            return
+        buf = self.buf
+        buf += data
+        pos, end, limit = 0, len(buf), self.server.max_request_bytes
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            if size < 0 or size > limit:
+                self._bad_frame(f"negative frame size {size}" if size < 0 else
+                                f"frame size {size} larger than socket.request.max.bytes={limit}")
                 return
-            if response is not None:
-                writer.write(response)
-                await writer.drain()
+            if end - pos - 4 < size:
+                break
+            self.frames.append(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        self.receiving = True
+        try:
+            self._pump()
         finally:
-            queue.unanswered -= 1
-            queue.task_done()  # only once written: the reader's join means "all answered"
+            self.receiving = False
+            self._write_out()
+
+    # ---------------------------------------------------------------- requests
+
+    def _pump(self) -> None:
+        """Start what may start: a pipelined request at once (up to the depth), any other one
+        once every earlier request is answered."""
+        frames = self.frames
+        while frames and not self.closing and not self.write_paused:
+            frame = frames[0]
+            if not frame:  # end of stream
+                if self.slots:
+                    break
+                frames.popleft()
+                self.close()
+                return
+            pipelined = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in PIPELINED_KEYS
+            if self.slots and (not pipelined or len(self.slots) >= PIPELINE_DEPTH):
+                break
+            frames.popleft()
+            slot = _Slot()
+            self.slots.append(slot)
+            self._start(frame, slot)
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        if frames and not self.read_paused:  # backpressure: read no further until these start
+            self.read_paused = True
+            transport.pause_reading()
+        elif not frames and self.read_paused:
+            self.read_paused = False
+            transport.resume_reading()
+
+    def _start(self, frame: bytes, slot: _Slot) -> None:
+        coro = self.server.dispatcher.handle(frame, self.info)
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            self._answer(slot, stop.value)
+            return
+        except CloseConnection:
+            self._answer(slot, _CLOSE)
+            return
+        except Exception as e:  # noqa: BLE001 - never let one connection crash the server
+            self._failed(e)
+            return
+        slot.task = asyncio.get_running_loop().create_task(_finish(coro, waiting))
+        slot.task.add_done_callback(lambda task: self._task_done(slot, task))
+
+    def _task_done(self, slot: _Slot, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or self.closing:
+            return
+        exc = task.exception()
+        if exc is None:
+            self._answer(slot, task.result())
+        elif isinstance(exc, CloseConnection):
+            self._answer(slot, _CLOSE)
+        else:
+            self._failed(exc)
+            return
+        self._pump()
+        self._write_out()
+
+    def _answer(self, slot: _Slot, response: Any) -> None:
+        slot.done, slot.response = True, response
+        slots = self.slots
+        while slots and slots[0].done:
+            first = slots.popleft()
+            if first.response is _CLOSE:
+                self.close()
+                return
+            if first.response is not None:
+                self.out.append(first.response)
+        if not self.receiving:
+            self._write_out()
+
+    def _write_out(self) -> None:
+        if self.out and self.transport is not None and not self.transport.is_closing():
+            out, self.out = self.out, []
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    # ---------------------------------------------------------------- closing
+
+    def _bad_frame(self, why: str) -> None:
+        log.warning("event=bad_frame conn=%d peer=%s:%d error=%r action=close", self.info.connection_id,
+                    self.info.host, self.info.port, why)
+        self.buf.clear()
+        self._end()
+
+    def _end(self) -> None:
+        """Take no more frames; answer those read before, then close."""
+        if not self.ended:
+            self.ended = True
+            self.frames.append(b"")  # the marker _pump closes at
+            self._pump()
+            self._write_out()
+
+    def _failed(self, e: BaseException) -> None:
+        log.error("event=connection_error conn=%d peer=%s:%d error=%r", self.info.connection_id, self.info.host,
+                  self.info.port, f"{type(e).__name__}: {e}")
+        self.abort()
+
+    def close(self) -> None:
+        """Close after writing what is answered (later answers are dropped, as Kafka does)."""
+        self._write_out()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.abort()
 
 
-async def _join_or_stop(queue: asyncio.Queue[Any], sender: asyncio.Future[None]) -> None:
-    """Until every queued request is answered, or the sender stopped (the connection is closing)."""
-    joined = asyncio.ensure_future(queue.join())
-    await asyncio.wait((joined, sender), return_when=asyncio.FIRST_COMPLETED)
-    joined.cancel()
-
-
-async def _put_or_stop(queue: asyncio.Queue[Any], item: Any, sender: asyncio.Future[None]) -> bool:
-    """Queue ``item``, waiting for room (backpressure); False if the sender stopped first."""
-    if sender.done():
-        return False
-    if not queue.full():
-        queue.put_nowait(item)
-        return True
-    put = asyncio.ensure_future(queue.put(item))
-    await asyncio.wait((put, sender), return_when=asyncio.FIRST_COMPLETED)
-    if put.done():
-        return True
-    put.cancel()
-    return False
+async def _finish(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
+    """Run the rest of a handler that was started by hand and suspended on ``waiting``
+    (a future, or None for a bare yield): wait for it, then resume the handler, and so on."""
+    while True:
+        if waiting is None:
+            await asyncio.sleep(0)
+        else:
+            waiting._asyncio_future_blocking = False  # as a task's step does, or awaiting it fails
+            try:
+                await waiting
+            except BaseException:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    coro.close()
+                    raise
+                # the handler sees the outcome itself when it resumes (the future's result() raises)
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            return stop.value

@@ -34,6 +34,7 @@ class SafeJournal:
         self._meta_dirty = False
         self._load()
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._end = os.lseek(self._fd, 0, os.SEEK_END)  # kept here: no lseek per append
 
     # ---------------------------------------------------------------- file
 
@@ -62,16 +63,16 @@ class SafeJournal:
     def _frame(self, command: bytes, idx: int, term: int) -> bytes:
         return _HEAD.pack(len(command), idx, term) + command
 
-    def _file_end(self) -> int:
-        return os.lseek(self._fd, 0, os.SEEK_END)
-
     # ---------------------------------------------------------------- Journal interface
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         command = bytes(command)
         frame = self._frame(command, idx, term)
-        self._offsets.append(self._file_end())
-        os.write(self._fd, frame)
+        self._offsets.append(self._end)
+        written = os.write(self._fd, frame)
+        while written < len(frame):  # a short write (e.g. a nearly full disk): finish or raise
+            written += os.write(self._fd, frame[written:])
+        self._end += len(frame)
         self._entries.append((command, idx, term))
 
     def clear(self) -> None:
@@ -84,6 +85,7 @@ class SafeJournal:
         del self._entries[entryFrom:]
         del self._offsets[entryFrom:]
         os.truncate(self._path, cut)
+        self._end = cut
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
         self._rewrite(self._entries[entryTo:])
@@ -102,6 +104,7 @@ class SafeJournal:
         os.replace(tmp, self._path)
         os.close(self._fd)
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND, 0o600)
+        self._end = pos
         self._entries = list(keep)
         self._offsets = offsets
 

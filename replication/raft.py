@@ -470,7 +470,7 @@ class RaftLog:
         fut: asyncio.Future[int] = loop.create_future()
 
         def done(result: Any, error: int) -> None:
-            loop.call_soon_threadsafe(_resolve, fut, result, error)
+            self.host.call_in_loop(_resolve, fut, result, error)
 
         self.group.append(epoch, payload, callback=done)
         result = await fut
@@ -484,7 +484,7 @@ class RaftLog:
         fut: asyncio.Future[int] = loop.create_future()
 
         def done(result: Any, error: int) -> None:
-            loop.call_soon_threadsafe(_resolve, fut, result, error)
+            self.host.call_in_loop(_resolve, fut, result, error)
 
         self.group.submit(payload, callback=done)
         return int(await fut)
@@ -653,6 +653,14 @@ class RaftLog:
             pass
 
 
+def _run_calls(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+    for fn, args in calls:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - the others must still run
+            log.exception("event=loop_call_failed")
+
+
 def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
     if fut.done():
         return
@@ -676,6 +684,9 @@ class RaftHost:
         self.timings = timings or RaftTimings()
         self._listen = listen
         self._hub: RaftHub | None = None
+        self._ticker_ident = -1
+        self._calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._logs_version = 0
         self._logs: list[RaftLog] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -708,6 +719,7 @@ class RaftHost:
         lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm, hubs or {})
         with self._lock:
             self._logs.append(lg)
+            self._logs_version += 1
         self.wake()
         return lg
 
@@ -715,6 +727,7 @@ class RaftHost:
         with self._lock:
             if lg in self._logs:
                 self._logs.remove(lg)
+                self._logs_version += 1
         lg.destroy()
 
     def logs(self) -> list[RaftLog]:
@@ -740,8 +753,17 @@ class RaftHost:
         self._wake.set()
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        if self._loop is not None and not self._loop.is_closed():
+        """Run ``fn(*args)`` on the event loop. From the ticker thread the calls of one pass go
+        over together at its end (one wake-up of the loop, not one per answered append)."""
+        if threading.get_ident() == self._ticker_ident:
+            self._calls.append((fn, args))
+        elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn, *args)
+
+    def _hand_over_calls(self) -> None:
+        if self._calls and self._loop is not None and not self._loop.is_closed():
+            calls, self._calls = self._calls, []
+            self._loop.call_soon_threadsafe(_run_calls, calls)
 
     def _run(self) -> None:
         """Tick every group each period; in between, tick a group as soon as the hub delivers
@@ -749,13 +771,16 @@ class RaftHost:
         period. What the groups sent during a pass leaves in one frame per peer at its end."""
         period = self.timings.tick_period
         hub = self.hub
+        self._ticker_ident = threading.get_ident()
+        seen_version = -1
         master = select.epoll()
         master.register(hub.fileno(), select.EPOLLIN)
         watched: dict[int, RaftLog] = {}
         next_round = 0.0
         last_pass = time.monotonic()
         while not self._stop.is_set():
-            logs = self.logs()
+            with self._lock:
+                logs, version = list(self._logs), self._logs_version
             if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
                 # This thread did not run for a while (the process was stopped, or starved of CPU).
                 # pysyncobj checks election deadlines before it reads its messages, so every follower
@@ -765,15 +790,17 @@ class RaftHost:
                     lg.postpone_election()
             last_pass = time.monotonic()
             hub.apply_detached()
-            current = {lg.group._poller.fileno(): lg for lg in logs}
-            for fd in set(watched) - set(current):
-                try:
-                    master.unregister(fd)
-                except OSError:
-                    pass
-            for fd in set(current) - set(watched):
-                master.register(fd, select.EPOLLIN)
-            watched = current
+            if seen_version != version:
+                seen_version = version
+                current = {lg.group._poller.fileno(): lg for lg in logs}
+                for fd in set(watched) - set(current):
+                    try:
+                        master.unregister(fd)
+                    except OSError:
+                        pass
+                for fd in set(current) - set(watched):
+                    master.register(fd, select.EPOLLIN)
+                watched = current
             now = time.monotonic()
             hub_ready = False
             if now >= next_round:
@@ -816,4 +843,5 @@ class RaftHost:
                 except Exception:  # noqa: BLE001 - one group's failure must not stop the others
                     log.exception("event=raft_tick_failed partition=%s", lg.name)
             hub.flush()
+            self._hand_over_calls()
         master.close()
