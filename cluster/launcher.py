@@ -1,7 +1,7 @@
 """``kcoord up``: a local cluster of node processes on 127.0.0.1, with progress and clear errors.
 
-Node i listens for Kafka clients on ``base_port + i`` and for Raft on
-``raft_base + 1000 * i + slot``. The cluster secret is generated once into
+Node i listens for Kafka clients on ``base_port + i`` and for Raft on ``raft_base + 1000 * i``
+(one port per node; its groups' logical addresses count up from it). The cluster secret is generated once into
 ``<data_dir>/cluster.secret`` and handed to the nodes through the environment.
 """
 
@@ -126,7 +126,7 @@ def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: 
                 if line and "listening on" in line:
                     ready[i] = True
                     console.print(f"[green]✓[/green] node {i}: kafka 127.0.0.1:{layout[i].kafka_port}, "
-                                  f"raft ports from {layout[i].raft_port}, data {layout[i].data_dir}")
+                                  f"raft port {layout[i].raft_port}, data {layout[i].data_dir}")
             status.update(f"starting nodes... {sum(ready)}/{nodes} up")
             time.sleep(0.1)
     if not all(ready):

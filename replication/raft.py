@@ -419,12 +419,20 @@ class RaftLog:
         self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
         self.group = _Group(self_addr, peers, conf, sm, transport)
         holder["g"] = self.group
+        listen_first = _pso_monotonic() + t.connection_retry + 2 * t.raft_max_timeout
         if len(self.group.__dict__["_SyncObj__raftLog"]) > 1:
             # A restarted member first listens for the current leader instead of starting an
             # election on its first timeout (it would win a higher term and unseat a healthy
             # leader: pysyncobj has no pre-vote). Reconnecting takes up to connection_retry.
+            self.group.__dict__["_SyncObj__raftElectionDeadline"] = listen_first
+        else:
+            # A new group (a new topic's partition, or a new cluster): its preferred node stands
+            # first, so it starts balanced instead of being moved by a transfer seconds later,
+            # while clients are already using it. The others stand only if it does not win.
+            # (Followers of the metadata log create the group up to a heartbeat later.)
             self.group.__dict__["_SyncObj__raftElectionDeadline"] = (
-                _pso_monotonic() + t.connection_retry + 2 * t.raft_max_timeout)
+                _pso_monotonic() + t.append_entries_period + random.uniform(0.0, 0.05)
+                if self_addr == preferred else listen_first)
         self._listeners: list[LeadershipListener] = []
         self._announced = -1  # epoch announced and applied while leader (-1: none)
         self._announcing = -1

@@ -11,11 +11,13 @@ partition's committed offset is >= the last value the broker acknowledged for it
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
 from cluster.bench.brokers import BenchError
-from cluster.bench.common import CLIENT_DEFAULTS, create_topic, mp_context, run_id
+from cluster.bench.common import CLIENT_DEFAULTS, create_topic, host_cpu, mp_context, run_id
 from cluster.bench.report import Metric, Reporter, percentile, rnd
 
 PHASES = {  # name -> (offsets per commit, asynchronous)
@@ -34,6 +36,9 @@ def metrics_for(phases: list[str]) -> list[Metric]:
                 Metric(f"{ph}.offsets_per_s", f"{ph} offsets/s", "", "higher"),
                 Metric(f"{ph}.p50_ms", f"{ph} p50 latency", "ms", "lower"),
                 Metric(f"{ph}.p99_ms", f"{ph} p99 latency", "ms", "lower"),
+                Metric(f"{ph}.server_cpu_us", f"{ph} host CPU outside the clients per commit", "µs", "lower"),
+                Metric(f"{ph}.client_cpu_us", f"{ph} clients' CPU per commit", "µs", "lower"),
+                Metric(f"{ph}.host_busy_pct", f"{ph} host CPU busy", "%", ""),
                 Metric(f"{ph}.errors", f"{ph} failed commits", "", "")]
     out += [Metric("acked_commits", "acknowledged commits", "", ""),
             Metric("partitions_checked", "partitions read back", "", ""),
@@ -138,6 +143,7 @@ def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: i
         delay = start_at - time.time()
         if delay > 0:
             time.sleep(delay)
+        cpu0 = time.process_time()  # the whole client process: librdkafka's threads too
         t0 = time.perf_counter()
         end = t0 + duration
         perf = time.perf_counter
@@ -187,7 +193,8 @@ def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: i
             st["failed"] += len(pending)
             pending.clear()
         conn.send(("phase", {"ok": st["ok"], "failed": st["failed"], "offsets": st["offsets"],
-                             "lat": st["lat"], "elapsed": max(st["last_t"] - t0, 1e-6)}))
+                             "lat": st["lat"], "elapsed": max(st["last_t"] - t0, 1e-6),
+                             "cpu_s": time.process_time() - cpu0}))
 
 
 def _verify(bootstrap: str, topic: str, group: str, partitions: int, last_acked: dict[int, int]) -> dict[str, Any]:
@@ -238,8 +245,17 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
             start_at = time.time() + 0.3
             for conn in conns:
                 conn.send(("phase", n_offsets, is_async, args.window, start_at, args.duration))
+            # Host CPU over the phase's window; what the clients did not use is the broker's cost
+            # (plus whatever else runs): the figure that says whether a rate is CPU-bound.
+            host: list[tuple[int, int]] = []
+            timers = [threading.Timer(max(0.0, at - time.time()), _sample_into, (host,))
+                      for at in (start_at, start_at + args.duration)]
+            for t in timers:
+                t.start()
             with rep.phase(f"{name} {ph}", args.duration, lambda: sum(counter), "commits"):
                 outs = [_expect(conn, "phase", args.duration + 60) for conn in conns]
+            for t in timers:
+                t.join()
             okc = sum(o["ok"] for o in outs)
             offs = sum(o["offsets"] for o in outs)
             elapsed = max(o["elapsed"] for o in outs)
@@ -250,6 +266,7 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
             result[f"{ph}.p50_ms"] = rnd(percentile(lat, 50), 3)
             result[f"{ph}.p99_ms"] = rnd(percentile(lat, 99), 3)
             result[f"{ph}.errors"] = sum(o["failed"] for o in outs)
+            result.update(_cpu_figures(ph, host, sum(o["cpu_s"] for o in outs), okc, args.duration))
         with rep.phase(f"{name} read back committed offsets"):
             for conn in conns:
                 conn.send(("verify",))
@@ -267,6 +284,22 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
                 p.kill()
                 p.join(5)
     return result
+
+
+def _sample_into(samples: list[tuple[int, int]]) -> None:
+    samples.append(host_cpu())
+
+
+def _cpu_figures(ph: str, host: list[tuple[int, int]], clients_cpu_s: float, commits: int,
+                 duration: float) -> dict[str, Any]:
+    if len(host) != 2 or not commits:
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    busy_s = (host[1][0] - host[0][0]) / tick
+    total_s = (host[1][1] - host[0][1]) / tick
+    return {f"{ph}.server_cpu_us": rnd(max(0.0, busy_s - clients_cpu_s) / commits * 1e6, 1),
+            f"{ph}.client_cpu_us": rnd(clients_cpu_s / commits * 1e6, 1),
+            f"{ph}.host_busy_pct": rnd(100.0 * busy_s / max(total_s, 1e-9), 1)}
 
 
 def _expect(conn: Any, kind: str, timeout: float) -> Any:

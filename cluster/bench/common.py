@@ -12,6 +12,14 @@ from cluster.bench.brokers import BenchError
 CLIENT_DEFAULTS: dict[str, Any] = {"socket.nagle.disable": True}
 
 
+def host_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole host, all CPUs, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
 def mp_context() -> Any:
     # spawn, never fork: the parent may already hold librdkafka threads.
     return multiprocessing.get_context("spawn")

@@ -49,7 +49,7 @@ from typing import Any
 
 from cluster.bench.brokers import BenchError
 from cluster.bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
-from cluster.bench.common import mp_context, run_id
+from cluster.bench.common import host_cpu, mp_context, run_id
 from cluster.bench.report import Metric, Reporter, rnd
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
@@ -742,14 +742,6 @@ def _expect(pipe: Any, kind: str, timeout: float, wid: int) -> dict[str, Any]:
     return dict(msg[1])
 
 
-def _host_cpu() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole host, all CPUs, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return sum(v) - idle, sum(v)
-
-
 def _pct(sorted_values: list[float], q: float) -> float | None:
     if not sorted_values:
         return None
@@ -811,14 +803,14 @@ def measure(name: str, bootstrap: str, args: Any, rep: Reporter, pids: list[int]
                 time.sleep(settle)
         w0 = time.monotonic() + 0.05
         cpu_a = [_cpu_ticks(p) for p in pids or []]
-        host_a = _host_cpu()
+        host_a = host_cpu()
         t_start.value = w0
         ok_at_start = sum(progress[2 * w + 1] for w in range(nprocs))
         with rep.phase(f"{name}: measuring", args.duration,
                        lambda: sum(progress[2 * w + 1] for w in range(nprocs)) - ok_at_start, "heartbeats ok"):
             time.sleep(max(0.0, w0 + args.duration - time.monotonic()))
         cpu_b = [_cpu_ticks(p) for p in pids or []]
-        host_b = _host_cpu()
+        host_b = host_cpu()
         results = [_expect(pipe, "result", DRAIN_S + 60, w) for w, pipe in enumerate(pipes)]
         for pipe in pipes:
             pipe.send("stop")

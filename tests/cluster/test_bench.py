@@ -45,6 +45,9 @@ def test_bench_commit(node: NodeProcess) -> None:
         assert r[f"{ph}.errors"] == 0, r
     assert r["sync-10.offsets_per_s"] == pytest.approx(10 * r["sync-10.commits_per_s"], rel=0.01)
     assert 0 < r["sync-1.p50_ms"] <= r["sync-1.p99_ms"]
+    for ph in ("sync-1", "sync-10", "async-1"):  # CPU per commit: the clients' own, and the rest of the host's
+        assert r[f"{ph}.client_cpu_us"] > 0 and r[f"{ph}.server_cpu_us"] >= 0, r
+        assert 0 < r[f"{ph}.host_busy_pct"] <= 100, r
     assert r["partitions_checked"] == 2 * 10
     assert r["acked_commits"] > 0
     assert r["lost_commits"] == 0, r.get("lost_detail")
