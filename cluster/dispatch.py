@@ -38,6 +38,19 @@ Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 ErrorResponder = Callable[[Any, ErrorCode], Any]
 
 
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    """What a raw handler returns: the encoded response frame and its error code (metrics)."""
+
+    data: bytes
+    error_code: ErrorCode
+
+
+# A raw handler reads the frame and encodes the response itself (no kio on its path); it
+# raises CodecError for a body it cannot read.
+RawHandler = Callable[["RequestContext", RequestHeader, bytes], Awaitable[RawResponse]]
+
+
 @dataclass(slots=True)
 class RequestContext:
     api_key: int
@@ -59,6 +72,7 @@ class ApiSpec:
     handler: Handler
     advertised_min: int
     error_response: ErrorResponder | None
+    raw: RawHandler | None = None
 
 
 class ApiRegistry:
@@ -74,6 +88,7 @@ class ApiRegistry:
         *,
         advertised_min: int | None = None,
         error_response: ErrorResponder | None = None,
+        raw: RawHandler | None = None,
     ) -> None:
         if min_version > max_version:
             raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
@@ -81,7 +96,7 @@ class ApiRegistry:
             if request_schema(api_key, v) is None:
                 raise ValueError(f"api {api_key} v{v} has no kio schema")
         adv = min_version if advertised_min is None else advertised_min
-        self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response)
+        self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response, raw)
 
     def get(self, api_key: int) -> ApiSpec | None:
         return self._apis.get(api_key)
@@ -128,22 +143,15 @@ class Dispatcher:
         if not spec.min_version <= header.api_version <= spec.max_version:
             metrics.count_error(header.api_key, "unsupported_version")  # metrics
             return self._unsupported_version(spec, header, frame, conn)
+        if spec.raw is not None:
+            return await self._handle_raw(spec, spec.raw, header, frame, conn)
         try:
             request = decode_body(header, frame)
         except CodecError as e:
             log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
                         conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
             raise CloseConnection from None
-        ctx = RequestContext(
-            api_key=header.api_key,
-            api_version=header.api_version,
-            correlation_id=header.correlation_id,
-            client_id=header.client_id,
-            client_host="/" + conn.host,
-            node=self.node,
-            client_port=conn.port,
-            connection_id=conn.connection_id,
-        )
+        ctx = self._context(header, conn)
         started = time.perf_counter()  # metrics: latency, requests and errors per API
         try:
             response = await spec.handler(ctx, request)
@@ -165,6 +173,41 @@ class Dispatcher:
         if response is None:
             return None
         return encode_response(header.api_key, header.correlation_id, response)
+
+    def _context(self, header: RequestHeader, conn: ConnInfo) -> RequestContext:
+        return RequestContext(
+            api_key=header.api_key,
+            api_version=header.api_version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            client_host="/" + conn.host,
+            node=self.node,
+            client_port=conn.port,
+            connection_id=conn.connection_id,
+        )
+
+    async def _handle_raw(self, spec: ApiSpec, raw: RawHandler, header: RequestHeader, frame: bytes,
+                          conn: ConnInfo) -> bytes:
+        started = time.perf_counter()
+        try:
+            answer = await raw(self._context(header, conn), header, frame)
+        except CodecError as e:
+            log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
+                        conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
+            raise CloseConnection from None
+        except Exception as e:  # noqa: BLE001 - one failing request must not take others down
+            log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
+                      conn.connection_id, header.api_key, header.api_version, header.correlation_id,
+                      f"{type(e).__name__}: {e}")
+            if spec.error_response is None:
+                raise CloseConnection from None
+            try:
+                response = spec.error_response(decode_body(header, frame), ErrorCode.unknown_server_error)
+                return encode_response(header.api_key, header.correlation_id, response)
+            except Exception:  # noqa: BLE001
+                raise CloseConnection from None
+        metrics.observe_request(header.api_key, time.perf_counter() - started, answer)  # metrics
+        return answer.data
 
     def _unsupported_version(self, spec: ApiSpec, header: RequestHeader, frame: bytes, conn: ConnInfo) -> bytes:
         if header.api_key == API_VERSIONS_KEY:

@@ -126,6 +126,7 @@ class _QuirkFilter(logging.Filter):
 
 logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
 
+_FOLLOWER = _pso._RAFT_STATE.FOLLOWER
 FENCED = -1  # result of an append whose epoch is not the announced one
 # Epochs are term * EPOCH_STRIDE + n: a leader may re-fence (n + 1) without a new election.
 EPOCH_STRIDE = 1 << 20
@@ -539,6 +540,16 @@ class RaftLog:
             self._announcing = -1
             self.host.call_in_loop(self._lost_leadership, term)
 
+    def tick_after_messages(self) -> bool:
+        """Ticker thread: whether messages just handled call for a tick now. A follower with a
+        leader has already answered them (pysyncobj replies as it receives); applying what
+        they committed can wait for the periodic round. That saves each follower a tick per
+        replicated entry. A leader (acknowledgements commit) and a candidate (votes) tick, and
+        so does a follower whose election is due (a transfer's TimeoutNow)."""
+        d = self.group.__dict__
+        return bool(d["_SyncObj__raftState"] != _FOLLOWER or d["_SyncObj__raftLeader"] is None
+                    or d["_SyncObj__raftElectionDeadline"] <= _pso_monotonic())
+
     def postpone_election(self) -> None:
         """Ticker thread: a follower's next election no sooner than one election timeout away."""
         if self.group._isLeader():
@@ -837,7 +848,8 @@ class RaftHost:
                 touched = hub.process()
                 if touched and due is not logs:
                     seen = set(map(id, due))
-                    due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen]
+                    due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen
+                                 and lg.tick_after_messages()]
             for lg in due:
                 try:
                     # Acknowledgements the hub handled above are counted by this tick, which

@@ -16,8 +16,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KErr
 
 from cluster.apis.common import ZERO, has_field, mk, resp_mod, to_ms, version_of
+from cluster.codec import RequestHeader, decode_heartbeat, encode_heartbeat_response
 from cluster.coordinator_driver import CoordinatorDriver
-from cluster.dispatch import RequestContext
+from cluster.dispatch import RawResponse, RequestContext
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
@@ -61,6 +62,7 @@ class GroupApi:
     def __init__(self, node: Any, driver: CoordinatorDriver) -> None:
         self.node = node
         self.driver = driver
+        self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
 
     async def start(self) -> None:
         await self.driver.start()
@@ -69,7 +71,12 @@ class GroupApi:
         await self.driver.stop()
 
     def partition(self, group_id: str) -> int:
-        return partition_for(group_id, self.driver.num_partitions)
+        p = self._partitions.get(group_id)
+        if p is None:  # String.hashCode is a Python loop over the id: once per group, not per request
+            if len(self._partitions) >= 1_000_000:
+                self._partitions.clear()
+            p = self._partitions[group_id] = partition_for(group_id, self.driver.num_partitions)
+        return p
 
     async def call(self, group_id: str, request: c.Request) -> Any:
         return await self.driver.call(self.partition(group_id), request)
@@ -147,15 +154,17 @@ class GroupApi:
 
     # ------------------------------------------------------------ Heartbeat
 
-    async def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
-        mod = resp_mod(HEARTBEAT, version_of(req))
+    async def heartbeat(self, ctx: RequestContext, header: RequestHeader, frame: bytes) -> RawResponse:
+        """Read and answered without kio (``decode_heartbeat``): the hottest request there is."""
+        req = decode_heartbeat(header, frame)
         if not req.group_id:
             error = ErrorCode.INVALID_GROUP_ID
         else:
             resp = await self.call(req.group_id, c.HeartbeatRequest(
-                req.group_id, int(req.generation_id), req.member_id, getattr(req, "group_instance_id", None)))
+                req.group_id, req.generation_id, req.member_id, req.group_instance_id))
             error = resp.error
-        return mk(cls(mod, "HeartbeatResponse"), throttle_time=ZERO, error_code=kerr(error))
+        code = kerr(error)
+        return RawResponse(encode_heartbeat_response(header.api_version, header.correlation_id, code.value), code)
 
     # ------------------------------------------------------------ LeaveGroup
 
@@ -373,12 +382,15 @@ def error_responder(api_key: int) -> Any:
     return build
 
 
+async def _no_kio_handler(ctx: RequestContext, req: Any) -> Any:
+    raise AssertionError("served by the API's raw handler")
+
+
 def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
     api = GroupApi(node, driver)
     handlers = {
         JOIN_GROUP: api.join_group,
         SYNC_GROUP: api.sync_group,
-        HEARTBEAT: api.heartbeat,
         LEAVE_GROUP: api.leave_group,
         OFFSET_COMMIT: api.offset_commit,
         OFFSET_FETCH: api.offset_fetch,
@@ -390,4 +402,7 @@ def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
     for key, handler in handlers.items():
         lo, hi = RANGES[key]
         node.registry.register(key, lo, hi, handler, error_response=error_responder(key))
+    lo, hi = RANGES[HEARTBEAT]
+    node.registry.register(HEARTBEAT, lo, hi, _no_kio_handler, error_response=error_responder(HEARTBEAT),
+                           raw=api.heartbeat)
     return api
