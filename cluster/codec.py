@@ -17,7 +17,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
+from kio.serial.readers import read_unsigned_varint
 
 API_VERSIONS_KEY = 18
 
@@ -26,6 +26,7 @@ __all__ = ["API_VERSIONS_KEY", "CodecError", "ErrorCode", "HeartbeatWire", "Requ
            "response_schema"]
 
 _HDR = struct.Struct(">hhi")
+_HDR_ID = struct.Struct(">hhih")  # the header's fixed part and the client id's length
 
 
 class CodecError(Exception):
@@ -74,12 +75,19 @@ def decode_header(frame: bytes) -> RequestHeader:
     """Decode the request header; the tagged section is skipped when the version is flexible."""
     if len(frame) < _HDR.size + 2:
         raise CodecError(f"frame of {len(frame)} bytes is too short for a request header")
-    api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
-    try:
-        client_id, n = read_nullable_legacy_string(frame, _HDR.size)
-    except Exception as e:  # noqa: BLE001
-        raise CodecError(f"bad client id: {e}") from None
-    pos = _HDR.size + n
+    api_key, api_version, correlation_id, size = _HDR_ID.unpack_from(frame, 0)
+    pos = _HDR_ID.size
+    client_id: str | None = None
+    if size >= 0:  # a nullable int16-length string: -1 is null
+        if pos + size > len(frame):
+            raise CodecError("bad client id: runs past the frame")
+        try:
+            client_id = frame[pos:pos + size].decode()
+        except UnicodeDecodeError as e:
+            raise CodecError(f"bad client id: {e}") from None
+        pos += size
+    elif size != -1:
+        raise CodecError(f"bad client id: length {size}")
     schema = request_schema(api_key, api_version)
     if schema is not None and schema.__flexible__:
         try:
