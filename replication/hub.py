@@ -42,7 +42,7 @@ FRAME_MAX = 256 * 1024 * 1024
 HANDSHAKE_TIMEOUT = 5.0
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
-_RECV = 1 << 20
+_RECV = 256 * 1024
 
 
 class Endpoint(Protocol):
@@ -115,6 +115,8 @@ class RaftHub:
         self._outbox: dict[str, list[tuple[str, Any]]] = {}
         self._lock = threading.Lock()
         self._detached: list[str] = []
+        self._recv_buf = bytearray(_RECV)
+        self._recv_view = memoryview(self._recv_buf)
 
     def fileno(self) -> int:
         return self.epoll.fileno()
@@ -299,17 +301,18 @@ class RaftHub:
     def _read(self, conn: _Conn, touched: set[str]) -> None:
         while True:
             try:
-                data = conn.sock.recv(_RECV)
+                # into one buffer kept for all reads: recv(n) would allocate n bytes every call
+                n = conn.sock.recv_into(self._recv_buf)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
                 self._close(conn, "read failed")
                 return
-            if not data:
+            if not n:
                 self._close(conn, "closed by peer")
                 return
-            conn.rbuf += data
-            if len(data) < _RECV:
+            conn.rbuf += self._recv_view[:n]
+            if n < _RECV:
                 break
         buf = conn.rbuf
         pos = 0
