@@ -3,7 +3,8 @@
 N confluent-kafka members (threads of one process: rebalancing is light, and every member
 must be polled to see its assignment) subscribe to one topic of P partitions.
 
-* ``initial``: from the first ``subscribe()`` until the assignment is complete;
+* ``initial``: from the first ``subscribe()`` until the assignment is complete (each member
+  has connected and read the topic's metadata before);
 * then ``--rounds`` times on the stable group: ``join`` (one more member subscribes) and
   ``leave`` (one member closes, sending LeaveGroup), each timed the same way.
 
@@ -137,6 +138,10 @@ class Member(threading.Thread):
         tr = self.tracker
         try:
             c = Consumer(self.conf)
+            # Connected, with the topic's metadata, before the clock starts: the figure is the
+            # group protocol's, not a client's bootstrap (librdkafka retries a coordinator query
+            # that found no broker up only a second later).
+            c.list_topics(self.topic, timeout=30)
         except Exception as e:  # noqa: BLE001
             self.error = repr(e)
             self.ready.set()
