@@ -148,9 +148,7 @@ class Dispatcher:
         try:
             request = decode_body(header, frame)
         except CodecError as e:
-            log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
-                        conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
-            raise CloseConnection from None
+            raise self._bad_body(header, conn, e) from None
         ctx = self._context(header, conn)
         started = time.perf_counter()  # metrics: latency, requests and errors per API
         try:
@@ -159,20 +157,32 @@ class Dispatcher:
             metrics.observe_request(header.api_key, time.perf_counter() - started, None, "connection_closed")
             raise
         except Exception as e:  # noqa: BLE001 - one failing request must not take others down
-            log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
-                      conn.connection_id, header.api_key, header.api_version, header.correlation_id,
-                      f"{type(e).__name__}: {e}")
-            if spec.error_response is None:
-                raise CloseConnection from None
-            try:
-                response = spec.error_response(request, ErrorCode.unknown_server_error)
-            except Exception as e2:  # noqa: BLE001
-                log.error("event=error_response_failed api_key=%d error=%r", header.api_key, str(e2))
-                raise CloseConnection from None
+            response = self._crash_response(spec, header, conn, e, lambda: request)
         metrics.observe_request(header.api_key, time.perf_counter() - started, response)  # metrics
         if response is None:
             return None
         return encode_response(header.api_key, header.correlation_id, response)
+
+    @staticmethod
+    def _bad_body(header: RequestHeader, conn: ConnInfo, e: CodecError) -> CloseConnection:
+        log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
+                    conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
+        return CloseConnection()
+
+    @staticmethod
+    def _crash_response(spec: ApiSpec, header: RequestHeader, conn: ConnInfo, e: Exception,
+                        request: Callable[[], Any]) -> Any:
+        """A handler failed: logged, answered with UNKNOWN_SERVER_ERROR where the API can say it."""
+        log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
+                  conn.connection_id, header.api_key, header.api_version, header.correlation_id,
+                  f"{type(e).__name__}: {e}")
+        if spec.error_response is None:
+            raise CloseConnection from None
+        try:
+            return spec.error_response(request(), ErrorCode.unknown_server_error)
+        except Exception as e2:  # noqa: BLE001
+            log.error("event=error_response_failed api_key=%d error=%r", header.api_key, str(e2))
+            raise CloseConnection from None
 
     def _context(self, header: RequestHeader, conn: ConnInfo) -> RequestContext:
         return RequestContext(
@@ -192,20 +202,10 @@ class Dispatcher:
         try:
             answer = await raw(self._context(header, conn), header, frame)
         except CodecError as e:
-            log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
-                        conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
-            raise CloseConnection from None
+            raise self._bad_body(header, conn, e) from None
         except Exception as e:  # noqa: BLE001 - one failing request must not take others down
-            log.error("event=handler_error conn=%d api_key=%d api_version=%d correlation_id=%d error=%r",
-                      conn.connection_id, header.api_key, header.api_version, header.correlation_id,
-                      f"{type(e).__name__}: {e}")
-            if spec.error_response is None:
-                raise CloseConnection from None
-            try:
-                response = spec.error_response(decode_body(header, frame), ErrorCode.unknown_server_error)
-                return encode_response(header.api_key, header.correlation_id, response)
-            except Exception:  # noqa: BLE001
-                raise CloseConnection from None
+            response = self._crash_response(spec, header, conn, e, lambda: decode_body(header, frame))
+            return encode_response(header.api_key, header.correlation_id, response)
         metrics.observe_request(header.api_key, time.perf_counter() - started, answer)  # metrics
         return answer.data
 

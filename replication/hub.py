@@ -114,7 +114,7 @@ class RaftHub:
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
         self._outbox: dict[str, list[tuple[str, Any]]] = {}
         self._lock = threading.Lock()
-        self._detached: list[str] = []
+        self._detached: list[tuple[str, Endpoint]] = []
         self._recv_buf = bytearray(_RECV)
         self._recv_view = memoryview(self._recv_buf)
 
@@ -132,18 +132,21 @@ class RaftHub:
             if peer in self._open:
                 endpoint.on_connected(peer)
 
-    def detach(self, gid: str) -> None:
-        """Any thread: stop delivering ``gid``'s messages from the next pass on."""
+    def detach(self, gid: str, endpoint: Endpoint) -> None:
+        """Any thread: stop delivering ``gid``'s messages to ``endpoint`` from the next pass on
+        (a group of the same name attached since, e.g. a re-created topic's, stays)."""
         with self._lock:
-            self._detached.append(gid)
+            self._detached.append((gid, endpoint))
 
     def apply_detached(self) -> None:
         if not self._detached:
             return
         with self._lock:
             gone, self._detached = self._detached, []
-        for gid in gone:
-            self._groups.pop(gid, None)
+        for gid, endpoint in gone:
+            group = self._groups.get(gid)
+            if group is not None and group[0] is endpoint:
+                del self._groups[gid]
 
     def connected(self) -> set[str]:
         return set(self._open)

@@ -352,7 +352,7 @@ class _MuxTransport(Transport):  # type: ignore[misc]
         return peer is not None and self._hub.send(peer, self._gid, message)
 
     def destroy(self) -> None:
-        self._hub.detach(self._gid)
+        self._hub.detach(self._gid, self)
 
     # the hub's side (ticker thread)
     def hub_peers(self) -> list[str]:

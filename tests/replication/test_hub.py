@@ -1,0 +1,156 @@
+"""The Raft hub: one authenticated connection per pair of nodes, carrying every group's messages.
+
+Two or three hubs in this process on 127.0.0.1, driven by hand (``maintain``/``process``/``flush``
+are what the Raft ticker calls every pass).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from replication.hub import MAGIC, NONCE_BYTES, RaftHub
+from tests.cluster.harness import free_port
+from tests.replication.test_raft import _Evil
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []
+
+    def on_connected(self, peer: str) -> None:
+        self.events.append(("up", peer, None))
+
+    def on_disconnected(self, peer: str) -> None:
+        self.events.append(("down", peer, None))
+
+    def on_message(self, peer: str, message: Any) -> None:
+        self.events.append(("msg", peer, message))
+
+
+def pump(hubs: list[RaftHub], until: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for h in hubs:
+            h.maintain(time.monotonic())
+            h.process()
+            h.flush()
+        if until():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition not reached")
+
+
+def addr() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+def test_groups_share_one_connection_and_messages_keep_their_order() -> None:
+    a, b = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
+    try:
+        ra, rb1, rb2 = Recorder(), Recorder(), Recorder()
+        a.attach("g1", ra, [b.listen])
+        b.attach("g1", rb1, [a.listen])
+        b.attach("g2", rb2, [a.listen])
+        pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+        assert ("up", a.listen, None) in rb1.events and ("up", a.listen, None) in rb2.events
+        for i in range(100):
+            assert a.send(b.listen, "g1" if i % 2 else "g2", {"n": i})
+        assert a.send(b.listen, "unknown-group", {"n": -1})  # dropped at b: not attached there
+        pump([a, b], lambda: len(rb1.events) + len(rb2.events) >= 102)
+        assert [m["n"] for k, _, m in rb1.events if k == "msg"] == list(range(1, 100, 2))
+        assert [m["n"] for k, _, m in rb2.events if k == "msg"] == list(range(0, 100, 2))
+        assert b.send(a.listen, "g1", "back")
+        pump([a, b], lambda: ("msg", b.listen, "back") in ra.events)
+        assert len(a._conns) == 1 and len(b._conns) == 1  # one connection for the pair, both ways
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_closed_peer_is_reported_down_and_a_restarted_one_reconnects() -> None:
+    a_addr, b_addr = addr(), addr()
+    a, b = RaftHub(a_addr, "k", retry=0.05), RaftHub(b_addr, "k", retry=0.05)
+    ra = Recorder()
+    a.attach("g", ra, [b_addr])
+    b.attach("g", Recorder(), [a_addr])
+    try:
+        pump([a, b], lambda: a.connected() == {b_addr})
+        b.close()
+        pump([a], lambda: ("down", b_addr, None) in ra.events)
+        assert not a.send(b_addr, "g", "lost")  # not connected: refused, not queued
+        b = RaftHub(b_addr, "k", retry=0.05)
+        b.attach("g", Recorder(), [a_addr])
+        pump([a, b], lambda: ra.events.count(("up", b_addr, None)) == 2)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_hub_with_another_secret_never_connects() -> None:
+    a, b = RaftHub(addr(), "one", retry=0.05), RaftHub(addr(), "two", retry=0.05)
+    try:
+        a.attach("g", Recorder(), [b.listen])
+        b.attach("g", Recorder(), [a.listen])
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            for h in (a, b):
+                h.maintain(time.monotonic())
+                h.process()
+            time.sleep(0.01)
+        assert not a.connected() and not b.connected()
+    finally:
+        a.close()
+        b.close()
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + payload
+
+
+def test_nothing_is_unpickled_before_authentication_and_a_forged_frame_closes(tmp_path: Path) -> None:
+    hub = RaftHub(addr(), "s3cret", retry=0.05)
+    rec = Recorder()
+    hub.attach("g", rec, [])
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps([("g", _Evil(str(marker)))])
+    host, port = hub.listen.rsplit(":", 1)
+    try:
+        # 1. a pickle instead of a handshake; 2. a hello, then a forged proof and a pickle frame
+        #    with a made-up MAC; 3. an oversized pre-authentication length prefix
+        attempts = [
+            _frame(evil),
+            _frame(MAGIC + os.urandom(NONCE_BYTES) + b"127.0.0.1:1") + _frame(os.urandom(32))
+            + _frame(os.urandom(32) + evil),
+            struct.pack(">I", 1 << 30) + b"x" * 64,
+        ]
+        for data in attempts:
+            with socket.create_connection((host, int(port)), timeout=2) as s:
+                s.sendall(data)
+                closed = False
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and not closed:
+                    hub.process()
+                    hub.flush()
+                    s.settimeout(0.01)
+                    try:
+                        while True:
+                            got = s.recv(4096)
+                            if not got:
+                                closed = True
+                                break
+                    except (TimeoutError, BlockingIOError):
+                        pass
+                    except ConnectionResetError:
+                        closed = True
+                assert closed, f"the hub kept a connection that sent {data[:16]!r}..."
+        assert not marker.exists(), "the hub unpickled an unauthenticated payload"
+        assert not any(k == "msg" for k, _, _ in rec.events)
+        assert not hub.connected()
+    finally:
+        hub.close()
