@@ -22,8 +22,8 @@ from kio.serial.readers import read_unsigned_varint
 API_VERSIONS_KEY = 18
 
 __all__ = ["API_VERSIONS_KEY", "CodecError", "ErrorCode", "HeartbeatWire", "RequestHeader", "decode_body",
-           "decode_header", "decode_heartbeat", "encode_heartbeat_response", "encode_response", "request_schema",
-           "response_schema"]
+           "decode_header", "decode_heartbeat", "encode_heartbeat_response", "encode_offset_commit_response",
+           "encode_response", "request_schema", "response_schema"]
 
 _HDR = struct.Struct(">hhi")
 _HDR_ID = struct.Struct(">hhih")  # the header's fixed part and the client id's length
@@ -201,3 +201,43 @@ def encode_heartbeat_response(version: int, correlation_id: int, error_code: int
     # flexible: response header v1 (tagged fields) and an empty tagged-field section at the end
     return (_I32.pack(_HB_RESPONSE.size + 2) + _I32.pack(correlation_id) + b"\0"
             + _HB_RESPONSE.pack(0, 0, error_code)[4:] + b"\0")
+
+
+# ---------------------------------------------------------------- OffsetCommit response without kio
+# Topics, each with partitions and their error codes; throttle time from v3; v8+ flexible.
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_PARTITION_RESULT = struct.Struct(">ih")
+
+
+def encode_offset_commit_response(version: int, correlation_id: int,
+                                  topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+    """``topics``: (name, [(partition, error code), ...]) in response order."""
+    flexible = version >= 8
+    parts = [_I32.pack(correlation_id)]
+    if flexible:
+        parts.append(b"\0")  # response header v1: no tagged fields
+    if version >= 3:
+        parts.append(_I32.pack(0))  # throttle_time_ms
+    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for name, partitions in topics:
+        b = name.encode()
+        parts.append(_uvarint(len(b) + 1) + b if flexible else _I16.pack(len(b)) + b)
+        parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        tail = b"\0" if flexible else b""
+        parts.extend(_PARTITION_RESULT.pack(p, code) + tail for p, code in partitions)
+        if flexible:
+            parts.append(b"\0")  # the topic's tagged fields
+    if flexible:
+        parts.append(b"\0")
+    body = b"".join(parts)
+    return _I32.pack(len(body)) + body

@@ -130,17 +130,29 @@ class _Reader:
             self._take(self.uvarint())
 
 
+# Offset commits are nearly every record written and read (followers decode each one into
+# their pre-replayed image), so they are packed and unpacked with precompiled structs rather
+# than field by field; other records go through _Writer/_Reader.
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_OFFSET_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
+_OFFSET_KEY_TYPE = _I16.pack(1)
+
+
+def _short_string(v: str) -> bytes:
+    b = v.encode("utf-8")
+    return _I16.pack(len(b)) + b
+
+
 def encode_key(record: Record) -> bytes:
-    w = _Writer()
     key = record.key
     if isinstance(key, OffsetCommitKey):
-        w.int16(1)
-        w.string(key.group)
-        w.string(key.topic)
-        w.int32(key.partition)
-    else:
-        w.int16(2)
-        w.string(key.group)
+        return b"".join((_OFFSET_KEY_TYPE, _short_string(key.group), _short_string(key.topic),
+                         _I32.pack(key.partition)))
+    w = _Writer()
+    w.int16(2)
+    w.string(key.group)
     return w.done()
 
 
@@ -156,13 +168,9 @@ def encode_value(record: Record) -> bytes | None:
             w.string(value.metadata)
             w.int64(value.commit_timestamp)
             w.int64(value.expire_timestamp)
-        else:
-            w.int16(3)
-            w.int64(value.offset)
-            w.int32(value.leader_epoch)
-            w.string(value.metadata)
-            w.int64(value.commit_timestamp)
-        return w.done()
+            return w.done()
+        return b"".join((_OFFSET_V3_HEAD.pack(3, value.offset, value.leader_epoch), _short_string(value.metadata),
+                         _I64.pack(value.commit_timestamp)))
     w.int16(3)
     w.string(value.protocol_type)
     w.int32(value.generation)
@@ -183,6 +191,13 @@ def encode_value(record: Record) -> bytes | None:
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record:
+    if len(key) >= 2 and key[0] == 0 and key[1] in (0, 1):
+        offset_key = _decode_offset_key(key)
+        if value is None:
+            return Record(offset_key, None)
+        if len(value) >= 2 and value[0] == 0 and value[1] == 3:
+            return Record(offset_key, _decode_offset_value_v3(value))
+        return Record(offset_key, _decode_offset_value(value))
     r = _Reader(key)
     record_type = r.int16()
     if record_type in (0, 1):
@@ -198,6 +213,37 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
     if isinstance(k, OffsetCommitKey):
         return Record(k, _decode_offset_value(value))
     return Record(k, _decode_group_value(value))
+
+
+def _short_string_at(data: bytes, pos: int) -> tuple[str, int]:
+    """A non-null int16-length string at ``pos`` and the position after it."""
+    (n,) = _I16.unpack_from(data, pos)
+    end = pos + 2 + n
+    if n < 0:
+        raise RecordDecodeError("null where a string is required")
+    if end > len(data):
+        raise RecordDecodeError("record truncated")
+    return data[pos + 2:end].decode("utf-8"), end
+
+
+def _decode_offset_key(key: bytes) -> OffsetCommitKey:
+    try:
+        group, pos = _short_string_at(key, 2)
+        topic, pos = _short_string_at(key, pos)
+        (partition,) = _I32.unpack_from(key, pos)
+    except struct.error:
+        raise RecordDecodeError("record truncated") from None
+    return OffsetCommitKey(group, topic, partition)
+
+
+def _decode_offset_value_v3(data: bytes) -> OffsetCommitValue:
+    try:
+        _, offset, leader_epoch = _OFFSET_V3_HEAD.unpack_from(data, 0)
+        metadata, pos = _short_string_at(data, _OFFSET_V3_HEAD.size)
+        (commit_ts,) = _I64.unpack_from(data, pos)
+    except struct.error:
+        raise RecordDecodeError("record truncated") from None
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, -1)
 
 
 def _decode_offset_value(data: bytes) -> OffsetCommitValue:

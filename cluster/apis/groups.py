@@ -16,7 +16,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KErr
 
 from cluster.apis.common import ZERO, has_field, mk, resp_mod, to_ms, version_of
-from cluster.codec import RequestHeader, decode_heartbeat, encode_heartbeat_response
+from cluster.codec import (
+    RequestHeader,
+    decode_body,
+    decode_heartbeat,
+    encode_heartbeat_response,
+    encode_offset_commit_response,
+)
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
 from coordinator import commands as c
@@ -196,11 +202,11 @@ class GroupApi:
 
     # ------------------------------------------------------------ OffsetCommit
 
-    async def offset_commit(self, ctx: RequestContext, req: Any) -> Any:
-        v = version_of(req)
-        mod = resp_mod(OFFSET_COMMIT, v)
-        part_cls = cls(mod, "OffsetCommitResponsePartition")
-        topic_cls = cls(mod, "OffsetCommitResponseTopic")
+    async def offset_commit(self, ctx: RequestContext, header: RequestHeader, frame: bytes) -> RawResponse:
+        """kio reads the request (its many versions); the answer, a list of error codes, is
+        coded by hand (``encode_offset_commit_response``): commits are the hot path."""
+        req = decode_body(header, frame)
+        v = header.api_version
         unknown: dict[str, list[int]] = {}
         known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []
         for t in req.topics:
@@ -235,10 +241,8 @@ class GroupApi:
                 results.setdefault(topic, []).extend(parts_out)
         for topic, plist in unknown.items():
             results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
-        return mk(cls(mod, "OffsetCommitResponse"), throttle_time=ZERO, topics=tuple(
-            mk(topic_cls, name=topic, partitions=tuple(
-                mk(part_cls, partition_index=p, error_code=kerr(e)) for p, e in plist))
-            for topic, plist in results.items()))
+        answer = [(topic, [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
+        return RawResponse(encode_offset_commit_response(v, header.correlation_id, answer), KErr.none)
 
     # ------------------------------------------------------------ OffsetFetch
 
@@ -392,7 +396,6 @@ def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
         JOIN_GROUP: api.join_group,
         SYNC_GROUP: api.sync_group,
         LEAVE_GROUP: api.leave_group,
-        OFFSET_COMMIT: api.offset_commit,
         OFFSET_FETCH: api.offset_fetch,
         DESCRIBE_GROUPS: api.describe_groups,
         LIST_GROUPS: api.list_groups,
@@ -402,7 +405,7 @@ def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
     for key, handler in handlers.items():
         lo, hi = RANGES[key]
         node.registry.register(key, lo, hi, handler, error_response=error_responder(key))
-    lo, hi = RANGES[HEARTBEAT]
-    node.registry.register(HEARTBEAT, lo, hi, _no_kio_handler, error_response=error_responder(HEARTBEAT),
-                           raw=api.heartbeat)
+    for key, raw in ((HEARTBEAT, api.heartbeat), (OFFSET_COMMIT, api.offset_commit)):
+        lo, hi = RANGES[key]
+        node.registry.register(key, lo, hi, _no_kio_handler, error_response=error_responder(key), raw=raw)
     return api

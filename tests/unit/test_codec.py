@@ -213,3 +213,21 @@ def test_unsupported_value_version_and_truncation_fail() -> None:
     truncated = msgpack.packb([[encode_key(OFFSET_KEY), i16(3) + i64(1)]], use_bin_type=True)
     with pytest.raises(RecordDecodeError):
         decode_batch(truncated)
+
+
+def test_every_cut_of_an_offset_commit_record_fails_cleanly() -> None:
+    """Offset commits are read with precompiled structs: any truncation, or a null string where
+    Kafka requires one, is still a RecordDecodeError (never a struct or index error)."""
+    rec = Record(OffsetCommitKey("grüppe", "topic-ß", 7), OffsetCommitValue(42, 5, "méta", 1700, -1))
+    key, value = encode_key(rec), encode_value(rec)
+    assert value is not None and decode_record(key, value) == rec
+    for cut in range(len(key)):
+        with pytest.raises(RecordDecodeError):
+            decode_record(key[:cut], value)
+    for cut in range(2, len(value)):
+        with pytest.raises(RecordDecodeError):
+            decode_record(key, value[:cut])
+    with pytest.raises(RecordDecodeError):
+        decode_record(i16(1) + i16(-1) + s("t") + i32(0), value)  # null group
+    with pytest.raises(RecordDecodeError):
+        decode_record(key, i16(3) + i64(1) + i32(0) + i16(-1) + i64(0))  # null metadata

@@ -1,4 +1,4 @@
-"""The Heartbeat request is read and answered without kio: byte for byte what kio would do."""
+"""Heartbeat and the OffsetCommit response are coded without kio: byte for byte what kio would do."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from cluster.codec import (
     decode_header,
     decode_heartbeat,
     encode_heartbeat_response,
+    encode_offset_commit_response,
     encode_response,
     request_schema,
     response_schema,
@@ -62,3 +63,18 @@ def test_truncated_bodies_are_codec_errors(version: int) -> None:
     for cut in range(header.body_offset, len(frame) - (1 if version >= 4 else 0)):
         with pytest.raises(CodecError):
             decode_heartbeat(header, frame[:cut])
+
+
+@pytest.mark.parametrize("version", range(2, 10))
+@pytest.mark.parametrize("topics", [[], [("t", [])], [("töpic", [(0, 0), (7, 27)]), ("other", [(3, 3)])]])
+def test_offset_commit_response_matches_kio(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> None:
+    schema = response_schema(8, version)
+    assert schema is not None
+    mod = __import__(schema.__module__, fromlist=["x"])
+    fields: dict[str, object] = {"topics": tuple(
+        mod.OffsetCommitResponseTopic(name=name, partitions=tuple(
+            mod.OffsetCommitResponsePartition(partition_index=p, error_code=ErrorCode(code)) for p, code in parts))
+        for name, parts in topics)}
+    if "throttle_time" in schema.__dataclass_fields__:
+        fields["throttle_time"] = datetime.timedelta(0)
+    assert encode_offset_commit_response(version, 99, topics) == encode_response(8, 99, schema(**fields))
