@@ -1,9 +1,11 @@
 """API registry and per-request dispatch.
 
 ``ApiRegistry.register(api_key, min_version, max_version, handler, *, advertised_min=None,
-error_response=None)``: ``handler`` is ``async def handler(ctx, request) -> response``
+error_response=None, raw=None)``: ``handler`` is ``async def handler(ctx, request) -> response``
 (request = the decoded kio object of the request's version; response = the kio
 response object of the same version, or ``None`` to send nothing, e.g. Produce acks=0).
+A hot API may instead give ``raw``, ``async def raw(ctx, header, frame) -> RawResponse``,
+which reads the frame and encodes the answer itself (handler ``None``).
 ``error_response(request, error_code) -> response`` (optional) builds that API's error
 response; it is used for handler crashes (UNKNOWN_SERVER_ERROR) and unsupported versions
 (UNSUPPORTED_VERSION). Without it those cases close the connection, as Kafka does when
@@ -69,7 +71,7 @@ class ApiSpec:
     api_key: int
     min_version: int
     max_version: int
-    handler: Handler
+    handler: Handler | None  # None when ``raw`` serves the API
     advertised_min: int
     error_response: ErrorResponder | None
     raw: RawHandler | None = None
@@ -84,7 +86,7 @@ class ApiRegistry:
         api_key: int,
         min_version: int,
         max_version: int,
-        handler: Handler,
+        handler: Handler | None,
         *,
         advertised_min: int | None = None,
         error_response: ErrorResponder | None = None,
@@ -92,6 +94,8 @@ class ApiRegistry:
     ) -> None:
         if min_version > max_version:
             raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
+        if (handler is None) == (raw is None):
+            raise ValueError(f"api {api_key}: give either a handler or a raw handler")
         for v in range(min_version, max_version + 1):
             if request_schema(api_key, v) is None:
                 raise ValueError(f"api {api_key} v{v} has no kio schema")
@@ -143,7 +147,8 @@ class Dispatcher:
         if not spec.min_version <= header.api_version <= spec.max_version:
             metrics.count_error(header.api_key, "unsupported_version")  # metrics
             return self._unsupported_version(spec, header, frame, conn)
-        if spec.raw is not None:
+        if spec.handler is None:  # served raw: register takes a handler or a raw handler
+            assert spec.raw is not None
             return await self._handle_raw(spec, spec.raw, header, frame, conn)
         try:
             request = decode_body(header, frame)

@@ -386,10 +386,6 @@ def error_responder(api_key: int) -> Any:
     return build
 
 
-async def _no_kio_handler(ctx: RequestContext, req: Any) -> Any:
-    raise AssertionError("served by the API's raw handler")
-
-
 def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
     api = GroupApi(node, driver)
     handlers = {
@@ -407,5 +403,5 @@ def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
         node.registry.register(key, lo, hi, handler, error_response=error_responder(key))
     for key, raw in ((HEARTBEAT, api.heartbeat), (OFFSET_COMMIT, api.offset_commit)):
         lo, hi = RANGES[key]
-        node.registry.register(key, lo, hi, _no_kio_handler, error_response=error_responder(key), raw=raw)
+        node.registry.register(key, lo, hi, None, error_response=error_responder(key), raw=raw)
     return api

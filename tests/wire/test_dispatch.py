@@ -97,3 +97,21 @@ def test_register_rejects_versions_without_schema() -> None:
         reg.register(0, 0, 9, h)  # Produce v0–2 have no kio schema: use advertised_min instead
     reg.register(0, 3, 9, h, advertised_min=0)
     assert reg.advertised() == [(0, 0, 9)]
+
+
+def test_register_takes_a_handler_or_a_raw_handler() -> None:
+    reg = ApiRegistry()
+
+    async def h(ctx: Any, req: Any) -> Any:
+        return None
+
+    async def raw(ctx: Any, header: Any, frame: bytes) -> Any:
+        return None
+
+    with pytest.raises(ValueError):
+        reg.register(12, 0, 4, None)
+    with pytest.raises(ValueError):
+        reg.register(12, 0, 4, h, raw=raw)
+    reg.register(12, 0, 4, None, raw=raw)
+    spec = reg.get(12)
+    assert spec is not None and spec.handler is None and spec.raw is raw
