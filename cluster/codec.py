@@ -17,7 +17,14 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import read_unsigned_varint
+from kio.serial.readers import (
+    read_compact_string,
+    read_compact_string_nullable,
+    read_int32,
+    read_legacy_string,
+    read_nullable_legacy_string,
+    read_unsigned_varint,
+)
 
 API_VERSIONS_KEY = 18
 
@@ -26,7 +33,6 @@ __all__ = ["API_VERSIONS_KEY", "CodecError", "ErrorCode", "HeartbeatWire", "Requ
            "encode_response", "request_schema", "response_schema"]
 
 _HDR = struct.Struct(">hhi")
-_HDR_ID = struct.Struct(">hhih")  # the header's fixed part and the client id's length
 
 
 class CodecError(Exception):
@@ -75,19 +81,12 @@ def decode_header(frame: bytes) -> RequestHeader:
     """Decode the request header; the tagged section is skipped when the version is flexible."""
     if len(frame) < _HDR.size + 2:
         raise CodecError(f"frame of {len(frame)} bytes is too short for a request header")
-    api_key, api_version, correlation_id, size = _HDR_ID.unpack_from(frame, 0)
-    pos = _HDR_ID.size
-    client_id: str | None = None
-    if size >= 0:  # a nullable int16-length string: -1 is null
-        if pos + size > len(frame):
-            raise CodecError("bad client id: runs past the frame")
-        try:
-            client_id = frame[pos:pos + size].decode()
-        except UnicodeDecodeError as e:
-            raise CodecError(f"bad client id: {e}") from None
-        pos += size
-    elif size != -1:
-        raise CodecError(f"bad client id: length {size}")
+    api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
+    try:
+        client_id, n = read_nullable_legacy_string(frame, _HDR.size)
+    except Exception as e:  # noqa: BLE001
+        raise CodecError(f"bad client id: {e}") from None
+    pos = _HDR.size + n
     schema = request_schema(api_key, api_version)
     if schema is not None and schema.__flexible__:
         try:
@@ -145,28 +144,6 @@ class HeartbeatWire:
     group_instance_id: str | None
 
 
-def _string(frame: bytes, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
-    if flexible:
-        n, used = read_unsigned_varint(frame, pos)
-        pos += used
-        size = n - 1
-    else:
-        if pos + 2 > len(frame):
-            raise CodecError("string length runs past the frame")
-        (size,) = _I16.unpack_from(frame, pos)
-        pos += 2
-    if size < 0:
-        if nullable and size == -1:
-            return None, pos
-        raise CodecError("null or negative length for a non-nullable string")
-    if pos + size > len(frame):
-        raise CodecError("string runs past the frame")
-    try:
-        return frame[pos:pos + size].decode(), pos + size
-    except UnicodeDecodeError as e:
-        raise CodecError(f"string is not UTF-8: {e}") from None
-
-
 def decode_heartbeat(header: RequestHeader, frame: bytes) -> HeartbeatWire:
     try:
         return _decode_heartbeat(header, frame)
@@ -177,20 +154,23 @@ def decode_heartbeat(header: RequestHeader, frame: bytes) -> HeartbeatWire:
 
 
 def _decode_heartbeat(header: RequestHeader, frame: bytes) -> HeartbeatWire:
+    # kio's primitive readers (compiled), not its generic entity reader
     v = header.api_version
-    flexible = v >= 4
+    string = read_compact_string if v >= 4 else read_legacy_string
     pos = header.body_offset
-    group_id, pos = _string(frame, pos, flexible, False)
-    if pos + 4 > len(frame):
-        raise CodecError("generation_id runs past the frame")
-    (generation,) = _I32.unpack_from(frame, pos)
-    member_id, pos = _string(frame, pos + 4, flexible, False)
+    group_id, n = string(frame, pos)
+    pos += n
+    generation, n = read_int32(frame, pos)
+    pos += n
+    member_id, n = string(frame, pos)
+    pos += n
     instance_id = None
     if v >= 3:
-        instance_id, pos = _string(frame, pos, flexible, True)
-    if flexible:
+        instance_id, n = (read_compact_string_nullable if v >= 4 else read_nullable_legacy_string)(frame, pos)
+        pos += n
+    if v >= 4:
         _skip_tagged_fields(frame, pos)
-    return HeartbeatWire(group_id or "", generation, member_id or "", instance_id)
+    return HeartbeatWire(group_id, generation, member_id, instance_id)
 
 
 def encode_heartbeat_response(version: int, correlation_id: int, error_code: int) -> bytes:
