@@ -31,6 +31,21 @@ class UnknownRecordType(RecordDecodeError):
     """A record type this coordinator does not know; loaders skip it, as Kafka does."""
 
 
+# Offset commits are nearly every record written and read (followers decode each one into
+# their pre-replayed image), so they are packed and unpacked with precompiled structs rather
+# than field by field; other records go through _Writer/_Reader.
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_OFFSET_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
+_OFFSET_KEY_TYPE = _I16.pack(1)
+
+
+def _short_string(v: str) -> bytes:
+    b = v.encode("utf-8")
+    return _I16.pack(len(b)) + b
+
+
 class _Writer:
     __slots__ = ("parts",)
 
@@ -38,18 +53,16 @@ class _Writer:
         self.parts: list[bytes] = []
 
     def int16(self, v: int) -> None:
-        self.parts.append(struct.pack(">h", v))
+        self.parts.append(_I16.pack(v))
 
     def int32(self, v: int) -> None:
-        self.parts.append(struct.pack(">i", v))
+        self.parts.append(_I32.pack(v))
 
     def int64(self, v: int) -> None:
-        self.parts.append(struct.pack(">q", v))
+        self.parts.append(_I64.pack(v))
 
     def string(self, v: str) -> None:
-        b = v.encode("utf-8")
-        self.int16(len(b))
-        self.parts.append(b)
+        self.parts.append(_short_string(v))
 
     def nstring(self, v: str | None) -> None:
         if v is None:
@@ -80,13 +93,13 @@ class _Reader:
         return b
 
     def int16(self) -> int:
-        return int(struct.unpack(">h", self._take(2))[0])
+        return int(_I16.unpack(self._take(2))[0])
 
     def int32(self) -> int:
-        return int(struct.unpack(">i", self._take(4))[0])
+        return int(_I32.unpack(self._take(4))[0])
 
     def int64(self) -> int:
-        return int(struct.unpack(">q", self._take(8))[0])
+        return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
         shift = 0
@@ -128,21 +141,6 @@ class _Reader:
         for _ in range(self.uvarint()):
             self.uvarint()
             self._take(self.uvarint())
-
-
-# Offset commits are nearly every record written and read (followers decode each one into
-# their pre-replayed image), so they are packed and unpacked with precompiled structs rather
-# than field by field; other records go through _Writer/_Reader.
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_OFFSET_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
-_OFFSET_KEY_TYPE = _I16.pack(1)
-
-
-def _short_string(v: str) -> bytes:
-    b = v.encode("utf-8")
-    return _I16.pack(len(b)) + b
 
 
 def encode_key(record: Record) -> bytes:
