@@ -126,7 +126,8 @@ class RaftHub:
     def attach(self, gid: str, endpoint: Endpoint, peers: Iterable[str]) -> None:
         """Ticker thread: start delivering ``gid``'s messages (after the group's first tick,
         which loads its snapshot: it must not see a message before that)."""
-        self._groups[gid] = (endpoint, tuple(peers))
+        peers = tuple(peers)
+        self._groups[gid] = (endpoint, peers)
         for peer in peers:
             self._next_dial.setdefault(peer, 0.0)
             if peer in self._open:
