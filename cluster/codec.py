@@ -26,6 +26,8 @@ from kio.serial.readers import (
     read_unsigned_varint,
 )
 
+from cluster.wire_bounds import BoundsError, check_body
+
 API_VERSIONS_KEY = 18
 
 __all__ = ["API_VERSIONS_KEY", "CodecError", "ErrorCode", "HeartbeatWire", "RequestHeader", "decode_body",
@@ -102,6 +104,10 @@ def decode_body(header: RequestHeader, frame: bytes) -> Any:
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise CodecError(f"no schema for api_key={header.api_key} version={header.api_version}")
+    try:
+        check_body(schema, frame, header.body_offset)  # kio sizes arrays from their counts
+    except BoundsError as e:
+        raise CodecError(f"{schema.__name__} v{header.api_version}: {e}") from None
     try:
         obj, size = entity_reader(schema)(frame, header.body_offset)
     except Exception as e:  # noqa: BLE001 - kio raises several error types

@@ -1,0 +1,219 @@
+"""Bounds check of a request body before kio reads it.
+
+kio's native reader sizes an array from its count field before reading any element, so a
+20-byte frame that claims 0xFFFFFFFF topics makes it allocate tens of gigabytes and the
+process dies. This module walks a body by its schema without building anything and rejects
+any array count, string or bytes length, or tagged field that cannot fit in the bytes left
+of the frame (or of its tagged field). kio is only asked to decode bodies that pass.
+
+Each schema is compiled once into a tree of small check functions ``(buf, pos, end) ->
+pos``; a check raises ``BoundsError`` and never reads past ``end``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+
+Check = Callable[[bytes, int, int], int]
+
+
+class BoundsError(Exception):
+    """The body claims more than the frame holds, or is cut short."""
+
+
+_FIXED = {
+    "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "uint32": 4,
+    "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8,
+    "uuid": 16,
+}
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end:
+            raise BoundsError("varint runs past the end")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise BoundsError("varint longer than 5 bytes")
+
+
+def _fixed(size: int) -> Check:
+    def check(buf: bytes, pos: int, end: int) -> int:
+        pos += size
+        if pos > end:
+            raise BoundsError(f"{size}-byte field runs past the end")
+        return pos
+
+    return check
+
+
+def _sized(width: int) -> Check:
+    """A string/bytes with a signed legacy length prefix (int16 or int32); negative = null."""
+    unpack = (_I16 if width == 2 else _I32).unpack_from
+
+    def check(buf: bytes, pos: int, end: int) -> int:
+        if pos + width > end:
+            raise BoundsError("length runs past the end")
+        n: int = unpack(buf, pos)[0]
+        pos += width
+        if n < -1:
+            raise BoundsError(f"negative length {n}")
+        if n > end - pos:
+            raise BoundsError(f"length {n} larger than the {end - pos} bytes left")
+        return pos + max(n, 0)
+
+    return check
+
+
+def _compact_sized(buf: bytes, pos: int, end: int) -> int:
+    n, pos = _uvarint(buf, pos, end)
+    n -= 1  # 0 = null
+    if n > end - pos:
+        raise BoundsError(f"length {n} larger than the {end - pos} bytes left")
+    return pos + max(n, 0)
+
+
+def _array(item: Check, item_min: int, flexible: bool) -> Check:
+    per_item = max(item_min, 1)  # an empty item still may not be claimed a billion times
+
+    def check(buf: bytes, pos: int, end: int) -> int:
+        if flexible:
+            n, pos = _uvarint(buf, pos, end)
+            n -= 1
+        else:
+            if pos + 4 > end:
+                raise BoundsError("array count runs past the end")
+            (n,) = _I32.unpack_from(buf, pos)
+            pos += 4
+            if n < -1:
+                raise BoundsError(f"negative array count {n}")
+        if n <= 0:
+            return pos
+        if n * per_item > end - pos:
+            raise BoundsError(f"array of {n} items cannot fit in the {end - pos} bytes left")
+        if item_min > 0 and item_min == _fixed_size(item):
+            return pos + n * item_min
+        for _ in range(n):
+            pos = item(buf, pos, end)
+        return pos
+
+    return check
+
+
+def _fixed_size(check: Check) -> int:
+    size: int = getattr(check, "fixed_size", -1)
+    return size
+
+
+def _primitive(kafka_type: str, flexible: bool) -> tuple[Check, int]:
+    size = _FIXED.get(kafka_type)
+    if size is not None:
+        check = _fixed(size)
+        check.fixed_size = size  # type: ignore[attr-defined]
+        return check, size
+    if kafka_type == "string":
+        return (_compact_sized, 1) if flexible else (_sized(2), 2)
+    if kafka_type in ("bytes", "records"):
+        return (_compact_sized, 1) if flexible else (_sized(4), 4)
+    raise TypeError(f"no bounds check for kafka type {kafka_type!r}")
+
+
+def _nullable_entity(inner: Check) -> Check:
+    def check(buf: bytes, pos: int, end: int) -> int:
+        if pos >= end:
+            raise BoundsError("struct marker runs past the end")
+        marker = buf[pos]
+        pos += 1
+        return pos if marker == 0xFF else inner(buf, pos, end)
+
+    return check
+
+
+def _field(f: Any, flexible: bool, is_tag: bool) -> tuple[Check, int]:
+    cls = classify_field(f)
+    if isinstance(cls, PrimitiveField | PrimitiveTupleField):
+        item, item_min = _primitive(get_schema_field_type(f), flexible)
+    else:
+        assert isinstance(cls, EntityField | EntityTupleField)
+        item, item_min = entity_check(cls.type_)
+        if isinstance(cls, EntityField) and not is_tag and is_optional(f):
+            return _nullable_entity(item), 1
+    if cls.is_array:
+        return _array(item, item_min, flexible), (1 if flexible else 4)
+    return item, item_min
+
+
+_compiled: dict[type[Any], tuple[Check, int]] = {}
+
+
+def entity_check(entity: type[Any]) -> tuple[Check, int]:
+    """The check of one schema (request body or nested struct) and its smallest encoding."""
+    done = _compiled.get(entity)
+    if done is None:
+        done = _compiled[entity] = _compile(entity)
+    return done
+
+
+def _compile(entity: type[Any]) -> tuple[Check, int]:
+    flexible = bool(entity.__flexible__)
+    plain: list[Check] = []
+    tagged: dict[int, Check] = {}
+    minimum = 1 if flexible else 0
+    for f in fields(entity):
+        tag = get_field_tag(f)
+        check, least = _field(f, flexible, tag is not None)
+        if tag is None:
+            plain.append(check)
+            minimum += least
+        else:
+            tagged[int(tag)] = check
+
+    def check_entity(buf: bytes, pos: int, end: int) -> int:
+        for c in plain:
+            pos = c(buf, pos, end)
+        if not flexible:
+            return pos
+        count, pos = _uvarint(buf, pos, end)
+        if count * 2 > end - pos:  # a tag and a size are at least one byte each
+            raise BoundsError(f"{count} tagged fields cannot fit in the {end - pos} bytes left")
+        for _ in range(count):
+            tag, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            if size > end - pos:
+                raise BoundsError(f"tagged field {tag} of {size} bytes runs past the end")
+            known = tagged.get(tag)
+            if known is not None:
+                known(buf, pos, pos + size)  # kio reads known tags: bound them by their size
+            pos += size
+        return pos
+
+    return check_entity, minimum
+
+
+def check_body(schema: type[Any], frame: bytes, offset: int) -> None:
+    """Raise ``BoundsError`` unless ``frame[offset:]`` can be read as ``schema`` without any
+    count or length claiming more than is there."""
+    check, _ = entity_check(schema)
+    check(frame, offset, len(frame))
