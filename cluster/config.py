@@ -35,6 +35,10 @@ KAFKA_NAMES: dict[str, str] = {
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
     "socket_request_max_bytes": "socket.request.max.bytes",
+    "max_connections": "max.connections",
+    "max_connections_per_ip": "max.connections.per.ip",
+    "connections_max_idle_ms": "connections.max.idle.ms",
+    "queued_max_request_bytes": "queued.max.request.bytes",
     "log_segment_bytes": "log.segment.bytes",
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
@@ -81,6 +85,13 @@ class NodeConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_check_interval_ms: int = 600000
     socket_request_max_bytes: int = 104857600
+    # Largest frame of any request but Produce (whose bound is socket_request_max_bytes).
+    non_produce_request_max_bytes: int = 4194304
+    max_connections: int = -1  # -1 = from the open-file limit (Kafka: unlimited, then EMFILE)
+    max_connections_per_ip: int = 2147483647
+    connections_max_idle_ms: int = 600000
+    # Request bytes read and not yet answered, over all connections; beyond it reading pauses.
+    queued_max_request_bytes: int = 268435456
     log_segment_bytes: int = 1073741824
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
@@ -124,6 +135,13 @@ class NodeConfig:
         need(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
         need(self.offsets_retention_check_interval_ms >= 1, "offsets_retention_check_interval_ms", "must be >= 1")
         need(self.socket_request_max_bytes >= 1024, "socket_request_max_bytes", "must be >= 1024")
+        need(1024 <= self.non_produce_request_max_bytes <= self.socket_request_max_bytes,
+             "non_produce_request_max_bytes", "must be 1024..socket_request_max_bytes")
+        need(self.max_connections == -1 or self.max_connections >= 1, "max_connections", "must be >= 1 (-1 = auto)")
+        need(self.max_connections_per_ip >= 1, "max_connections_per_ip", "must be >= 1")
+        need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")
+        need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
+             "must be >= socket_request_max_bytes")
         need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")

@@ -33,8 +33,10 @@ from cluster.codec import (
     encode_response,
     request_schema,
 )
+from cluster.log_limit import LogLimiter
 
 log = logging.getLogger("kcoord.dispatch")
+warn = LogLimiter(log)  # bad input is logged, but a flood of it is not
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 ErrorResponder = Callable[[Any, ErrorCode], Any]
@@ -135,12 +137,12 @@ class Dispatcher:
         try:
             header = decode_header(frame)
         except CodecError as e:
-            log.warning("event=bad_request_header conn=%d peer=%s:%d error=%r", conn.connection_id, conn.host,
+            warn.warning("bad_request_header", "event=bad_request_header conn=%d peer=%s:%d error=%r", conn.connection_id, conn.host,
                         conn.port, str(e))
             raise CloseConnection from None
         spec = self.registry.get(header.api_key)
         if spec is None:
-            log.warning("event=unknown_api_key conn=%d peer=%s:%d api_key=%d api_version=%d client_id=%r",
+            warn.warning("unknown_api_key", "event=unknown_api_key conn=%d peer=%s:%d api_key=%d api_version=%d client_id=%r",
                         conn.connection_id, conn.host, conn.port, header.api_key, header.api_version,
                         header.client_id)
             raise CloseConnection
@@ -170,7 +172,7 @@ class Dispatcher:
 
     @staticmethod
     def _bad_body(header: RequestHeader, conn: ConnInfo, e: CodecError) -> CloseConnection:
-        log.warning("event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
+        warn.warning("bad_request_body", "event=bad_request_body conn=%d peer=%s:%d api_key=%d api_version=%d error=%r",
                     conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, str(e))
         return CloseConnection()
 
@@ -226,12 +228,12 @@ class Dispatcher:
             try:
                 request = decode_body(header, frame)
                 response = spec.error_response(request, ErrorCode.unsupported_version)
-                log.warning("event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d "
+                warn.warning("unsupported_version", "event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d "
                             "action=error_response", conn.connection_id, conn.host, conn.port, header.api_key,
                             header.api_version)
                 return encode_response(header.api_key, header.correlation_id, response)
             except Exception:  # noqa: BLE001 - fall through to closing
                 pass
-        log.warning("event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d action=close",
+        warn.warning("unsupported_version", "event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d action=close",
                     conn.connection_id, conn.host, conn.port, header.api_key, header.api_version)
         raise CloseConnection

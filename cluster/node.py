@@ -21,7 +21,7 @@ from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
-from cluster.server import WireServer
+from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from replication.api import ReplicatedLog
 from replication.local import LocalLog
 
@@ -243,8 +243,13 @@ class Node:
         for t in list(self.metadata.topics.values()) if self.cluster is None else []:
             for p in range(t.partitions):
                 self.partitions.open(t.name, p, t.configs)
-        self.server = WireServer(Dispatcher(self.registry, self), self.config.host, self.config.port,
-                                 max_request_bytes=self.config.socket_request_max_bytes)
+        cfg = self.config
+        limits = ConnectionLimits(
+            max_request_bytes=cfg.socket_request_max_bytes, non_produce_max_bytes=cfg.non_produce_request_max_bytes,
+            max_connections=auto_max_connections() if cfg.max_connections == -1 else cfg.max_connections,
+            max_connections_per_ip=cfg.max_connections_per_ip, idle_ms=cfg.connections_max_idle_ms,
+            queued_max_bytes=cfg.queued_max_request_bytes)
+        self.server = WireServer(Dispatcher(self.registry, self), cfg.host, cfg.port, limits=limits)
         await self.server.start()
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
         from cluster import metrics

@@ -20,34 +20,76 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher
+from cluster.log_limit import LogLimiter
 
 log = logging.getLogger("kcoord.server")
 
 PIPELINE_DEPTH = 64
 PIPELINED_KEYS = frozenset({8})  # OffsetCommit
+PRODUCE_KEY = 0
 _CLOSE = object()  # a slot's answer: close the connection once the earlier answers are written
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one client can make the server hold (Kafka's names where it has them)."""
+
+    max_request_bytes: int = 104857600  # socket.request.max.bytes: Produce frames
+    non_produce_max_bytes: int = 4194304  # every other API's frames
+    max_connections: int = 2147483647  # max.connections
+    max_connections_per_ip: int = 2147483647  # max.connections.per.ip
+    idle_ms: int = 600000  # connections.max.idle.ms
+    queued_max_bytes: int = 268435456  # queued.max.request.bytes: read, not yet answered, all connections
+
+
+def auto_max_connections(reserve: int = 1024) -> int:
+    """``max.connections = -1``: what the open-file limit leaves after the node's own files
+    (journals, segments, Raft connections). The soft limit is raised to the hard one first."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ImportError, ValueError, OSError):
+        return 1000
+    if soft == resource.RLIM_INFINITY:
+        return 100_000
+    return max(64, int(soft) - reserve)
+
+
 class WireServer:
-    def __init__(self, dispatcher: Dispatcher, host: str, port: int, *, max_request_bytes: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, host: str, port: int, *,
+                 limits: ConnectionLimits | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits or ConnectionLimits()
+        self.max_request_bytes = self.limits.max_request_bytes
         self._server: asyncio.AbstractServer | None = None
         self._conns: dict[int, _Connection] = {}
+        self._per_ip: dict[str, int] = {}
         self._ids = itertools.count(1)
+        self.queued_bytes = 0  # request bytes read and not yet answered, all connections
+        self._starved: set[_Connection] = set()  # paused until queued_bytes falls
+        self._sweeper: asyncio.Task[None] | None = None
+        self.warn = LogLimiter(log)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = loop.create_task(self._close_idle(), name="idle-connections")
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self._conns.values()):
@@ -58,13 +100,76 @@ class WireServer:
             except TimeoutError:
                 pass
 
+    # ---------------------------------------------------------------- limits
+
+    def admit(self, conn: _Connection) -> bool:
+        """Count a new connection in, or say why not (max.connections, max.connections.per.ip)."""
+        host = conn.info.host
+        if len(self._conns) >= self.limits.max_connections:
+            self.warn.warning("connection_refused", "event=connection_refused peer=%s:%d reason=max_connections "
+                              "limit=%d", host, conn.info.port, self.limits.max_connections)
+            return False
+        if self._per_ip.get(host, 0) >= self.limits.max_connections_per_ip:
+            self.warn.warning("connection_refused", "event=connection_refused peer=%s:%d "
+                              "reason=max_connections_per_ip limit=%d", host, conn.info.port,
+                              self.limits.max_connections_per_ip)
+            return False
+        self._conns[conn.info.connection_id] = conn
+        self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        return True
+
+    def release(self, conn: _Connection) -> None:
+        if self._conns.pop(conn.info.connection_id, None) is None:
+            return
+        left = self._per_ip.get(conn.info.host, 1) - 1
+        if left > 0:
+            self._per_ip[conn.info.host] = left
+        else:
+            self._per_ip.pop(conn.info.host, None)
+        self._starved.discard(conn)
+
+    def frame_limit(self, api_key: int) -> int:
+        return self.limits.max_request_bytes if api_key == PRODUCE_KEY else self.limits.non_produce_max_bytes
+
+    def hold(self, n: int) -> None:
+        self.queued_bytes += n
+
+    def free(self, n: int) -> None:
+        self.queued_bytes -= n
+        if self._starved and self.queued_bytes < self.limits.queued_max_bytes:
+            starved, self._starved = self._starved, set()
+            for conn in starved:
+                conn.unstarve()
+
+    def over_budget(self, conn: _Connection) -> bool:
+        """Reading pauses while the node holds queued.max.request.bytes of unanswered requests."""
+        if self.queued_bytes < self.limits.queued_max_bytes:
+            return False
+        self._starved.add(conn)
+        return True
+
+    async def _close_idle(self) -> None:
+        """connections.max.idle.ms: close connections with nothing read or written for that long
+        and no request in flight."""
+        idle_s = self.limits.idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(idle_s / 4, 30.0))
+            cutoff = loop.time() - idle_s
+            for conn in list(self._conns.values()):
+                if conn.last_active < cutoff and not conn.slots:
+                    log.info("event=connection_idle_closed conn=%d peer=%s:%d idle_ms=%d", conn.info.connection_id,
+                             conn.info.host, conn.info.port, self.limits.idle_ms)
+                    conn.close()
+
 
 class _Slot:
     """One request's place in the connection's answer order."""
 
-    __slots__ = ("done", "response", "task")
+    __slots__ = ("done", "response", "size", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size  # the request's bytes, held in queued.max.request.bytes until answered
         self.done = False
         self.response: Any = None
         self.task: asyncio.Task[Any] | None = None
@@ -84,6 +189,10 @@ class _Connection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.ended = False  # no more frames are taken (end of stream, or a bad frame)
+        self.starved = False  # paused while the node holds queued.max.request.bytes
+        self.held = 0  # this connection's share of the server's queued_bytes
+        self.last_active = 0.0  # loop time of the last read or write (connections.max.idle.ms)
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     # ---------------------------------------------------------------- transport events
 
@@ -91,11 +200,18 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id)
-        self.server._conns[self.info.connection_id] = self
+        self.loop = asyncio.get_running_loop()
+        self.last_active = self.loop.time()
+        if not self.server.admit(self):
+            self.closing = self.ended = True
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.server._conns.pop(self.info.connection_id, None)
+        self.server.release(self)
+        if self.held:
+            self.server.free(self.held)
+            self.held = 0
         for slot in self.slots:
             if slot.task is not None:
                 slot.task.cancel()
@@ -119,21 +235,37 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.ended:
             return
+        server = self.server
+        if self.loop is not None:
+            self.last_active = self.loop.time()
         buf = self.buf
         buf += data
-        pos, end, limit = 0, len(buf), self.server.max_request_bytes
+        pos, end, limit = 0, len(buf), server.max_request_bytes
+        taken = 0
         while end - pos >= 4:
             size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
             if size < 0 or size > limit:
                 self._bad_frame(f"negative frame size {size}" if size < 0 else
                                 f"frame size {size} larger than socket.request.max.bytes={limit}")
                 return
+            if size > server.limits.non_produce_max_bytes and end - pos >= 6:
+                api_key = int.from_bytes(buf[pos + 4:pos + 6], "big", signed=True)
+                if size > server.frame_limit(api_key):
+                    self._bad_frame(f"frame size {size} of api_key {api_key} larger than its limit "
+                                    f"{server.frame_limit(api_key)}")
+                    return
             if end - pos - 4 < size:
                 break
             self.frames.append(bytes(buf[pos + 4:pos + 4 + size]))
+            taken += size
             pos += 4 + size
         if pos:
             del buf[:pos]
+        if taken:
+            self.held += taken
+            server.hold(taken)
+            if server.over_budget(self):
+                self.starved = True
         self.receiving = True
         try:
             self._pump()
@@ -159,18 +291,27 @@ class _Connection(asyncio.Protocol):
             if self.slots and (not pipelined or len(self.slots) >= PIPELINE_DEPTH):
                 break
             frames.popleft()
-            slot = _Slot()
+            slot = _Slot(len(frame))
             self.slots.append(slot)
             self._start(frame, slot)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read no further while frames wait to start, or while the node is over its budget."""
         transport = self.transport
         if transport is None or self.closing:
             return
-        if frames and not self.read_paused:  # backpressure: read no further until these start
+        pause = bool(self.frames) or self.starved
+        if pause and not self.read_paused:
             self.read_paused = True
             transport.pause_reading()
-        elif not frames and self.read_paused:
+        elif not pause and self.read_paused:
             self.read_paused = False
             transport.resume_reading()
+
+    def unstarve(self) -> None:
+        self.starved = False
+        self._update_reading()
 
     def _start(self, frame: bytes, slot: _Slot) -> None:
         coro = self.server.dispatcher.handle(frame, self.info)
@@ -207,6 +348,9 @@ class _Connection(asyncio.Protocol):
         slots = self.slots
         while slots and slots[0].done:
             first = slots.popleft()
+            if first.size:
+                self.held -= first.size
+                self.server.free(first.size)
             if first.response is _CLOSE:
                 self.close()
                 return
@@ -218,13 +362,15 @@ class _Connection(asyncio.Protocol):
     def _write_out(self) -> None:
         if self.out and self.transport is not None and not self.transport.is_closing():
             out, self.out = self.out, []
+            if self.loop is not None:
+                self.last_active = self.loop.time()
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     # ---------------------------------------------------------------- closing
 
     def _bad_frame(self, why: str) -> None:
-        log.warning("event=bad_frame conn=%d peer=%s:%d error=%r action=close", self.info.connection_id,
-                    self.info.host, self.info.port, why)
+        self.server.warn.warning("bad_frame", "event=bad_frame conn=%d peer=%s:%d error=%r action=close",
+                                 self.info.connection_id, self.info.host, self.info.port, why)
         self.buf.clear()
         self._end()
 
