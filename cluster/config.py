@@ -39,6 +39,7 @@ KAFKA_NAMES: dict[str, str] = {
     "max_connections_per_ip": "max.connections.per.ip",
     "connections_max_idle_ms": "connections.max.idle.ms",
     "queued_max_request_bytes": "queued.max.request.bytes",
+    "fetch_max_bytes": "fetch.max.bytes",
     "log_segment_bytes": "log.segment.bytes",
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
@@ -97,6 +98,7 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
     fetch_max_wait_cap_ms: int = 30000
+    fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
     peers: str = ""
     # Shared secret of the Raft ports (pysyncobj password); required in cluster mode.
@@ -142,6 +144,7 @@ class NodeConfig:
         need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")
         need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
              "must be >= socket_request_max_bytes")
+        need(self.fetch_max_bytes >= 1024, "fetch_max_bytes", "must be >= 1024")
         need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")

@@ -36,7 +36,7 @@ def _pdata(m: Any, index: int, code: ErrorCode, *, hw: int = -1, lso: int = -1, 
 
 def _collect(node: Any, request: Any, m: Any) -> tuple[list[Any], int, bool, list[Any]]:
     """One pass over the requested partitions. Returns (topics, bytes, any_error, partitions)."""
-    remaining = max(int(request.max_bytes), 0)
+    remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes)  # the broker's cap wins
     total = 0
     any_error = False
     parts_seen = []
