@@ -100,12 +100,14 @@ def decode_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_body(header: RequestHeader, frame: bytes) -> Any:
+def decode_body(header: RequestHeader, frame: bytes, max_items: int = 1 << 62) -> Any:
+    """The request body, read by kio once ``check_body`` found every count and length within
+    the frame and at most ``max_items`` array items in all."""
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise CodecError(f"no schema for api_key={header.api_key} version={header.api_version}")
     try:
-        check_body(schema, frame, header.body_offset)  # kio sizes arrays from their counts
+        check_body(schema, frame, header.body_offset, max_items)  # kio sizes arrays from their counts
     except BoundsError as e:
         raise CodecError(f"{schema.__name__} v{header.api_version}: {e}") from None
     try:

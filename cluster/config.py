@@ -88,6 +88,8 @@ class NodeConfig:
     socket_request_max_bytes: int = 104857600
     # Largest frame of any request but Produce (whose bound is socket_request_max_bytes).
     non_produce_request_max_bytes: int = 4194304
+    # Array items in one request, all arrays together: each costs loop time to read and answer.
+    request_max_array_items: int = 50000
     max_connections: int = -1  # -1 = from the open-file limit (Kafka: unlimited, then EMFILE)
     max_connections_per_ip: int = 2147483647
     connections_max_idle_ms: int = 600000
@@ -139,6 +141,7 @@ class NodeConfig:
         need(self.socket_request_max_bytes >= 1024, "socket_request_max_bytes", "must be >= 1024")
         need(1024 <= self.non_produce_request_max_bytes <= self.socket_request_max_bytes,
              "non_produce_request_max_bytes", "must be 1024..socket_request_max_bytes")
+        need(self.request_max_array_items >= 100, "request_max_array_items", "must be >= 100")
         need(self.max_connections == -1 or self.max_connections >= 1, "max_connections", "must be >= 1 (-1 = auto)")
         need(self.max_connections_per_ip >= 1, "max_connections_per_ip", "must be >= 1")
         need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")

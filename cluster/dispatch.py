@@ -127,9 +127,10 @@ class ConnInfo:
 
 
 class Dispatcher:
-    def __init__(self, registry: ApiRegistry, node: Any) -> None:
+    def __init__(self, registry: ApiRegistry, node: Any, *, max_array_items: int = 1 << 62) -> None:
         self.registry = registry
         self.node = node
+        self.max_array_items = max_array_items
 
     async def handle(self, frame: bytes, conn: ConnInfo) -> bytes | None:
         """Handle one request frame. Returns the encoded response, ``None`` for no
@@ -153,7 +154,7 @@ class Dispatcher:
             assert spec.raw is not None
             return await self._handle_raw(spec, spec.raw, header, frame, conn)
         try:
-            request = decode_body(header, frame)
+            request = decode_body(header, frame, self.max_array_items)
         except CodecError as e:
             raise self._bad_body(header, conn, e) from None
         ctx = self._context(header, conn)
@@ -211,7 +212,7 @@ class Dispatcher:
         except CodecError as e:
             raise self._bad_body(header, conn, e) from None
         except Exception as e:  # noqa: BLE001 - one failing request must not take others down
-            response = self._crash_response(spec, header, conn, e, lambda: decode_body(header, frame))
+            response = self._crash_response(spec, header, conn, e, lambda: decode_body(header, frame, self.max_array_items))
             return encode_response(header.api_key, header.correlation_id, response)
         metrics.observe_request(header.api_key, time.perf_counter() - started, answer)  # metrics
         return answer.data
@@ -226,7 +227,7 @@ class Dispatcher:
                                    unsupported_version_response(self.registry))
         if spec.error_response is not None and request_schema(header.api_key, header.api_version) is not None:
             try:
-                request = decode_body(header, frame)
+                request = decode_body(header, frame, self.max_array_items)
                 response = spec.error_response(request, ErrorCode.unsupported_version)
                 warn.warning("unsupported_version", "event=unsupported_version conn=%d peer=%s:%d api_key=%d api_version=%d "
                             "action=error_response", conn.connection_id, conn.host, conn.port, header.api_key,

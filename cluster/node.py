@@ -249,7 +249,8 @@ class Node:
             max_connections=auto_max_connections() if cfg.max_connections == -1 else cfg.max_connections,
             max_connections_per_ip=cfg.max_connections_per_ip, idle_ms=cfg.connections_max_idle_ms,
             queued_max_bytes=cfg.queued_max_request_bytes)
-        self.server = WireServer(Dispatcher(self.registry, self), cfg.host, cfg.port, limits=limits)
+        dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
+        self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits)
         await self.server.start()
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
         from cluster import metrics

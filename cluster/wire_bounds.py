@@ -28,7 +28,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-Check = Callable[[bytes, int, int], int]
+Check = Callable[[bytes, int, int, list[int]], int]  # (buf, pos, end, items_left) -> pos
 
 
 class BoundsError(Exception):
@@ -60,7 +60,7 @@ def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Check:
-    def check(buf: bytes, pos: int, end: int) -> int:
+    def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
         pos += size
         if pos > end:
             raise BoundsError(f"{size}-byte field runs past the end")
@@ -73,7 +73,7 @@ def _sized(width: int) -> Check:
     """A string/bytes with a signed legacy length prefix (int16 or int32); negative = null."""
     unpack = (_I16 if width == 2 else _I32).unpack_from
 
-    def check(buf: bytes, pos: int, end: int) -> int:
+    def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
         if pos + width > end:
             raise BoundsError("length runs past the end")
         n: int = unpack(buf, pos)[0]
@@ -87,7 +87,7 @@ def _sized(width: int) -> Check:
     return check
 
 
-def _compact_sized(buf: bytes, pos: int, end: int) -> int:
+def _compact_sized(buf: bytes, pos: int, end: int, items: list[int]) -> int:
     n, pos = _uvarint(buf, pos, end)
     n -= 1  # 0 = null
     if n > end - pos:
@@ -98,7 +98,7 @@ def _compact_sized(buf: bytes, pos: int, end: int) -> int:
 def _array(item: Check, item_min: int, flexible: bool) -> Check:
     per_item = max(item_min, 1)  # an empty item still may not be claimed a billion times
 
-    def check(buf: bytes, pos: int, end: int) -> int:
+    def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
         if flexible:
             n, pos = _uvarint(buf, pos, end)
             n -= 1
@@ -113,10 +113,13 @@ def _array(item: Check, item_min: int, flexible: bool) -> Check:
             return pos
         if n * per_item > end - pos:
             raise BoundsError(f"array of {n} items cannot fit in the {end - pos} bytes left")
+        items[0] -= n
+        if items[0] < 0:
+            raise BoundsError("more array items in one request than request_max_array_items allows")
         if item_min > 0 and item_min == _fixed_size(item):
             return pos + n * item_min
         for _ in range(n):
-            pos = item(buf, pos, end)
+            pos = item(buf, pos, end, items)
         return pos
 
     return check
@@ -141,12 +144,12 @@ def _primitive(kafka_type: str, flexible: bool) -> tuple[Check, int]:
 
 
 def _nullable_entity(inner: Check) -> Check:
-    def check(buf: bytes, pos: int, end: int) -> int:
+    def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
         if pos >= end:
             raise BoundsError("struct marker runs past the end")
         marker = buf[pos]
         pos += 1
-        return pos if marker == 0xFF else inner(buf, pos, end)
+        return pos if marker == 0xFF else inner(buf, pos, end, items)
 
     return check
 
@@ -190,9 +193,9 @@ def _compile(entity: type[Any]) -> tuple[Check, int]:
         else:
             tagged[int(tag)] = check
 
-    def check_entity(buf: bytes, pos: int, end: int) -> int:
+    def check_entity(buf: bytes, pos: int, end: int, items: list[int]) -> int:
         for c in plain:
-            pos = c(buf, pos, end)
+            pos = c(buf, pos, end, items)
         if not flexible:
             return pos
         count, pos = _uvarint(buf, pos, end)
@@ -205,15 +208,16 @@ def _compile(entity: type[Any]) -> tuple[Check, int]:
                 raise BoundsError(f"tagged field {tag} of {size} bytes runs past the end")
             known = tagged.get(tag)
             if known is not None:
-                known(buf, pos, pos + size)  # kio reads known tags: bound them by their size
+                known(buf, pos, pos + size, items)  # kio reads known tags: bound them by their size
             pos += size
         return pos
 
     return check_entity, minimum
 
 
-def check_body(schema: type[Any], frame: bytes, offset: int) -> None:
+def check_body(schema: type[Any], frame: bytes, offset: int, max_items: int = 1 << 62) -> None:
     """Raise ``BoundsError`` unless ``frame[offset:]`` can be read as ``schema`` without any
-    count or length claiming more than is there."""
+    count or length claiming more than is there, and with at most ``max_items`` array items
+    in all (every item costs loop time to decode and answer, whatever its size)."""
     check, _ = entity_check(schema)
-    check(frame, offset, len(frame))
+    check(frame, offset, len(frame), [max_items])

@@ -205,7 +205,7 @@ class GroupApi:
     async def offset_commit(self, ctx: RequestContext, header: RequestHeader, frame: bytes) -> RawResponse:
         """kio reads the request (its many versions); the answer, a list of error codes, is
         coded by hand (``encode_offset_commit_response``): commits are the hot path."""
-        req = decode_body(header, frame)
+        req = decode_body(header, frame, self.node.config.request_max_array_items)
         v = header.api_version
         unknown: dict[str, list[int]] = {}
         known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []

@@ -58,7 +58,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
                     for b in node.brokers())
     live = frozenset(b.node_id for b in brokers)
     topics: list[Any] = []
-    requested = request.topics
+    requested = _unique(request.topics)
     if v == 0 and not requested:
         requested = None  # v0: an empty list means all topics
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
@@ -93,12 +93,26 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
               controller_id=node.controller_id(), topics=tuple(topics))
 
 
+def _unique(topics: Any) -> list[Any] | None:
+    """Each topic once, in request order (Kafka reads the request's topics as a set)."""
+    if topics is None:
+        return None
+    seen: set[Any] = set()
+    out = []
+    for rt in topics:
+        key = (rt.name, getattr(rt, "topic_id", None))
+        if key not in seen:
+            seen.add(key)
+            out.append(rt)
+    return out
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
     v = version_of(request)
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
     if auto_create and request.topics:
-        for rt in request.topics:
+        for rt in _unique(request.topics) or ():
             name = rt.name
             if (name is None or name == OFFSETS_TOPIC or node.topic(name) is not None
                     or validate_topic_name(name) is not None or node.is_internal_topic(name)):

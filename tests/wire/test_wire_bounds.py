@@ -92,3 +92,14 @@ def test_huge_counts_and_lengths_at_every_offset_never_reach_a_huge_allocation()
     cases, passed = map(int, proc.stdout.split())
     assert cases > 100_000
     assert passed < cases  # most mutations are rejected before kio
+
+
+def test_array_items_per_request_are_capped() -> None:
+    from kio.index import load_request_schema
+
+    schema = load_request_schema(3, 1)
+    n = 1_000_000  # a 3 MB Metadata request naming a million topics
+    body = struct.pack(">i", n) + (struct.pack(">h", 1) + b"x") * n
+    check_body(schema, body, 0)  # fits its frame ...
+    with pytest.raises(BoundsError, match="request_max_array_items"):
+        check_body(schema, body, 0, max_items=50_000)  # ... but costs too much loop time to answer
