@@ -169,7 +169,12 @@ class Dispatcher:
         metrics.observe_request(header.api_key, time.perf_counter() - started, response)  # metrics
         if response is None:
             return None
-        return encode_response(header.api_key, header.correlation_id, response)
+        try:
+            return encode_response(header.api_key, header.correlation_id, response)
+        except Exception as e:  # noqa: BLE001 - a response kio cannot write: say which, close
+            log.error("event=response_encode_failed conn=%d api_key=%d api_version=%d error=%r", conn.connection_id,
+                      header.api_key, header.api_version, f"{type(e).__name__}: {e}")
+            raise CloseConnection from None
 
     @staticmethod
     def _bad_body(header: RequestHeader, conn: ConnInfo, e: CodecError) -> CloseConnection:

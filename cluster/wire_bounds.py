@@ -69,8 +69,13 @@ def _fixed(size: int) -> Check:
     return check
 
 
-def _sized(width: int) -> Check:
-    """A string/bytes with a signed legacy length prefix (int16 or int32); negative = null."""
+def _null(nullable: bool, what: str) -> None:
+    if not nullable:  # kio would hand the handler a None where the schema promises a value
+        raise BoundsError(f"null {what} in a non-nullable field")
+
+
+def _sized(width: int, nullable: bool) -> Check:
+    """A string/bytes with a signed legacy length prefix (int16 or int32); -1 = null."""
     unpack = (_I16 if width == 2 else _I32).unpack_from
 
     def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
@@ -78,24 +83,33 @@ def _sized(width: int) -> Check:
             raise BoundsError("length runs past the end")
         n: int = unpack(buf, pos)[0]
         pos += width
-        if n < -1:
-            raise BoundsError(f"negative length {n}")
+        if n < 0:
+            if n < -1:
+                raise BoundsError(f"negative length {n}")
+            _null(nullable, "string or bytes")
+            return pos
         if n > end - pos:
             raise BoundsError(f"length {n} larger than the {end - pos} bytes left")
-        return pos + max(n, 0)
+        return pos + n
 
     return check
 
 
-def _compact_sized(buf: bytes, pos: int, end: int, items: list[int]) -> int:
-    n, pos = _uvarint(buf, pos, end)
-    n -= 1  # 0 = null
-    if n > end - pos:
-        raise BoundsError(f"length {n} larger than the {end - pos} bytes left")
-    return pos + max(n, 0)
+def _compact_sized(nullable: bool) -> Check:
+    def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
+        n, pos = _uvarint(buf, pos, end)
+        if n == 0:
+            _null(nullable, "string or bytes")
+            return pos
+        n -= 1
+        if n > end - pos:
+            raise BoundsError(f"length {n} larger than the {end - pos} bytes left")
+        return pos + n
+
+    return check
 
 
-def _array(item: Check, item_min: int, flexible: bool) -> Check:
+def _array(item: Check, item_min: int, flexible: bool, nullable: bool) -> Check:
     per_item = max(item_min, 1)  # an empty item still may not be claimed a billion times
 
     def check(buf: bytes, pos: int, end: int, items: list[int]) -> int:
@@ -109,7 +123,10 @@ def _array(item: Check, item_min: int, flexible: bool) -> Check:
             pos += 4
             if n < -1:
                 raise BoundsError(f"negative array count {n}")
-        if n <= 0:
+        if n < 0:
+            _null(nullable, "array")
+            return pos
+        if n == 0:
             return pos
         if n * per_item > end - pos:
             raise BoundsError(f"array of {n} items cannot fit in the {end - pos} bytes left")
@@ -130,16 +147,16 @@ def _fixed_size(check: Check) -> int:
     return size
 
 
-def _primitive(kafka_type: str, flexible: bool) -> tuple[Check, int]:
+def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> tuple[Check, int]:
     size = _FIXED.get(kafka_type)
     if size is not None:
         check = _fixed(size)
         check.fixed_size = size  # type: ignore[attr-defined]
         return check, size
     if kafka_type == "string":
-        return (_compact_sized, 1) if flexible else (_sized(2), 2)
+        return (_compact_sized(nullable), 1) if flexible else (_sized(2, nullable), 2)
     if kafka_type in ("bytes", "records"):
-        return (_compact_sized, 1) if flexible else (_sized(4), 4)
+        return (_compact_sized(nullable), 1) if flexible else (_sized(4, nullable), 4)
     raise TypeError(f"no bounds check for kafka type {kafka_type!r}")
 
 
@@ -156,15 +173,17 @@ def _nullable_entity(inner: Check) -> Check:
 
 def _field(f: Any, flexible: bool, is_tag: bool) -> tuple[Check, int]:
     cls = classify_field(f)
+    nullable = is_tag or is_optional(f)  # kio reads a tagged field's value as it comes
     if isinstance(cls, PrimitiveField | PrimitiveTupleField):
-        item, item_min = _primitive(get_schema_field_type(f), flexible)
+        # in a primitive array, nullability is the array's, never its items'
+        item, item_min = _primitive(get_schema_field_type(f), flexible, nullable and not cls.is_array)
     else:
         assert isinstance(cls, EntityField | EntityTupleField)
         item, item_min = entity_check(cls.type_)
-        if isinstance(cls, EntityField) and not is_tag and is_optional(f):
+        if isinstance(cls, EntityField) and not is_tag and nullable:
             return _nullable_entity(item), 1
     if cls.is_array:
-        return _array(item, item_min, flexible), (1 if flexible else 4)
+        return _array(item, item_min, flexible, nullable), (1 if flexible else 4)
     return item, item_min
 
 

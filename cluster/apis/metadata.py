@@ -9,7 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
-from cluster.dispatch import RequestContext
+from cluster.dispatch import CloseConnection, RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, validate_topic_name
 
 API_KEY = 3
@@ -110,6 +110,12 @@ def _unique(topics: Any) -> list[Any] | None:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
     v = version_of(request)
+    if v < 12 and any(rt.name is None for rt in request.topics or ()):
+        # v10-11 may carry a null name on the wire, but topics are looked up by id only from v12
+        # (Kafka refuses such a request as invalid); its response could not even name the topic.
+        warn.warning("invalid_request", "event=invalid_request api_key=3 api_version=%d conn=%d error='null topic name before v12'",
+                    v, ctx.connection_id)
+        raise CloseConnection
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
     if auto_create and request.topics:
         for rt in _unique(request.topics) or ():

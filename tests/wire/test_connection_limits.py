@@ -63,6 +63,22 @@ def test_a_million_topics_in_one_metadata_request_is_refused_quickly(kcoord_node
     assert _serving(kcoord_node.bootstrap)
 
 
+def test_metadata_before_v12_with_a_null_topic_name_is_refused(kcoord_node) -> None:
+    """Found by the fuzzer: the response of v10-11 cannot carry the null name (kio raised while
+    writing it and the connection died with an error logged as a server fault)."""
+    from kio.schema.metadata.v10.request import MetadataRequest, MetadataRequestTopic
+
+    c = RawConn(kcoord_node.bootstrap)
+    c.request(3, 10, MetadataRequest(topics=(MetadataRequestTopic(topic_id=__import__("uuid").uuid4(), name=None),),
+                                     allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                     include_topic_authorized_operations=False))
+    assert c.closed_by_peer()
+    c.close()
+    log = kcoord_node.log_text()
+    assert "null topic name before v12" in log and "response_encode_failed" not in log
+    assert _serving(kcoord_node.bootstrap)
+
+
 def test_frames_over_their_api_limit_close_the_connection(limited_node) -> None:
     bs = limited_node.bootstrap
     big = 100_000  # over the 64 KiB non-Produce limit, under socket.request.max.bytes

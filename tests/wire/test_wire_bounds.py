@@ -103,3 +103,28 @@ def test_array_items_per_request_are_capped() -> None:
     check_body(schema, body, 0)  # fits its frame ...
     with pytest.raises(BoundsError, match="request_max_array_items"):
         check_body(schema, body, 0, max_items=50_000)  # ... but costs too much loop time to answer
+
+
+def test_nulls_only_where_the_schema_allows_them() -> None:
+    """kio reads a null (-1 / compact 0) into any string or array field; a handler then fails on
+    a None the schema never allows (the fuzzer found 'NoneType' object is not iterable in eleven
+    APIs). Nulls in nullable fields pass, nulls elsewhere are refused before kio reads them."""
+    import dataclasses
+
+    from kio.index import load_request_schema
+    from kio.serial._introspect import get_field_tag, is_optional
+
+    for _key, _version, schema in request_schemas():
+        obj = example(schema)
+        nulled = dataclasses.replace(obj, **{f.name: None for f in dataclasses.fields(schema)
+                                             if is_optional(f) and get_field_tag(f) is None})
+        check_body(schema, encode(nulled), 0)  # every nullable field null: accepted
+    metadata_v1 = load_request_schema(3, 1)
+    check_body(metadata_v1, struct.pack(">i", -1), 0)  # null = all topics
+    join_v5 = load_request_schema(11, 5)
+    body = encode(example(join_v5))
+    with pytest.raises(BoundsError, match="null array"):
+        check_body(join_v5, encode(dataclasses.replace(example(join_v5), protocols=None)), 0)
+    group_null = struct.pack(">h", -1) + body[2 + 2:]  # group id "ab" -> null
+    with pytest.raises(BoundsError, match="null string"):
+        check_body(join_v5, group_null, 0)
