@@ -40,6 +40,7 @@ KAFKA_NAMES: dict[str, str] = {
     "connections_max_idle_ms": "connections.max.idle.ms",
     "queued_max_request_bytes": "queued.max.request.bytes",
     "fetch_max_bytes": "fetch.max.bytes",
+    "message_max_bytes": "message.max.bytes",
     "log_segment_bytes": "log.segment.bytes",
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
@@ -100,6 +101,7 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
     fetch_max_wait_cap_ms: int = 30000
+    message_max_bytes: int = 1048588  # largest record batch a topic takes (topic config max.message.bytes)
     fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
     peers: str = ""
@@ -147,6 +149,7 @@ class NodeConfig:
         need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")
         need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
              "must be >= socket_request_max_bytes")
+        need(self.message_max_bytes >= 0, "message_max_bytes", "must be >= 0")
         need(self.fetch_max_bytes >= 1024, "fetch_max_bytes", "must be >= 1024")
         need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")

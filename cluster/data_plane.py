@@ -18,6 +18,7 @@ from enum import IntEnum
 from typing import Any
 
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
+from replication.batch_validator import validate_batch
 from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
 from replication.data_passthrough import DataPassThroughLog
 from replication.record_batch import InvalidBatchError, assign_offsets, split_batches
@@ -31,6 +32,7 @@ class Err(IntEnum):
     NONE = 0
     CORRUPT_MESSAGE = 2
     NOT_LEADER_OR_FOLLOWER = 6
+    MESSAGE_TOO_LARGE = 10
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
@@ -47,9 +49,15 @@ class ProduceResult:
     message: str | None = None
 
 
+_PROBLEM_CODES = {"invalid": Err.INVALID_RECORD, "corrupt": Err.CORRUPT_MESSAGE, "too_large": Err.MESSAGE_TOO_LARGE}
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's message.max.bytes
+
+
 class DataPartition:
-    def __init__(self, topic: str, partition: int, directory: str, data_log: DataLog) -> None:
+    def __init__(self, topic: str, partition: int, directory: str, data_log: DataLog,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.topic = topic
+        self.max_message_bytes = max_message_bytes
         self.partition = partition
         self.directory = directory
         self.data = data_log
@@ -101,6 +109,9 @@ class DataPartition:
                                  message="Produce requests are only allowed to contain exactly one record batch "
                                          "per partition")
         hdr, batch = batches[0]
+        problem = validate_batch(hdr, batch, self.max_message_bytes)
+        if problem is not None:
+            return ProduceResult(_PROBLEM_CODES[problem[0]], message=problem[1])
         if not self.is_leader:
             return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
         if hdr.is_control:
@@ -184,7 +195,8 @@ class PartitionStore:
                 retention_ms=int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
                 retention_bytes=int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
             )
-            part = DataPartition(topic, partition, d, data)
+            max_message = int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
+            part = DataPartition(topic, partition, d, data, max_message_bytes=max_message)
             self._parts[key] = part
         return part
 
