@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from cluster import data_dir
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
@@ -44,6 +45,11 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         os.makedirs(config.data_dir, exist_ok=True)
+        try:
+            self._data_dir_lock = data_dir.lock(config.data_dir)  # before anything reads the directory
+            data_dir.check_identity(config.data_dir, config.node_id, config.cluster_secret)
+        except data_dir.DataDirError as e:
+            raise NodeStartError(str(e)) from None
         self.registry = ApiRegistry()
         self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions)
         if self.metadata.offsets_partitions != config.offsets_topic_num_partitions:
@@ -261,6 +267,11 @@ class Node:
             await self.group_api.start()
         if self.cluster is not None and not await self.cluster.wait_formed():
             log.warning("event=cluster_not_formed detail='no metadata leader yet; serving anyway'")
+        else:
+            try:
+                data_dir.record_cluster_id(self.config.data_dir, self.cluster_id)
+            except data_dir.DataDirError as e:
+                raise NodeStartError(str(e)) from None
         log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d",
                  self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
                  self.offsets_partitions)
@@ -290,4 +301,5 @@ class Node:
             close = getattr(lg, "close", None)
             if close is not None:
                 close()
+        os.close(self._data_dir_lock)
         log.info("event=node_stopped node_id=%d", self.node_id)
