@@ -13,11 +13,11 @@ import asyncio
 import importlib
 import logging
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from cluster import data_dir
+from cluster.clock import AnchoredClock
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
@@ -44,6 +44,7 @@ class NodeStartError(RuntimeError):
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        self.clock = AnchoredClock()
         os.makedirs(config.data_dir, exist_ok=True)
         try:
             self._data_dir_lock = data_dir.lock(config.data_dir)  # before anything reads the directory
@@ -165,9 +166,9 @@ class Node:
             self._offsets_logs[partition] = lg
         return lg
 
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)
+    def now_ms(self) -> int:
+        """Coordinator time: the wall clock at start, advancing monotonically (``cluster.clock``)."""
+        return self.clock.now_ms()
 
     # -- topics -----------------------------------------------------------------------------
 
