@@ -78,6 +78,10 @@ class DataStateMachine:
 
     def apply(self, epoch: int, payload: bytes) -> int:
         base = parse_header(payload).base_offset
+        if base < self.data.log_start_offset:
+            # Replaying the journal over a log that retention has since cut: this batch was
+            # applied before and deleted; reading it back is impossible and not needed.
+            return base
         if base < self.data.log_end_offset:
             # A restarted node replays its Raft journal over the segments it kept (the DataLog
             # is durable state of its own): the very same batch is already there. Anything else

@@ -49,6 +49,7 @@ from replication.api import (
     ReplicationError,
     StaleEpochError,
 )
+from replication.failstop import fail_stop
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
 
@@ -128,6 +129,7 @@ logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
 
 _FOLLOWER = _pso._RAFT_STATE.FOLLOWER
 FENCED = -1  # result of an append whose epoch is not the announced one
+APPLY_FAILED = -3  # result of an entry the state machine could not apply (skipped on every replica)
 # Epochs are term * EPOCH_STRIDE + n: a leader may re-fence (n + 1) without a new election.
 EPOCH_STRIDE = 1 << 20
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # the largest payload one replicated entry may carry
@@ -226,6 +228,7 @@ class _Group(SyncObj):  # type: ignore[misc]
                  transport: Callable[..., Any] | None = None) -> None:
         self.sm = sm
         self.fence = 0
+        self.name = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         if transport is None:
             super().__init__(self_addr, peers, conf)
@@ -258,12 +261,26 @@ class _Group(SyncObj):  # type: ignore[misc]
     def append(self, epoch: int, payload: bytes) -> int:
         if epoch != self.fence:
             return FENCED
-        return self.sm.apply(epoch, payload)
+        return self._apply(epoch, payload)
 
     @replicated  # type: ignore[untyped-decorator]
     def submit(self, payload: bytes) -> int:
         """Unfenced: any node may submit (pysyncobj forwards it to the leader)."""
-        return self.sm.apply(self.fence, payload)
+        return self._apply(self.fence, payload)
+
+    def _apply(self, epoch: int, payload: bytes) -> int:
+        """Applying is total: pysyncobj retries an entry whose apply raised on every tick, after
+        dropping its callbacks, so one bad entry would freeze the partition for good. An entry the
+        state machine refuses is skipped (every replica refuses it alike) and its caller told; a
+        fault of the environment (ENOSPC, EMFILE, EIO) stops the node instead."""
+        try:
+            return self.sm.apply(epoch, payload)
+        except OSError as e:
+            fail_stop("raft_apply", f"{self.name}: applying an entry failed: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - see above: never let an apply raise into pysyncobj
+            log.error("event=apply_failed group=%s bytes=%d error=%r action=skipped", self.name, len(payload),
+                      f"{type(e).__name__}: {e}")
+            return APPLY_FAILED
 
     # pysyncobj 0.3.17 clears the journal when it does not start exactly at the snapshot,
     # dropping acknowledged entries that follow it. Keep the journal if it holds the
@@ -419,6 +436,7 @@ class RaftLog:
 
         self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
         self.group = _Group(self_addr, peers, conf, sm, transport)
+        self.group.name = name
         holder["g"] = self.group
         listen_first = _pso_monotonic() + t.connection_retry + 2 * t.raft_max_timeout
         if len(self.group.__dict__["_SyncObj__raftLog"]) > 1:
@@ -485,6 +503,8 @@ class RaftLog:
         result = await fut
         if result == FENCED:
             raise StaleEpochError(f"{self._name}: append at epoch {epoch} was fenced")
+        if result == APPLY_FAILED:
+            raise ReplicationError(f"{self._name}: the entry could not be applied (skipped)")
         return int(result)
 
     async def submit(self, payload: bytes) -> int:
