@@ -23,6 +23,7 @@ from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
+from cluster.supervise import supervised
 from replication.api import ReplicatedLog
 from replication.local import LocalLog
 
@@ -263,7 +264,7 @@ class Node:
         from cluster import metrics
 
         self.metrics_server = metrics.start_server(self.config)
-        self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        self._tasks.append(supervised(self._retention_loop(), "retention"))
         if self.group_api is not None and hasattr(self.group_api, "start"):
             await self.group_api.start()
         if self.cluster is not None and not await self.cluster.wait_formed():

@@ -25,6 +25,7 @@ from cluster import metrics
 from cluster.config import Peer
 from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
+from cluster.supervise import supervised
 from replication.api import ReplicationError
 from replication.data_log import DataLog
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
@@ -202,7 +203,7 @@ class RaftCluster:
 
     async def start(self) -> None:
         self.host.start(asyncio.get_running_loop())
-        self._task = asyncio.create_task(self._follow_metadata(), name="metadata")
+        self._task = supervised(self._follow_metadata(), "metadata")
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
         """Until this node knows the cluster (metadata applied, its partitions open)."""

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher
 from cluster.log_limit import LogLimiter
+from cluster.supervise import supervised
 
 log = logging.getLogger("kcoord.server")
 
@@ -85,7 +86,7 @@ class WireServer:
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._sweeper = loop.create_task(self._close_idle(), name="idle-connections")
+        self._sweeper = supervised(self._close_idle(), "idle-connections")
 
     async def stop(self) -> None:
         if self._sweeper is not None:

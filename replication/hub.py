@@ -111,6 +111,7 @@ class RaftHub:
         self._open: dict[str, _Conn] = {}  # peer -> its authenticated connection
         self._dialing: dict[str, _Conn] = {}
         self._next_dial: dict[str, float] = {}
+        self._dial_warned: dict[str, str] = {}  # peer -> the dial error last logged (logged once until it changes)
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
         self._outbox: dict[str, list[tuple[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -217,7 +218,15 @@ class RaftHub:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        err = sock.connect_ex((host, int(port)))
+        try:
+            err = sock.connect_ex((host, int(port)))
+        except OSError as e:  # a name that does not resolve (a removed container): dial again later
+            sock.close()
+            if self._dial_warned.get(peer) != str(e):
+                self._dial_warned[peer] = str(e)
+                log.warning("event=raft_dial_failed peer=%s error=%r action=retry", peer, str(e))
+            return
+        self._dial_warned.pop(peer, None)
         if err not in (0, errno.EINPROGRESS):
             sock.close()
             return
@@ -341,7 +350,11 @@ class RaftHub:
                 self._close(conn, "bad frame MAC")
                 return False
             conn.recv_seq += 1
-            batch = pickle.loads(payload)  # authenticated above
+            try:
+                batch = list(pickle.loads(payload))  # authenticated above
+            except Exception as e:  # noqa: BLE001 - a peer of another version, or a bug: drop the link
+                self._close(conn, f"undecodable frame: {type(e).__name__}: {e}")
+                return False
             for gid, message in batch:
                 group = self._groups.get(gid)
                 if group is None:

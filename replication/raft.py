@@ -49,7 +49,7 @@ from replication.api import (
     ReplicationError,
     StaleEpochError,
 )
-from replication.failstop import fail_stop
+from replication.failstop import fail_stop, guarded
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
 
@@ -775,7 +775,8 @@ class RaftHost:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._thread = threading.Thread(target=self._run, name="raft-ticker", daemon=True)
+        # A ticker that died would leave the node serving without Raft: stop the node instead.
+        self._thread = threading.Thread(target=guarded("raft_ticker", self._run), name="raft-ticker", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -880,6 +881,8 @@ class RaftHost:
                         hub.attach(lg.name, lg.transport, lg.transport.hub_peers())
                     lg.check_leadership()
                     lg.step_transfer(now)
+                except OSError as e:  # a journal or snapshot write failed: nothing may be acknowledged now
+                    fail_stop("raft_tick", f"{lg.name}: {type(e).__name__}: {e}")
                 except Exception:  # noqa: BLE001 - one group's failure must not stop the others
                     log.exception("event=raft_tick_failed partition=%s", lg.name)
             hub.flush()
