@@ -3,7 +3,7 @@
 For each ``<data_dir>/raft/__consumer_offsets-P/``: the Raft snapshot (``raft.snapshot``,
 written by ``replication.raft``'s serializer: the EntryStore's compacted payloads and the
 fence epoch) followed by the journal entries after it up to the node's commit index
-(``raft.kcj`` + ``raft.kcj.meta``, read with ``SafeJournal``), replayed the way the
+(``raft.kcj`` + ``raft.kcj.meta`` + ``raft.kcj.commit``, read with ``SafeJournal``), replayed the way the
 partition's ``_Group`` applies them: ``announce`` raises the fence, ``append`` applies only
 at the current fence, ``submit`` always applies. Every payload is a coordinator record
 batch (``coordinator.codec.decode_batch``).
@@ -63,16 +63,17 @@ def partition_payloads(part_dir: Path) -> list[bytes]:
     # SafeJournal opens its file for appending and truncates a torn tail: work on a copy.
     tmp = part_dir / "export.tmp.kcj"
     tmp.write_bytes(journal_path.read_bytes())
-    meta = Path(str(journal_path) + ".meta")
-    if meta.exists():
-        Path(str(tmp) + ".meta").write_bytes(meta.read_bytes())
+    for side in (".meta", ".commit"):  # term and vote; the commit index
+        src = Path(str(journal_path) + side)
+        if src.exists():
+            Path(str(tmp) + side).write_bytes(src.read_bytes())
     try:
         j = SafeJournal(str(tmp))
         commit = j.getRaftCommitIndex()
         entries = [j[i] for i in range(len(j))]
         j._destroy()
     finally:
-        for p in (tmp, Path(str(tmp) + ".meta"), Path(str(tmp) + ".meta.tmp")):
+        for p in (tmp, *(Path(str(tmp) + side) for side in (".meta", ".meta.tmp", ".commit", ".commit.tmp", ".tmp"))):
             if p.exists():
                 os.unlink(p)
     for command, idx, _term in entries:

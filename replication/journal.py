@@ -5,21 +5,110 @@ pysyncobj 0.3.17's FileJournal shortens its log in place when it compacts
 journal and acknowledged entries are gone. This journal appends framed entries to a
 plain file and compacts by writing the kept entries to a new file and renaming it
 over the old one, so a crash leaves either the old or the new journal, never half.
-Term, vote and commit index live in a small side file, also replaced by rename.
+Term and vote live in a small side file (CRC, fsync'd, replaced by rename); the commit index,
+a hint a restarted node can re-learn, in another that is never fsync'd.
 
-No fsync, like pysyncobj: this survives process crashes, not power loss of the host.
+Every frame carries a CRC-32C of its index, term and command. On load, a torn tail (the
+last frame cut short, or failing its CRC with nothing after it: a crash mid-write) is
+truncated with one log line; a frame that fails its CRC with frames after it is corruption
+in the middle, and the node refuses to start (exit 2) rather than replay a log it cannot
+trust. Journals of the first format (``KCJ1``, no CRC) are read once and rewritten.
+
+Writes go straight to the file (no user-space buffer) at a tracked end: a write that fails
+(ENOSPC, EIO) is truncated back to the last whole frame and the node stops
+(``replication.failstop``), so nothing is acknowledged that is not in the journal and no
+stale bytes of a failed write are ever written later. Renames are fsync'd with their
+directory. The journal itself is fsync'd only as ``durability`` says (``set_flush_policy``):
+by default never, as Kafka (replication, not fsync, makes a write durable); in ``fsync``
+mode before any Raft message of a ticker pass leaves, so nothing is acknowledged, by a
+follower or to a client, before it is on disk.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
+import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
+import crc32c as _crc32c
 import msgpack
 
-_HEAD = struct.Struct("<IQQ")  # body length, index, term
-_MAGIC = b"KCJ1"
+from replication.failstop import EXIT_CORRUPT, fail_stop
+
+log = logging.getLogger("kcoord.journal")
+
+_HEAD_V1 = struct.Struct("<IQQ")  # body length, index, term
+_HEAD = struct.Struct("<IIQQ")  # body length, crc32c(index, term, body), index, term
+_MAGIC_V1 = b"KCJ1"
+_MAGIC = b"KCJ2"
+_META_MAGIC = b"KCM1"
+
+
+# The calls that make writes durable, by name, so tests can fault them (EIO, ENOSPC).
+_pwrite = os.pwrite
+_fsync = os.fsync
+
+
+def _crc(idx: int, term: int, command: bytes) -> int:
+    return int(_crc32c.crc32c(command, _crc32c.crc32c(struct.pack("<QQ", idx, term)))) & 0xFFFFFFFF
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(tmp: str, path: str) -> None:
+    """``tmp`` (written and fsync'd by the caller) becomes ``path``, and the rename survives a
+    power loss."""
+    os.replace(tmp, path)
+    fsync_dir(path)
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicy:
+    """When journals are fsync'd (Kafka's ``log.flush.interval.messages`` / ``.ms``)."""
+
+    before_send: bool = False  # durability = "fsync": every pass, before its messages leave
+    every_messages: int = 0  # 0 = never by count
+    every_ms: int = 0  # 0 = never by time
+
+
+_policy = FlushPolicy()
+_dirty: set[SafeJournal] = set()
+_dirty_lock = threading.Lock()
+
+
+def set_flush_policy(policy: FlushPolicy) -> None:
+    global _policy
+    _policy = policy
+
+
+def flush_policy() -> FlushPolicy:
+    return _policy
+
+
+def sync_due(before_send: bool) -> int:
+    """fsync the journals the policy says are due; returns how many were synced. Called by the
+    Raft ticker each pass (``before_send=True`` just before the pass's messages go out)."""
+    if not _dirty:
+        return 0
+    with _dirty_lock:
+        journals = list(_dirty)
+    now = time.monotonic()
+    synced = 0
+    for j in journals:
+        if (before_send and _policy.before_send) or j.flush_due(_policy, now):
+            j.sync()
+            synced += 1
+    return synced
 
 
 class SafeJournal:
@@ -30,50 +119,97 @@ class SafeJournal:
         self._meta_path = path + ".meta"
         self._entries: list[tuple[bytes, int, int]] = []
         self._offsets: list[int] = []  # file offset where each entry starts
+        self._commit_path = path + ".commit"
         self._meta: dict[str, Any] = self._read_meta()
-        self._meta_dirty = False
+        self._commit = self._read_commit()
+        self._commit_dirty = False
+        self._unsynced = 0  # entries written since the last fsync
+        self._synced_at = time.monotonic()
+        self._fd = -1
+        self._end = 0  # the end of the last whole frame: where the next one is written
         self._load()
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self._end = os.lseek(self._fd, 0, os.SEEK_END)  # kept here: no lseek per append
+        if self._fd < 0:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+            self._end = os.lseek(self._fd, 0, os.SEEK_END)
 
     # ---------------------------------------------------------------- file
 
     def _load(self) -> None:
         if not os.path.exists(self._path):
-            with open(self._path, "wb") as f:
-                f.write(_MAGIC)
+            self._write_file(self._path, [])
             return
         with open(self._path, "rb") as f:
             data = f.read()
+        if data.startswith(_MAGIC_V1):
+            self._load_v1(data)
+            self._rewrite(self._entries)  # once: from now on every frame has its CRC
+            log.info("event=journal_upgraded path=%s entries=%d", self._path, len(self._entries))
+            return
         if not data.startswith(_MAGIC):
-            raise ValueError(f"{self._path} is not a kcoord journal")
-        pos = len(_MAGIC)
-        good = pos
-        while pos + _HEAD.size <= len(data):
-            size, idx, term = _HEAD.unpack_from(data, pos)
+            fail_stop("journal", f"{self._path} is not a kcoord journal (unknown header {data[:4]!r})", EXIT_CORRUPT)
+        pos = good = len(_MAGIC)
+        while pos < len(data):
+            if len(data) - pos < _HEAD.size:
+                break  # a torn frame header at the end
+            size, crc, idx, term = _HEAD.unpack_from(data, pos)
             end = pos + _HEAD.size + size
             if end > len(data):
-                break  # torn tail from a crash mid-write
+                break  # torn tail: the last frame was cut short by a crash
+            command = data[pos + _HEAD.size:end]
+            if _crc(idx, term, command) != crc:
+                if end == len(data):
+                    break  # the last frame, half written: a torn tail too
+                fail_stop("journal", f"{self._path}: frame at byte {pos} (index {idx}) fails its CRC and "
+                          f"{len(data) - end} bytes follow it: the journal is corrupt in the middle; "
+                          "refusing to start (restore the node from its peers: move this directory away)",
+                          EXIT_CORRUPT)
             self._offsets.append(pos)
-            self._entries.append((data[pos + _HEAD.size : end], idx, term))
+            self._entries.append((command, idx, term))
             pos = good = end
         if good != len(data):
+            log.warning("event=journal_torn_tail path=%s truncated_bytes=%d entries=%d", self._path,
+                        len(data) - good, len(self._entries))
             os.truncate(self._path, good)
 
-    def _frame(self, command: bytes, idx: int, term: int) -> bytes:
-        return _HEAD.pack(len(command), idx, term) + command
+    def _load_v1(self, data: bytes) -> None:
+        pos = len(_MAGIC_V1)
+        while pos + _HEAD_V1.size <= len(data):
+            size, idx, term = _HEAD_V1.unpack_from(data, pos)
+            end = pos + _HEAD_V1.size + size
+            if end > len(data):
+                break
+            self._entries.append((data[pos + _HEAD_V1.size:end], idx, term))
+            pos = end
+
+    @staticmethod
+    def _frame(command: bytes, idx: int, term: int) -> bytes:
+        return _HEAD.pack(len(command), _crc(idx, term, command), idx, term) + command
+
+    def _write_all(self, data: bytes) -> None:
+        """Write ``data`` at the tracked end; on any error cut back to it and stop the node."""
+        try:
+            written = _pwrite(self._fd, data, self._end)
+            while written < len(data):  # a short write (a nearly full disk): finish or raise
+                written += _pwrite(self._fd, data[written:], self._end + written)
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, self._end)
+            except OSError:
+                pass  # recovery finds the torn tail
+            fail_stop("journal", f"{self._path}: write failed: {type(e).__name__}: {e}")
+        self._end += len(data)
 
     # ---------------------------------------------------------------- Journal interface
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         command = bytes(command)
-        frame = self._frame(command, idx, term)
-        self._offsets.append(self._end)
-        written = os.write(self._fd, frame)
-        while written < len(frame):  # a short write (e.g. a nearly full disk): finish or raise
-            written += os.write(self._fd, frame[written:])
-        self._end += len(frame)
+        start = self._end
+        self._write_all(self._frame(command, idx, term))
+        self._offsets.append(start)
         self._entries.append((command, idx, term))
+        self._unsynced += 1
+        with _dirty_lock:
+            _dirty.add(self)
 
     def clear(self) -> None:
         self._rewrite([])
@@ -82,31 +218,53 @@ class SafeJournal:
         if entryFrom >= len(self._entries):
             return
         cut = self._offsets[entryFrom]
+        try:
+            os.ftruncate(self._fd, cut)
+        except OSError as e:
+            fail_stop("journal", f"{self._path}: truncate failed: {type(e).__name__}: {e}")
         del self._entries[entryFrom:]
         del self._offsets[entryFrom:]
-        os.truncate(self._path, cut)
         self._end = cut
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
         self._rewrite(self._entries[entryTo:])
 
+    def _write_file(self, path: str, keep: list[tuple[bytes, int, int]]) -> tuple[list[int], int]:
+        """Write a whole journal to ``path`` (fsync'd); returns each frame's offset and the end."""
+        offsets = []
+        pos = len(_MAGIC)
+        chunks = [_MAGIC]
+        for command, idx, term in keep:
+            frame = self._frame(command, idx, term)
+            offsets.append(pos)
+            chunks.append(frame)
+            pos += len(frame)
+        with open(path, "wb", buffering=0) as f:
+            data = b"".join(chunks)
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view) or 0:]
+            os.fsync(f.fileno())
+        return offsets, pos
+
     def _rewrite(self, keep: list[tuple[bytes, int, int]]) -> None:
         tmp = self._path + ".tmp"
-        offsets = []
-        with open(tmp, "wb") as f:
-            f.write(_MAGIC)
-            pos = len(_MAGIC)
-            for command, idx, term in keep:
-                frame = self._frame(command, idx, term)
-                offsets.append(pos)
-                f.write(frame)
-                pos += len(frame)
-        os.replace(tmp, self._path)
-        os.close(self._fd)
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND, 0o600)
-        self._end = pos
+        try:
+            offsets, end = self._write_file(tmp, keep)
+            replace_durably(tmp, self._path)  # also makes a snapshot renamed just before durable
+        except OSError as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            fail_stop("journal", f"{self._path}: rewrite failed: {type(e).__name__}: {e}")
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self._path, os.O_WRONLY, 0o600)
+        self._end = end
         self._entries = list(keep)
         self._offsets = offsets
+        self._unsynced = 0
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
@@ -115,7 +273,9 @@ class SafeJournal:
         return len(self._entries)
 
     def _destroy(self) -> None:
-        self._store_meta()
+        with _dirty_lock:
+            _dirty.discard(self)
+        self._store_commit()
         try:
             os.close(self._fd)
         except OSError:
@@ -124,30 +284,97 @@ class SafeJournal:
     def flush(self) -> None:
         pass
 
+    # ---------------------------------------------------------------- fsync
+
+    def flush_due(self, policy: FlushPolicy, now: float) -> bool:
+        if not self._unsynced:
+            return False
+        if policy.every_messages and self._unsynced >= policy.every_messages:
+            return True
+        return bool(policy.every_ms) and (now - self._synced_at) * 1000 >= policy.every_ms
+
+    def sync(self) -> None:
+        try:
+            _fsync(self._fd)
+        except OSError as e:
+            fail_stop("journal", f"{self._path}: fsync failed: {type(e).__name__}: {e}")
+        self._unsynced = 0
+        self._synced_at = time.monotonic()
+        with _dirty_lock:
+            _dirty.discard(self)
+
     # ---------------------------------------------------------------- meta
 
     def _read_meta(self) -> dict[str, Any]:
         try:
             with open(self._meta_path, "rb") as f:
-                meta = msgpack.unpackb(f.read(), raw=False)
-                return meta if isinstance(meta, dict) else {}
-        except (OSError, ValueError, msgpack.UnpackException):
+                data = f.read()
+        except FileNotFoundError:
             return {}
+        except OSError as e:
+            fail_stop("journal", f"{self._meta_path}: cannot read term and vote: {e}", EXIT_CORRUPT)
+        if data.startswith(_META_MAGIC):
+            (crc,) = struct.unpack_from("<I", data, len(_META_MAGIC))
+            body = data[len(_META_MAGIC) + 4:]
+            if int(_crc32c.crc32c(body)) & 0xFFFFFFFF != crc:
+                fail_stop("journal", f"{self._meta_path}: term and vote fail their CRC; a node that forgot its "
+                          "vote could vote twice in one term: refusing to start", EXIT_CORRUPT)
+        else:
+            body = data  # the first format: msgpack alone
+        try:
+            meta = msgpack.unpackb(body, raw=False)
+        except (ValueError, msgpack.UnpackException) as e:
+            fail_stop("journal", f"{self._meta_path}: unreadable term and vote ({e})", EXIT_CORRUPT)
+        return meta if isinstance(meta, dict) else {}
 
     def _store_meta(self) -> None:
+        """Term and vote: written to a temporary file, fsync'd, renamed, directory fsync'd."""
         tmp = self._meta_path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(msgpack.packb(self._meta, use_bin_type=True))
-        os.replace(tmp, self._meta_path)
-        self._meta_dirty = False
+        body = msgpack.packb(self._meta, use_bin_type=True)
+        data = _META_MAGIC + struct.pack("<I", int(_crc32c.crc32c(body)) & 0xFFFFFFFF) + body
+        try:
+            with open(tmp, "wb", buffering=0) as f:
+                view = memoryview(data)
+                while view:
+                    view = view[f.write(view) or 0:]
+                os.fsync(f.fileno())
+            replace_durably(tmp, self._meta_path)
+        except OSError as e:
+            fail_stop("journal", f"{self._meta_path}: writing term and vote failed: {type(e).__name__}: {e}")
+
+    def _read_commit(self) -> int:
+        """The commit index is a hint (a node that restarts with an older one re-learns it from the
+        leader): its own file, never fsync'd, and anything unreadable counts as unknown."""
+        try:
+            with open(self._commit_path, "rb") as f:
+                data = f.read()
+            (crc, commit) = struct.unpack("<IQ", data)
+            if int(_crc32c.crc32c(data[4:])) & 0xFFFFFFFF == crc:
+                return int(commit)
+        except (OSError, struct.error):
+            pass
+        return int(self._meta.get("commit", 1))  # the first format kept it with term and vote
+
+    def _store_commit(self) -> None:
+        if not self._commit_dirty:
+            return
+        body = struct.pack("<Q", self._commit)
+        tmp = self._commit_path + ".tmp"
+        try:
+            with open(tmp, "wb", buffering=0) as f:
+                f.write(struct.pack("<I", int(_crc32c.crc32c(body)) & 0xFFFFFFFF) + body)
+            os.replace(tmp, self._commit_path)
+        except OSError as e:
+            fail_stop("journal", f"{self._commit_path}: write failed: {type(e).__name__}: {e}")
+        self._commit_dirty = False
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802,N803
-        if self._meta.get("commit") != raftCommitIndex:  # heartbeats repeat it; write only changes
-            self._meta["commit"] = raftCommitIndex
-            self._meta_dirty = True
+        if self._commit != raftCommitIndex:  # heartbeats repeat it; write only changes
+            self._commit = raftCommitIndex
+            self._commit_dirty = True
 
     def getRaftCommitIndex(self) -> int:  # noqa: N802
-        return int(self._meta.get("commit", 1))
+        return self._commit
 
     def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:  # noqa: N802,N803
         # Raft needs term and vote durable before any message reflecting them leaves.
@@ -162,5 +389,4 @@ class SafeJournal:
         return self._meta.get("vote")
 
     def onOneSecondTimer(self) -> None:  # noqa: N802
-        if self._meta_dirty:
-            self._store_meta()
+        self._store_commit()

@@ -317,8 +317,13 @@ def _make_serializer(group: Callable[[], _Group | None]) -> tuple[Callable[..., 
         last, prev, cluster = raft_data
         blob = {"last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
                 "fence": g.fence, "state": g.sm.snapshot()}
-        with open(path, "wb") as f:
-            f.write(msgpack.packb(blob, use_bin_type=True))
+        try:
+            with open(path, "wb") as f:  # pysyncobj renames it over the last snapshot
+                f.write(msgpack.packb(blob, use_bin_type=True))
+                f.flush()
+                os.fsync(f.fileno())  # the journal's rewrite, next, fsyncs the directory
+        except OSError as e:
+            fail_stop("snapshot", f"{path}: write failed: {type(e).__name__}: {e}")
 
     def deserialize(path: str) -> Any:
         g = group()

@@ -205,12 +205,12 @@ def test_restart_in_the_window_between_snapshot_and_journal_truncation(tmp_path:
 
 def _merge_journals(before: bytes, after: bytes) -> bytes:
     """Entries of ``before`` followed by the entries of ``after`` with a higher index."""
-    head = struct.Struct("<IQQ")
+    head = struct.Struct("<IIQQ")  # body length, crc, index, term (replication/journal.py)
 
     def entries(data: bytes) -> list[tuple[int, bytes]]:
         out, pos = [], 4
         while pos + head.size <= len(data):
-            size, idx, _ = head.unpack_from(data, pos)
+            size, _, idx, _ = head.unpack_from(data, pos)
             out.append((idx, data[pos: pos + head.size + size]))
             pos += head.size + size
         return out

@@ -1,0 +1,165 @@
+"""The Raft journal under failing disks and damaged files.
+
+- A write that fails (ENOSPC on a real, full tmpfs when running as root; EIO injected) is cut
+  back to the last whole frame and the node stops; reopened, the journal holds exactly what
+  was written before.
+- A torn tail is truncated; corruption in the middle, or in term/vote, refuses to start (exit 2).
+- A first-format journal (no CRC) is read once and rewritten.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replication import failstop, journal
+from replication.journal import SafeJournal
+
+
+class Stopped(Exception):
+    pass
+
+
+@pytest.fixture
+def stops() -> Any:
+    seen: list[tuple[str, str, int]] = []
+
+    def action(component: str, reason: str, code: int) -> None:
+        seen.append((component, reason, code))
+        raise Stopped(reason)
+
+    failstop.set_action(action)
+    yield seen
+    failstop.reset_action()
+
+
+def _fill(j: SafeJournal, n: int, size: int = 100, start: int = 1) -> list[tuple[bytes, int, int]]:
+    out = []
+    for i in range(start, start + n):
+        entry = (bytes([i % 256]) * size, i, 1)
+        j.add(*entry)
+        out.append(entry)
+    return out
+
+
+def test_eio_on_append_cuts_back_and_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    written = _fill(j, 5)
+    real = os.pwrite
+
+    def half_then_eio(fd: int, data: bytes, offset: int) -> int:
+        real(fd, data[: len(data) // 2], offset)  # half the frame lands, then the device fails
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(journal, "_pwrite", half_then_eio)
+    with pytest.raises(Stopped):
+        j.add(b"never acknowledged", 6, 1)
+    assert stops[0][0] == "journal" and "Input/output error" in stops[0][1]
+    monkeypatch.setattr(journal, "_pwrite", real)
+    j._destroy()
+    again = SafeJournal(path)
+    assert [again[i] for i in range(len(again))] == written  # no half frame, nothing lost
+
+
+def test_eio_on_fsync_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    j = SafeJournal(str(tmp_path / "raft.kcj"))
+    _fill(j, 2)
+
+    def eio(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(journal, "_fsync", eio)
+    with pytest.raises(Stopped):
+        j.sync()
+    assert "fsync failed" in stops[0][1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_disk_cuts_back_and_stops(tmp_path: Path, stops: list[Any]) -> None:
+    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    try:
+        path = str(mnt / "raft.kcj")
+        j = SafeJournal(path)
+        acknowledged = []
+        with pytest.raises(Stopped):
+            for i in range(1, 10_000):
+                j.add(b"x" * 1000, i, 1)
+                acknowledged.append((b"x" * 1000, i, 1))
+        assert "No space left on device" in stops[0][1]
+        j._destroy()
+        subprocess.run(["mount", "-o", "remount,size=1m", str(mnt)], check=True)  # the operator frees space
+        again = SafeJournal(path)
+        assert [again[i] for i in range(len(again))] == acknowledged
+        again.add(b"after", len(acknowledged) + 1, 1)
+        again._destroy()
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_torn_tail_is_truncated(tmp_path: Path, stops: list[Any]) -> None:
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    written = _fill(j, 4)
+    j._destroy()
+    whole = os.path.getsize(path)
+    frame = SafeJournal._frame(b"z" * 50, 5, 1)
+    with open(path, "ab") as f:
+        f.write(frame[:30])  # a crash mid-write
+    again = SafeJournal(path)
+    assert [again[i] for i in range(len(again))] == written
+    assert os.path.getsize(path) == whole
+    again._destroy()
+    with open(path, "ab") as f:  # a whole last frame whose bytes did not all land: bad CRC, nothing after
+        f.write(frame[:-5] + b"\x00" * 5)
+    assert len(SafeJournal(path)) == 4
+    assert not stops
+
+
+def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any]) -> None:
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    _fill(j, 6)
+    j._destroy()
+    data = bytearray(Path(path).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(Stopped):
+        SafeJournal(path)
+    component, reason, code = stops[0]
+    assert code == failstop.EXIT_CORRUPT and "corrupt in the middle" in reason
+
+
+def test_damaged_term_and_vote_refuse_to_start(tmp_path: Path, stops: list[Any]) -> None:
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    j.setCurrentTerm(7, "node-2")
+    j._destroy()
+    assert SafeJournal(path).getVotedForNodeId() == "node-2"
+    meta = bytearray(Path(path + ".meta").read_bytes())
+    meta[-1] ^= 0x01
+    Path(path + ".meta").write_bytes(bytes(meta))
+    with pytest.raises(Stopped):
+        SafeJournal(path)
+    assert stops[0][2] == failstop.EXIT_CORRUPT and "vote" in stops[0][1]
+
+
+def test_a_first_format_journal_is_read_and_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "raft.kcj"
+    frames = b"".join(struct.pack("<IQQ", len(c), i, 1) + c for i, c in ((1, b"a"), (2, b"bb"), (3, b"ccc")))
+    path.write_bytes(b"KCJ1" + frames)
+    j = SafeJournal(str(path))
+    assert [j[i] for i in range(len(j))] == [(b"a", 1, 1), (b"bb", 2, 1), (b"ccc", 3, 1)]
+    assert path.read_bytes().startswith(b"KCJ2")
+    j.add(b"dddd", 4, 1)
+    j._destroy()
+    assert len(SafeJournal(str(path))) == 4
