@@ -37,6 +37,7 @@ from typing import Any
 
 import msgpack
 
+from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -50,6 +51,7 @@ from replication.record_batch import (
 )
 
 log = logging.getLogger("kcoord.replication.data_log")
+_write = os.write  # by name, so tests can fault it (EIO, ENOSPC)
 
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
@@ -62,6 +64,24 @@ class OffsetOutOfRangeError(Exception):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _write_durably(fh: Any, path: str, data: bytes, end: int) -> None:
+    """Append ``data`` to a file whose whole content ends at ``end``, without a user-space buffer
+    (a buffered write that fails keeps its bytes and writes them before the next one). On an
+    error the file is cut back to ``end`` and the node stops: nothing is acknowledged that is
+    not in the log, and no half batch stays behind it."""
+    fd = fh.fileno()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_write(fd, view):]
+    except OSError as e:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:
+            pass  # recovery truncates the torn tail
+        fail_stop("data_log", f"{path}: write failed: {type(e).__name__}: {e}")
 
 
 class _Segment:
@@ -80,8 +100,10 @@ class _Segment:
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
         self.bytes_since_index = 0
-        self.fh = open(self.log_path, "a+b")  # noqa: SIM115 - lives as long as the segment
-        self.idx_fh = open(self.idx_path, "a+b")  # noqa: SIM115
+        # Unbuffered: appends go straight to the file (see _write_durably), and a read buffer
+        # would serve bytes of a tail that recovery truncated and a new batch overwrote.
+        self.fh = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lives as long as the segment
+        self.idx_fh = open(self.idx_path, "a+b", buffering=0)  # noqa: SIM115
 
     # -- recovery -------------------------------------------------------------------
 
@@ -111,6 +133,7 @@ class _Segment:
         while pos < file_size:
             hdr = self._read_valid_header(pos, file_size)
             if hdr is None or hdr.base_offset < self.next_offset:
+                self._refuse_if_corrupt_inside(pos, file_size)
                 break
             self._track(hdr)
             pos += hdr.size
@@ -118,8 +141,26 @@ class _Segment:
         self.bytes_since_index = pos - last_index_pos
         dropped = file_size - pos
         if dropped:
+            log.warning("event=segment_torn_tail path=%s truncated_bytes=%d", self.log_path, dropped)
             self.fh.truncate(pos)
         return dropped
+
+    def _refuse_if_corrupt_inside(self, pos: int, file_size: int) -> None:
+        """A bad batch is a torn tail only if nothing valid follows it. If its length field
+        still leads to a valid batch, the damage is in the middle of acknowledged data: refuse
+        to start (truncating would throw away every batch after it)."""
+        self.fh.seek(pos)
+        head = self.fh.read(HEADER_SIZE)
+        if len(head) < HEADER_SIZE:
+            return
+        size = parse_header(head).size
+        if size <= 0 or pos + size >= file_size:
+            return
+        nxt = self._read_valid_header(pos + size, file_size)
+        if nxt is not None:
+            fail_stop("data_log", f"{self.log_path}: the batch at byte {pos} fails its CRC and valid batches "
+                      f"follow it (from offset {nxt.base_offset}): the segment is corrupt in the middle; "
+                      "refusing to start", EXIT_CORRUPT)
 
     def _read_valid_header(self, pos: int, file_size: int) -> BatchHeader | None:
         self.fh.seek(pos)
@@ -145,19 +186,14 @@ class _Segment:
 
     def append(self, hdr: BatchHeader, batch: bytes) -> None:
         pos = self.size
-        if self.size == 0 or self.bytes_since_index >= self.index_interval:
+        _write_durably(self.fh, self.log_path, batch, pos)
+        if pos == 0 or self.bytes_since_index >= self.index_interval:
             entry = _IDX.pack(hdr.base_offset, pos, self.max_timestamp)
+            _write_durably(self.idx_fh, self.idx_path, entry, len(self.idx_offsets) * _IDX.size)
             self.idx_offsets.append(hdr.base_offset)
             self.idx_positions.append(pos)
             self.idx_maxts.append(self.max_timestamp)
             self.bytes_since_index = 0
-            self.fh.write(batch)
-            self.fh.flush()
-            self.idx_fh.write(entry)
-            self.idx_fh.flush()
-        else:
-            self.fh.write(batch)
-            self.fh.flush()
         self.size += len(batch)
         self.bytes_since_index += len(batch)
         self._track(hdr)

@@ -1,0 +1,73 @@
+"""Data-partition segments under failing disks and damage: a failed write is cut back and stops
+the node (no stale bytes of it are written later); damage in the middle refuses to start."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replication import data_log, failstop
+from replication.data_log import DataLog
+from tests.unit.test_data_log import offsets, put
+
+
+class Stopped(Exception):
+    pass
+
+
+@pytest.fixture
+def stops() -> Any:
+    seen: list[tuple[str, str, int]] = []
+
+    def action(component: str, reason: str, code: int) -> None:
+        seen.append((component, reason, code))
+        raise Stopped(reason)
+
+    failstop.set_action(action)
+    yield seen
+    failstop.reset_action()
+
+
+def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "p"
+    log = DataLog(str(d))
+    for _ in range(5):
+        put(log, 2)
+    size = os.path.getsize(d / "00000000000000000000.log")
+    real = os.write
+
+    def half_then_enospc(fd: int, data: Any) -> int:
+        real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(data_log, "_write", half_then_enospc)
+    with pytest.raises(Stopped):
+        put(log, 2)
+    assert stops[0][0] == "data_log" and "No space left on device" in stops[0][1]
+    assert os.path.getsize(d / "00000000000000000000.log") == size  # no half batch left behind
+    monkeypatch.setattr(data_log, "_write", real)
+    log.close()
+    again = DataLog(str(d))
+    assert again.log_end_offset == 10
+    assert put(again, 1) == 10  # nothing of the failed write reappears
+    assert offsets(again.read(0, 1 << 20)) == list(range(11))
+    again.close()
+
+
+def test_damage_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any]) -> None:
+    d = tmp_path / "p"
+    log = DataLog(str(d))
+    for _ in range(6):
+        put(log, 1, size=200)
+    log.close()
+    seg = d / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the third or fourth batch: valid batches follow it
+    seg.write_bytes(bytes(data))
+    with pytest.raises(Stopped):
+        DataLog(str(d))
+    assert stops[0][2] == failstop.EXIT_CORRUPT and "corrupt in the middle" in stops[0][1]
