@@ -1,10 +1,13 @@
 """``LocalLog``: a single-node, file-backed ReplicatedLog.
 
-One append-only file of length-prefixed msgpack entries ``{"e": epoch, "p": payload}``
-(4-byte big-endian length, then the msgpack map). Every append is written before it
-"commits" (no fsync: a process crash keeps the page cache, a machine crash may lose the
-tail, which is the single-node trade-off). On open the whole file is re-read; a torn last
-record (short length prefix, short body, or undecodable body) is truncated away.
+One append-only file: the magic ``KCL2``, then entries ``{"e": epoch, "p": payload}`` in
+msgpack, each framed as a 4-byte big-endian length, a CRC-32C of the body, and the body.
+Every append is written (unbuffered, at a tracked end) before it "commits"; a write that
+fails is cut back and stops the node (``replication.failstop``). No fsync unless the
+durability policy asks (``sync``): a process crash keeps the page cache, a machine crash may
+lose the tail, which is the single-node trade-off. On open the whole file is re-read; a torn
+last record is truncated away, a bad record with good ones after it refuses to start
+(exit 2). A file of the first format (no magic, no CRC) is read once and rewritten.
 Always leader, at epoch 1.
 """
 
@@ -15,14 +18,23 @@ import os
 import struct
 from collections.abc import Iterable, Iterator
 
+import crc32c as _crc32c
 import msgpack
 
 from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
+from replication.failstop import EXIT_CORRUPT, fail_stop
 
 log = logging.getLogger("kcoord.replication.local")
 
 _LEN = struct.Struct(">I")
+_FRAME = struct.Struct(">II")  # length, crc32c(body)
+MAGIC = b"KCL2"
 MAX_ENTRY = 1 << 30
+_write = os.write  # by name, so tests can fault it
+
+
+def _crc(body: bytes) -> int:
+    return int(_crc32c.crc32c(body)) & 0xFFFFFFFF
 
 
 class LocalLog:
@@ -33,26 +45,59 @@ class LocalLog:
         self._listeners: list[LeadershipListener] = []
         self._entries: list[LogEntry] = []
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._recover()
-        self._fh = open(path, "ab")  # noqa: SIM115 - kept open for the log's lifetime
+        self._end = self._recover()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # the end is _end
 
-    def _recover(self) -> None:
+    def _recover(self) -> int:
+        """Read the file back; returns where the next frame goes."""
         if not os.path.exists(self._path):
-            return
+            self._rewrite([])
+            return len(MAGIC)
         with open(self._path, "rb") as fh:
             data = fh.read()
-        good = 0
-        for pos, entry in self._scan(data):
-            self._entries.append(LogEntry(len(self._entries), entry[0], entry[1]))
-            good = pos
+        if not data.startswith(MAGIC):  # the first format: read it once, rewrite it with CRCs
+            for _pos, entry in self._scan_v1(data):
+                self._entries.append(LogEntry(len(self._entries), entry[0], entry[1]))
+            return self._rewrite(self._entries)
+        pos = good = len(MAGIC)
+        while pos + _FRAME.size <= len(data):
+            n, crc = _FRAME.unpack_from(data, pos)
+            end = pos + _FRAME.size + n
+            if end > len(data):
+                break
+            body = data[pos + _FRAME.size:end]
+            if _crc(body) != crc:
+                if end < len(data):
+                    fail_stop("local_log", f"{self._path}: the record at byte {pos} fails its CRC and "
+                              f"{len(data) - end} bytes follow it: the log is corrupt in the middle; "
+                              "refusing to start", EXIT_CORRUPT)
+                break
+            obj = msgpack.unpackb(body, raw=False)
+            self._entries.append(LogEntry(len(self._entries), int(obj["e"]), bytes(obj["p"])))
+            pos = good = end
         if good < len(data):
             log.warning("event=torn_tail_truncated log=%s kept_bytes=%d dropped_bytes=%d",
                         self._name, good, len(data) - good)
-            with open(self._path, "r+b") as fh:
-                fh.truncate(good)
+            os.truncate(self._path, good)
+        return good
 
     @staticmethod
-    def _scan(data: bytes) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    def _frame(epoch: int, payload: bytes) -> bytes:
+        body: bytes = msgpack.packb({"e": epoch, "p": bytes(payload)}, use_bin_type=True)
+        return _FRAME.pack(len(body), _crc(body)) + body
+
+    def _rewrite(self, entries: list[LogEntry]) -> int:
+        tmp = self._path + ".tmp"
+        data = MAGIC + b"".join(self._frame(e.epoch, e.payload) for e in entries)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path)
+        return len(data)
+
+    @staticmethod
+    def _scan_v1(data: bytes) -> Iterator[tuple[int, tuple[int, bytes]]]:
         pos = 0
         while pos + 4 <= len(data):
             (n,) = _LEN.unpack_from(data, pos)
@@ -82,9 +127,18 @@ class LocalLog:
     async def append(self, payload: bytes, epoch: int) -> int:
         if epoch != self._epoch:
             raise StaleEpochError(f"{self._name}: epoch {epoch} != {self._epoch}")
-        body = msgpack.packb({"e": epoch, "p": bytes(payload)}, use_bin_type=True)
-        self._fh.write(_LEN.pack(len(body)) + body)
-        self._fh.flush()
+        frame = self._frame(epoch, payload)
+        try:
+            view = memoryview(frame)
+            while view:
+                view = view[_write(self._fd, view):]
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, self._end)
+            except OSError:
+                pass
+            fail_stop("local_log", f"{self._path}: write failed: {type(e).__name__}: {e}")
+        self._end += len(frame)
         offset = len(self._entries)
         self._entries.append(LogEntry(offset, epoch, bytes(payload)))
         return offset
@@ -96,5 +150,11 @@ class LocalLog:
         self._listeners.append(listener)
         listener(LeadershipChange(self._name, True, self._epoch))
 
+    def sync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            fail_stop("local_log", f"{self._path}: fsync failed: {type(e).__name__}: {e}")
+
     def close(self) -> None:
-        self._fh.close()
+        os.close(self._fd)

@@ -71,3 +71,52 @@ def test_damage_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any])
     with pytest.raises(Stopped):
         DataLog(str(d))
     assert stops[0][2] == failstop.EXIT_CORRUPT and "corrupt in the middle" in stops[0][1]
+
+
+def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Path, stops: list[Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from replication import local
+    from replication.local import LocalLog
+
+    path = str(tmp_path / "log")
+    lg = LocalLog(path)
+    for i in range(4):
+        asyncio.run(lg.append(b"e%d" % i, 1))
+    size = os.path.getsize(path)
+    real = os.write
+
+    def half_then_eio(fd: int, data: Any) -> int:
+        real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(local, "_write", half_then_eio)
+    with pytest.raises(Stopped):
+        asyncio.run(lg.append(b"lost", 1))
+    assert os.path.getsize(path) == size and "Input/output error" in stops[0][1]
+    monkeypatch.setattr(local, "_write", real)
+    lg.close()
+    assert [e.payload for e in LocalLog(path).read_committed(0)] == [b"e0", b"e1", b"e2", b"e3"]
+    data = bytearray(Path(path).read_bytes())
+    data[12] ^= 0xFF  # inside the first record's body
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(Stopped):
+        LocalLog(path)
+    assert stops[-1][2] == failstop.EXIT_CORRUPT
+
+
+def test_single_node_log_of_the_first_format_is_rewritten(tmp_path: Path) -> None:
+    import struct
+
+    import msgpack
+
+    from replication.local import MAGIC, LocalLog
+
+    path = tmp_path / "log"
+    bodies = [msgpack.packb({"e": 1, "p": b"old%d" % i}, use_bin_type=True) for i in range(3)]
+    path.write_bytes(b"".join(struct.pack(">I", len(b)) + b for b in bodies))
+    lg = LocalLog(str(path))
+    assert [e.payload for e in lg.read_committed(0)] == [b"old0", b"old1", b"old2"]
+    assert path.read_bytes().startswith(MAGIC)
+    lg.close()
