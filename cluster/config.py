@@ -149,7 +149,7 @@ class NodeConfig:
         need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")
         need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
              "must be >= socket_request_max_bytes")
-        need(self.message_max_bytes >= 0, "message_max_bytes", "must be >= 0")
+        need(self.message_max_bytes >= 1024, "message_max_bytes", "must be >= 1024")
         need(self.fetch_max_bytes >= 1024, "fetch_max_bytes", "must be >= 1024")
         need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")

@@ -19,6 +19,7 @@ def group_config(node_config: Any) -> GroupConfig:
         offsets_retention_ms=node_config.offsets_retention_minutes * 60_000,
         offsets_retention_check_interval_ms=node_config.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=node_config.offset_metadata_max_bytes,
+        max_record_batch_bytes=node_config.message_max_bytes,
     )
     cfg.validate()
     return cfg

@@ -303,6 +303,48 @@ def encode_batch(records: Sequence[Record]) -> bytes:
     return packed
 
 
+def record_size(record: Record) -> int:
+    """The bytes ``record`` takes in an entry."""
+    return len(msgpack.packb([encode_key(record), encode_value(record)], use_bin_type=True))
+
+
+class EntryTooLarge(ValueError):
+    """One record alone is larger than a replicated entry may be."""
+
+
+def _array_header(n: int) -> bytes:
+    if n <= 15:
+        return bytes([0x90 | n])
+    if n <= 0xFFFF:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def encode_batches(records: Sequence[Record], max_bytes: int) -> list[tuple[bytes, int]]:
+    """The records as entries of at most ``max_bytes`` each, in order: ``(payload, records in
+    it)``. One entry, as ``encode_batch``, unless they do not fit; a record that cannot fit in
+    any entry raises ``EntryTooLarge`` (the coordinator's size limits keep that from happening)."""
+    whole = encode_batch(records)
+    if len(whole) <= max_bytes:
+        return [(whole, len(records))]
+    room = max_bytes - 5  # the largest array header
+    out: list[tuple[bytes, int]] = []
+    items: list[bytes] = []
+    size = 0
+    for r in records:
+        item: bytes = msgpack.packb([encode_key(r), encode_value(r)], use_bin_type=True)
+        if len(item) > room:
+            raise EntryTooLarge(f"a record of {len(item)} bytes cannot fit in an entry of {max_bytes}")
+        if size + len(item) > room:
+            out.append((_array_header(len(items)) + b"".join(items), len(items)))
+            items, size = [], 0
+        items.append(item)
+        size += len(item)
+    if items:
+        out.append((_array_header(len(items)) + b"".join(items), len(items)))
+    return out
+
+
 def decode_batch(payload: bytes) -> list[Record]:
     """Decode an entry, skipping record types this version does not know."""
     try:

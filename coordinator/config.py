@@ -17,6 +17,9 @@ class GroupConfig:
     offsets_retention_ms: int = 10_080 * 60_000  # offsets.retention.minutes * 60000
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4_096  # offset.metadata.max.bytes
+    # message.max.bytes, which bounds what one write to __consumer_offsets may carry in Kafka:
+    # a group's metadata record, or the offset records of one commit.
+    max_record_batch_bytes: int = 1_048_588
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
     def validate(self) -> None:
@@ -33,6 +36,8 @@ class GroupConfig:
             problems.append("offsets.retention.minutes must be >= 1")
         if self.offsets_retention_check_interval_ms < 1:
             problems.append("offsets.retention.check.interval.ms must be >= 1")
+        if self.max_record_batch_bytes < 1024:
+            problems.append("message.max.bytes must be >= 1024")
         if self.offset_metadata_max_bytes < 0:
             problems.append("offset.metadata.max.bytes must be >= 0")
         if problems:

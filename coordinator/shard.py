@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from . import commands as c
+from .codec import record_size
 from .config import GroupConfig
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Member, Token
@@ -44,6 +45,17 @@ class Result:
 def _counter_ids() -> Callable[[], str]:
     counter = itertools.count(1)
     return lambda: f"{next(counter):032x}"
+
+
+def _commit_size(req: c.OffsetCommitRequest) -> int:
+    """About what the offset records of one commit take (a little more, never less)."""
+    size = 0
+    group = len(req.group_id.encode())
+    for topic, partitions in req.topics:
+        per = group + len(topic.encode()) + 64
+        for p in partitions:
+            size += per + (len(p.metadata.encode()) if p.metadata else 0)
+    return size
 
 
 def _utf16_len(s: str) -> int:
@@ -366,7 +378,9 @@ class GroupCoordinatorShard:
         if group.is_in(S.STABLE):
             if group.select_protocol() == group.protocol_name:
                 # Same protocol: persist the new id and answer with the current generation.
-                self._write(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
+                if not self._write_group(group):
+                    self._park_join(new_member, token)
+                    return self._prepare_rebalance(group, "the group's metadata is larger than message.max.bytes")
                 if req.supports_skip_assignment:
                     is_leader = group.is_leader(new_member_id)
                     self._respond(token, self._current_join_response(
@@ -574,7 +588,16 @@ class GroupCoordinatorShard:
                     m.assignment = assignments.get(m.member_id, b"")
                 # The record is written now; every parked SyncGroup is answered with it and is
                 # released only once it commits (the runtime gates it). A failed append reloads.
-                self._write(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
+                if not self._write_group(group):
+                    # Kafka: the store failed (RECORD_LIST_TOO_LARGE), every member is told
+                    # UNKNOWN_SERVER_ERROR and the group rebalances.
+                    for m in group.members.values():
+                        m.assignment = b""
+                        if m.awaiting_sync is not None:
+                            self._respond(m.awaiting_sync, c.SyncGroupResponse(E.UNKNOWN_SERVER_ERROR))
+                            m.awaiting_sync = None
+                            self._reschedule_heartbeat(group, m)
+                    return self._prepare_rebalance(group, "the group's metadata is larger than message.max.bytes")
                 group.transition_to(S.STABLE, self._now)
                 for m in group.members.values():
                     if m.awaiting_sync is not None:
@@ -681,9 +704,22 @@ class GroupCoordinatorShard:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
+    def _write_group(self, group: ClassicGroup) -> bool:
+        """Write the group's metadata record, unless it is larger than one write may be (Kafka's
+        message.max.bytes on __consumer_offsets): members' metadata and assignments are the
+        clients' to choose, and an oversized entry would fail the whole partition's append."""
+        record = Record(GroupMetadataKey(group.group_id), group.to_record_value())
+        if record_size(record) > self.config.max_record_batch_bytes:
+            return False
+        self._write(record)
+        return True
+
     def _offset_commit(self, req: c.OffsetCommitRequest) -> c.OffsetCommitResponse:
         def all_partitions(e: ErrorCode) -> c.OffsetCommitResponse:
             return c.OffsetCommitResponse(tuple((t, tuple((p.partition, e) for p in ps)) for t, ps in req.topics))
+
+        if _commit_size(req) > self.config.max_record_batch_bytes:
+            return all_partitions(E.INVALID_COMMIT_OFFSET_SIZE)  # Kafka's answer to RECORD_LIST_TOO_LARGE
 
         group = self.groups.get(req.group_id)
         if group is None:

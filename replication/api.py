@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # the largest payload one replicated entry may carry
+
 
 class ReplicationError(Exception):
     """An append did not commit. Callers treat it as retriable and reload."""

@@ -42,6 +42,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import Transport
 
 from replication.api import (
+    MAX_ENTRY_BYTES,
     LeadershipChange,
     LeadershipListener,
     LogEntry,
@@ -132,7 +133,6 @@ FENCED = -1  # result of an append whose epoch is not the announced one
 APPLY_FAILED = -3  # result of an entry the state machine could not apply (skipped on every replica)
 # Epochs are term * EPOCH_STRIDE + n: a leader may re-fence (n + 1) without a new election.
 EPOCH_STRIDE = 1 << 20
-MAX_ENTRY_BYTES = 8 * 1024 * 1024  # the largest payload one replicated entry may carry
 
 
 class StateMachine(Protocol):
