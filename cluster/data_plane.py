@@ -181,8 +181,10 @@ class PartitionStore:
         self.config = config
         self._parts: dict[tuple[str, int], DataPartition] = {}
 
-    def _dir(self, topic: str, partition: int) -> str:
+    def directory(self, topic: str, partition: int) -> str:
         return os.path.join(self.root, f"{topic}-{partition}")
+
+    _dir = directory
 
     def open(self, topic: str, partition: int, topic_configs: dict[str, str]) -> DataPartition:
         key = (topic, partition)

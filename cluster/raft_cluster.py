@@ -23,6 +23,7 @@ import msgpack
 
 from cluster import metrics
 from cluster.config import Peer
+from cluster.incarnation import claim_dir, remove_dir
 from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
@@ -147,6 +148,7 @@ class RaftCluster:
             for p in range(n)
         ]
         self.data_logs: dict[tuple[str, int], RaftLog] = {}
+        self._data_slots: dict[tuple[str, int], int] = {}  # the slot (incarnation) each was opened at
         self.state: dict[str, Any] = fold_metadata([])
         self._seen = (-1, -1)
         self._init_sent = False
@@ -258,10 +260,14 @@ class RaftCluster:
                 name, t["partitions"], tid, dict(t["configs"]))
         self.node.metadata.replace_topics(topics)
         wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
-        for key in [k for k in self.data_logs if k not in wanted]:
+        # A topic deleted and created again under its name is a new incarnation (a new slot):
+        # the old one's partitions go, with their Raft directories, even if the name stayed.
+        for key in [k for k in self.data_logs if wanted.get(k) != self._data_slots.get(k)]:
             lg = self.data_logs.pop(key)
+            self._data_slots.pop(key, None)
             self.host.remove(lg)
             self.node.partitions.drop_partition(*key)
+            remove_dir(os.path.join(self.root, f"{key[0]}-{key[1]}"))
             log.info("event=partition_dropped topic=%s partition=%d", *key)
         self._missing = False
         for key, slot in wanted.items():
@@ -273,10 +279,16 @@ class RaftCluster:
                     log.error("event=partition_open_failed topic=%s partition=%d error=%r", key[0], key[1], str(e))
 
     def _open_data(self, topic: str, partition: int, slot: int, configs: dict[str, str]) -> None:
+        # A node that was down while the topic was deleted and created again still holds the old
+        # incarnation's directories: they must not be replayed into the new topic.
+        incarnation = f"slot-{slot}"
+        claim_dir(os.path.join(self.root, f"{topic}-{partition}"), incarnation)
+        claim_dir(self.node.partitions.directory(topic, partition), incarnation)
         part = self.node.partitions.open(topic, partition, configs)
         sm = DataStateMachine(part.data, lambda: self.host.call_in_loop(part.applied))
         lg = self._group(f"{topic}-{partition}", slot, sm)
         self.data_logs[(topic, partition)] = lg
+        self._data_slots[(topic, partition)] = slot
         part.attach(lg)
 
     # ---------------------------------------------------------------- topics
