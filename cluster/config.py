@@ -41,6 +41,8 @@ KAFKA_NAMES: dict[str, str] = {
     "queued_max_request_bytes": "queued.max.request.bytes",
     "fetch_max_bytes": "fetch.max.bytes",
     "message_max_bytes": "message.max.bytes",
+    "log_flush_interval_messages": "log.flush.interval.messages",
+    "log_flush_interval_ms": "log.flush.interval.ms",
     "log_segment_bytes": "log.segment.bytes",
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
@@ -101,6 +103,11 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
     fetch_max_wait_cap_ms: int = 30000
+    # "replicated": a write is durable once a majority holds it (Kafka's default: no fsync).
+    # "fsync": every log is fsync'd before anything it holds is acknowledged or sent on.
+    durability: str = "replicated"
+    log_flush_interval_messages: int = -1  # fsync a log after this many entries (-1 = never)
+    log_flush_interval_ms: int = -1  # fsync a log this long after its last fsync (-1 = never)
     message_max_bytes: int = 1048588  # largest record batch a topic takes (topic config max.message.bytes)
     fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
@@ -150,6 +157,11 @@ class NodeConfig:
         need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
              "must be >= socket_request_max_bytes")
         need(self.message_max_bytes >= 1024, "message_max_bytes", "must be >= 1024")
+        need(self.durability in ("replicated", "fsync"), "durability", 'must be "replicated" or "fsync"')
+        need(self.log_flush_interval_messages == -1 or self.log_flush_interval_messages >= 1,
+             "log_flush_interval_messages", "must be >= 1 (-1 = never)")
+        need(self.log_flush_interval_ms == -1 or self.log_flush_interval_ms >= 1, "log_flush_interval_ms",
+             "must be >= 1 (-1 = never)")
         need(self.fetch_max_bytes >= 1024, "fetch_max_bytes", "must be >= 1024")
         need(self.log_segment_bytes >= 1024, "log_segment_bytes", "must be >= 1024")
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")

@@ -25,6 +25,7 @@ from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, To
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.supervise import supervised
 from replication.api import ReplicatedLog
+from replication.journal import FlushPolicy, set_flush_policy
 from replication.local import LocalLog
 
 log = logging.getLogger("kcoord.node")
@@ -46,6 +47,10 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.clock = AnchoredClock()
+        set_flush_policy(FlushPolicy(
+            before_send=config.durability == "fsync",
+            every_messages=max(config.log_flush_interval_messages, 0),
+            every_ms=max(config.log_flush_interval_ms, 0)))
         os.makedirs(config.data_dir, exist_ok=True)
         try:
             self._data_dir_lock = data_dir.lock(config.data_dir)  # before anything reads the directory

@@ -549,6 +549,18 @@ class DataLog:
         with self.lock:
             return self._append_unlocked(batch)
 
+    def sync(self) -> None:
+        """fsync the active segment and its index (durability = "fsync" on a single node)."""
+        with self.lock:
+            seg = self._segments[-1] if self._segments else None
+            if seg is None:
+                return
+            try:
+                os.fsync(seg.fh.fileno())
+                os.fsync(seg.idx_fh.fileno())
+            except OSError as e:
+                fail_stop("data_log", f"{seg.log_path}: fsync failed: {type(e).__name__}: {e}")
+
     def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
         with self.lock:
             return self._read_unlocked(offset, max_bytes, upper=upper, min_one=min_one)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
 from replication.data_log import DataLog
+from replication.journal import flush_policy
 from replication.record_batch import iter_batches
 
 
@@ -43,7 +44,10 @@ class DataPassThroughLog:
     async def append(self, payload: bytes, epoch: int) -> int:
         if epoch != self._epoch:
             raise StaleEpochError(f"{self._name}: epoch {epoch} != {self._epoch}")
-        return self._data.append(payload).base_offset
+        base = self._data.append(payload).base_offset
+        if flush_policy().before_send:  # durability = "fsync": on disk before it is acknowledged
+            self._data.sync()
+        return base
 
     def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
         off = max(start, self._data.log_start_offset)

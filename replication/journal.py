@@ -31,6 +31,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,7 @@ class FlushPolicy:
 
 
 _policy = FlushPolicy()
-_dirty: set[SafeJournal] = set()
+_dirty: weakref.WeakSet[SafeJournal] = weakref.WeakSet()  # written since their last fsync
 _dirty_lock = threading.Lock()
 
 

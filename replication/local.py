@@ -23,6 +23,7 @@ import msgpack
 
 from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
 from replication.failstop import EXIT_CORRUPT, fail_stop
+from replication.journal import flush_policy
 
 log = logging.getLogger("kcoord.replication.local")
 
@@ -46,6 +47,7 @@ class LocalLog:
         self._entries: list[LogEntry] = []
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._end = self._recover()
+        self._unsynced = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # the end is _end
 
     def _recover(self) -> int:
@@ -139,6 +141,10 @@ class LocalLog:
                 pass
             fail_stop("local_log", f"{self._path}: write failed: {type(e).__name__}: {e}")
         self._end += len(frame)
+        self._unsynced += 1
+        policy = flush_policy()
+        if policy.before_send or (policy.every_messages and self._unsynced >= policy.every_messages):
+            self.sync()  # durability = "fsync" (or log.flush.interval.messages): before the answer
         offset = len(self._entries)
         self._entries.append(LogEntry(offset, epoch, bytes(payload)))
         return offset
@@ -155,6 +161,7 @@ class LocalLog:
             os.fsync(self._fd)
         except OSError as e:
             fail_stop("local_log", f"{self._path}: fsync failed: {type(e).__name__}: {e}")
+        self._unsynced = 0
 
     def close(self) -> None:
         os.close(self._fd)

@@ -52,7 +52,7 @@ from replication.api import (
 )
 from replication.failstop import fail_stop, guarded
 from replication.hub import RaftHub
-from replication.journal import SafeJournal
+from replication.journal import SafeJournal, sync_due
 
 log = logging.getLogger("kcoord.raft")
 
@@ -890,6 +890,7 @@ class RaftHost:
                     fail_stop("raft_tick", f"{lg.name}: {type(e).__name__}: {e}")
                 except Exception:  # noqa: BLE001 - one group's failure must not stop the others
                     log.exception("event=raft_tick_failed partition=%s", lg.name)
+            sync_due(before_send=True)  # durability = "fsync": journals on disk before messages leave
             hub.flush()
             self._hand_over_calls()
         master.close()

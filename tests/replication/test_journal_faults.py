@@ -163,3 +163,25 @@ def test_a_first_format_journal_is_read_and_rewritten(tmp_path: Path) -> None:
     j.add(b"dddd", 4, 1)
     j._destroy()
     assert len(SafeJournal(str(path))) == 4
+
+
+def test_flush_policy_decides_when_journals_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(journal, "_fsync", lambda fd: synced.append(fd))
+    journal._dirty.clear()  # journals earlier tests left open
+    j = SafeJournal(str(tmp_path / "raft.kcj"))
+    try:
+        journal.set_flush_policy(journal.FlushPolicy())  # durability = "replicated": never
+        _fill(j, 3)
+        assert journal.sync_due(before_send=True) == 0 and not synced
+        journal.set_flush_policy(journal.FlushPolicy(before_send=True))  # durability = "fsync"
+        assert journal.sync_due(before_send=True) == 1 and len(synced) == 1
+        assert journal.sync_due(before_send=True) == 0  # nothing new since
+        journal.set_flush_policy(journal.FlushPolicy(every_messages=5))  # log.flush.interval.messages
+        _fill(j, 4, start=4)
+        assert journal.sync_due(before_send=True) == 0
+        _fill(j, 1, start=8)
+        assert journal.sync_due(before_send=False) == 1
+    finally:
+        journal.set_flush_policy(journal.FlushPolicy())
+        j._destroy()
