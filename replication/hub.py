@@ -39,6 +39,10 @@ NONCE_BYTES = 16
 MAC_BYTES = 32
 HANDSHAKE_MAX = 512  # before authentication a peer may not make us buffer more than this
 FRAME_MAX = 256 * 1024 * 1024
+FRAME_SPLIT = 16 * 1024 * 1024  # a pass's messages to a peer leave in frames of about this at most
+PEER_BUFFER_MAX = 64 * 1024 * 1024  # unsent bytes per peer; past it messages are dropped (Raft resends)
+KEEPALIVE_EVERY = 1.0  # an empty frame when nothing else was sent for this long
+SILENT_PEER_TIMEOUT = 10.0  # nothing received (not even a keepalive) for this long: close
 HANDSHAKE_TIMEOUT = 5.0
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
@@ -59,6 +63,20 @@ def derive_key(secret: str) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", secret.encode(), b"kcoord raft hub v1", 50_000)
 
 
+_EMPTY_BATCH = pickle.dumps([], protocol=pickle.HIGHEST_PROTOCOL)  # the keepalive
+
+
+def _frames(batch: list[tuple[str, Any]]) -> list[bytes]:
+    """One pass's messages to a peer as pickled frames of about FRAME_SPLIT bytes at most (a
+    follower's whole backlog as one frame went over the receiver's FRAME_MAX, and the link
+    was closed and redialled for ever). Halved until each part fits; one message stays whole."""
+    payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(payload) <= FRAME_SPLIT or len(batch) == 1:
+        return [payload]
+    mid = len(batch) // 2
+    return _frames(batch[:mid]) + _frames(batch[mid:])
+
+
 def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.digest(key, b"".join(parts), "sha256")
 
@@ -68,7 +86,7 @@ class _Conn:
     accept -> proof -> open (acceptor)."""
 
     __slots__ = ("sock", "fd", "peer", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
-                 "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing")
+                 "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing", "last_recv", "last_sent")
 
     def __init__(self, sock: socket.socket, peer: str, dialer: bool, state: str) -> None:
         self.sock = sock
@@ -87,6 +105,8 @@ class _Conn:
         self.in_tag = b"a" if dialer else b"d"
         self.born = time.monotonic()
         self.writing = False
+        self.last_recv = self.born  # when the peer last sent anything (silent-peer check)
+        self.last_sent = self.born
 
 
 class RaftHub:
@@ -156,8 +176,11 @@ class RaftHub:
     # ---------------------------------------------------------------- sending
 
     def send(self, peer: str, gid: str, message: Any) -> bool:
-        """Queue a message; it leaves with the next ``flush`` (end of the ticker's pass)."""
-        if peer not in self._open:
+        """Queue a message; it leaves with the next ``flush`` (end of the ticker's pass). A peer
+        that does not read what it is sent gets nothing more once PEER_BUFFER_MAX bytes wait for
+        it: Raft treats the message as lost and sends again later."""
+        conn = self._open.get(peer)
+        if conn is None or len(conn.wbuf) > PEER_BUFFER_MAX:
             return False
         box = self._outbox.get(peer)
         if box is None:
@@ -173,7 +196,8 @@ class RaftHub:
         for peer, batch in boxes.items():
             conn = self._open.get(peer)
             if conn is not None:
-                self._write_frame(conn, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+                for payload in _frames(batch):
+                    self._write_frame(conn, payload)
 
     def _write_frame(self, conn: _Conn, payload: bytes, raw: bool = False) -> None:
         if raw:
@@ -181,6 +205,7 @@ class RaftHub:
         else:
             mac = _mac(conn.key, conn.out_tag, _SEQ.pack(conn.send_seq), payload)
             conn.send_seq += 1
+            conn.last_sent = time.monotonic()
             conn.wbuf += _LEN.pack(MAC_BYTES + len(payload)) + mac + payload
         self._try_write(conn)
 
@@ -205,8 +230,14 @@ class RaftHub:
         """Dial the peers this node dials (the larger address dials the smaller, so a pair has
         one connection) and drop handshakes that stalled."""
         for conn in list(self._conns.values()):
-            if conn.state != "open" and now - conn.born > HANDSHAKE_TIMEOUT:
-                self._close(conn, "handshake timed out")
+            if conn.state != "open":
+                if now - conn.born > HANDSHAKE_TIMEOUT:
+                    self._close(conn, "handshake timed out")
+            elif now - conn.last_recv > SILENT_PEER_TIMEOUT:
+                # a peer that accepts the connection but never answers (hung, or a half-open link)
+                self._close(conn, f"silent for {now - conn.last_recv:.1f}s")
+            elif now - conn.last_sent > KEEPALIVE_EVERY and not conn.wbuf:
+                self._write_frame(conn, _EMPTY_BATCH)
         for peer, when in list(self._next_dial.items()):
             if peer in self._open or peer in self._dialing or self.listen <= peer or now < when:
                 continue
@@ -324,6 +355,7 @@ class RaftHub:
             if not n:
                 self._close(conn, "closed by peer")
                 return
+            conn.last_recv = time.monotonic()
             conn.rbuf += self._recv_view[:n]
             if n < _RECV:
                 break

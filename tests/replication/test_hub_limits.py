@@ -1,0 +1,83 @@
+"""The hub under stress: a large backlog leaves in frames under the split size (one frame used
+to exceed the receiver's limit and the link looped on reconnects), a peer that stops reading
+gets nothing more past the per-peer buffer cap, and a silent peer is closed (keepalives keep a
+quiet but healthy link open)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from replication import hub as hub_mod
+from replication.hub import RaftHub
+from tests.replication.test_hub import Recorder, addr, pump
+
+
+def _pair() -> tuple[RaftHub, RaftHub, Recorder, Recorder]:
+    a, b = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
+    ra, rb = Recorder(), Recorder()
+    a.attach("g1", ra, [b.listen])
+    b.attach("g1", rb, [a.listen])
+    pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+    return a, b, ra, rb
+
+
+def test_a_large_backlog_is_split_into_frames_and_arrives_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_mod, "FRAME_SPLIT", 1 << 20)
+    monkeypatch.setattr(hub_mod, "FRAME_MAX", 4 << 20)  # the receiver's limit: 4 MiB
+    a, b, _, rb = _pair()
+    try:
+        messages = [("m", i, b"x" * 300_000) for i in range(40)]  # 12 MB in one pass
+        for m in messages:
+            assert a.send(b.listen, "g1", m)
+        frames = hub_mod._frames([("g1", m) for m in messages])
+        assert len(frames) > 10 and max(len(f) for f in frames) <= 1 << 20
+        pump([a, b], lambda: sum(1 for e in rb.events if e[0] == "msg") == 40, timeout=20)
+        assert [e[2][1] for e in rb.events if e[0] == "msg"] == list(range(40))
+        assert b.connected() == {a.listen}  # never closed for a frame over the limit
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_peer_that_stops_reading_gets_nothing_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_mod, "PEER_BUFFER_MAX", 1 << 20)
+    a, b, _, _ = _pair()
+    try:
+        refused = 0
+        for i in range(400):  # b is never pumped again: its socket buffers fill, then a's queue
+            if not a.send(b.listen, "g1", ("m", i, b"y" * 100_000)):
+                refused += 1
+            a.flush()
+        assert refused > 0
+        conn = a._open[b.listen]
+        assert len(conn.wbuf) <= (1 << 20) + 200_000  # the cap (plus the frame that crossed it)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_silent_peer_is_closed_and_a_quiet_one_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_mod, "SILENT_PEER_TIMEOUT", 0.6)
+    monkeypatch.setattr(hub_mod, "KEEPALIVE_EVERY", 0.1)
+    a, b, _, _ = _pair()
+    try:
+        deadline = time.monotonic() + 1.5  # both pumped, nothing to say: keepalives hold the link
+        while time.monotonic() < deadline:
+            for h in (a, b):
+                h.maintain(time.monotonic())
+                h.process()
+                h.flush()
+            time.sleep(0.02)
+        assert a.connected() == {b.listen} and b.connected() == {a.listen}
+        deadline = time.monotonic() + 1.5  # b hangs (never runs again): a closes the link
+        while time.monotonic() < deadline and a.connected():
+            a.maintain(time.monotonic())
+            a.process()
+            a.flush()
+            time.sleep(0.02)
+        assert a.connected() == set()
+    finally:
+        a.close()
+        b.close()
