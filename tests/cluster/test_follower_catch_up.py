@@ -18,6 +18,7 @@ from tests.cluster.cluster_harness import Cluster
 pytestmark = pytest.mark.cluster
 
 TOPIC, PARTITIONS = "backlog", 2
+RATE = 500  # records of 4 KB per second: 2 MB/s
 
 
 def _load(bootstrap: str, stop: threading.Event, acked: list[int]) -> None:
@@ -28,6 +29,7 @@ def _load(bootstrap: str, stop: threading.Event, acked: list[int]) -> None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "backlog-group", "enable.auto.commit": False})
     value = b"v" * 4000
     n = 0
+    started = time.monotonic()
 
     def done(err: object, _msg: object) -> None:
         if err is None:
@@ -40,6 +42,8 @@ def _load(bootstrap: str, stop: threading.Event, acked: list[int]) -> None:
             p.poll(0.05)
             continue
         n += 1
+        if n > (time.monotonic() - started) * RATE:
+            time.sleep(0.01)  # a steady load, not a flood (a flood wrote 2.5 GB in 45 s)
         if n % 200 == 0:
             p.poll(0)
             try:
