@@ -33,6 +33,7 @@ class Err(IntEnum):
     CORRUPT_MESSAGE = 2
     NOT_LEADER_OR_FOLLOWER = 6
     MESSAGE_TOO_LARGE = 10
+    REQUEST_TIMED_OUT = 7
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
@@ -96,7 +97,10 @@ class DataPartition:
         (OffsetForLeaderEpoch is not served; committed entries are never truncated)."""
         return -1 if self.raft else self.rlog.leader_epoch()
 
-    async def produce(self, records: bytes | None) -> ProduceResult:
+    async def produce(self, records: bytes | None, timeout_s: float = 30.0) -> ProduceResult:
+        """Append one producer batch; answered once a majority holds it, or with
+        REQUEST_TIMED_OUT after ``timeout_s`` (the request's timeout: the batch may still be
+        committed, as with Kafka)."""
         if not records:
             return ProduceResult(Err.INVALID_RECORD, message="Produce request has no record batch")
         try:
@@ -139,7 +143,10 @@ class DataPartition:
         assigned = assign_offsets(batch, base, epoch)
         self.next_offset = base + hdr.last_offset_delta + 1
         try:
-            result = await self.rlog.append(assigned, epoch)
+            try:
+                result = await asyncio.wait_for(self.rlog.append(assigned, epoch), timeout_s)
+            except TimeoutError:
+                return ProduceResult(Err.REQUEST_TIMED_OUT, message=f"Not replicated within {timeout_s:.1f}s")
             if result < 0:
                 raise ReplicationError(f"batch refused by the replicated log ({result})")
         except ReplicationError as e:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
 
 PRODUCE_KEY = 0
@@ -41,6 +41,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
     m = resp_mod(PRODUCE_KEY, ctx.api_version)
     acks = int(request.acks)
+    # how long the producer waits for replication (its request.timeout.ms), within sane bounds
+    timeout_s = min(max(to_ms(request.timeout), 100), 300_000) / 1000
     topics = []
     for t in request.topic_data:
         parts = []
@@ -61,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
                                    message="This server does not host this topic-partition."))
                 continue
-            res = await part.produce(bytes(p.records) if p.records is not None else None)
+            res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s)
             if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)

@@ -32,3 +32,36 @@ def test_negative_last_offset_delta_is_refused_and_the_log_end_holds(bootstrap) 
     values = [(r.offset, r.value) for r in iter_records(bytes(fetched.records))]
     assert values == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
     c.close()
+
+
+def test_a_produce_that_cannot_be_replicated_times_out(tmp_path) -> None:
+    """A leader cut off from its followers cannot commit: the producer gets REQUEST_TIMED_OUT
+    after its request timeout instead of waiting for ever."""
+    import datetime
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    from tests.cluster.cluster_harness import Cluster
+
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("stuck", 1, 1)])["stuck"].result(20)
+        leader = admin.list_topics("stuck", timeout=10).topics["stuck"].partitions[0].leader
+        for i in range(3):
+            if i != leader:
+                cluster.kill(i)
+        c = RawConn(cluster.address(leader), timeout=10)
+        started = time.monotonic()
+        c.request(0, 9, ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(milliseconds=1500),
+                                       topic_data=(TopicProduceData(name="stuck", partition_data=(
+                                           PartitionProduceData(index=0, records=build_batch([(None, b"x")])),)),)))
+        resp = c.response(0, 9).responses[0].partition_responses[0]
+        took = time.monotonic() - started
+        assert resp.error_code in (7, 6), resp  # REQUEST_TIMED_OUT (or NOT_LEADER if it stepped down first)
+        assert took < 8, took
+        c.close()
+    finally:
+        cluster.kill_all()
