@@ -108,6 +108,10 @@ class NodeConfig:
     durability: str = "replicated"
     log_flush_interval_messages: int = -1  # fsync a log after this many entries (-1 = never)
     log_flush_interval_ms: int = -1  # fsync a log this long after its last fsync (-1 = never)
+    # Every partition is a Raft group on every node: bounds on how many a request and the
+    # cluster may create (Kafka has none; a node here holds about this many groups well).
+    max_partitions_per_request: int = 1000
+    max_partitions: int = 4000
     message_max_bytes: int = 1048588  # largest record batch a topic takes (topic config max.message.bytes)
     fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
@@ -156,6 +160,8 @@ class NodeConfig:
         need(self.connections_max_idle_ms >= 100, "connections_max_idle_ms", "must be >= 100")
         need(self.queued_max_request_bytes >= self.socket_request_max_bytes, "queued_max_request_bytes",
              "must be >= socket_request_max_bytes")
+        need(self.max_partitions_per_request >= 1, "max_partitions_per_request", "must be >= 1")
+        need(self.max_partitions >= 1, "max_partitions", "must be >= 1")
         need(self.message_max_bytes >= 1024, "message_max_bytes", "must be >= 1024")
         need(self.durability in ("replicated", "fsync"), "durability", 'must be "replicated" or "fsync"')
         need(self.log_flush_interval_messages == -1 or self.log_flush_interval_messages >= 1,

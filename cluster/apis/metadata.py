@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.apis.topics import partition_limit_error
 from cluster.dispatch import CloseConnection, RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, validate_topic_name
 
@@ -122,6 +123,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             name = rt.name
             if (name is None or name == OFFSETS_TOPIC or node.topic(name) is not None
                     or validate_topic_name(name) is not None or node.is_internal_topic(name)):
+                continue
+            too_many = partition_limit_error(node, node.config.default_num_partitions)
+            if too_many is not None:  # the client sees UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE
+                warn.warning("topic_auto_create_refused", "event=topic_auto_create_refused topic=%s reason=%r",
+                             name, too_many)
                 continue
             try:
                 await node.create_topic_async(name, node.config.default_num_partitions)

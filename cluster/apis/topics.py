@@ -71,7 +71,24 @@ def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
         err = validate_topic_config(c.name, c.value)
         if err is not None:
             return ErrorCode.invalid_config, err, -1
+    too_many = partition_limit_error(node, partitions)
+    if too_many is not None:
+        return ErrorCode.policy_violation, too_many, -1
     return ErrorCode.none, None, partitions
+
+
+def partition_limit_error(node: Any, adding: int, *, this_request: int = 0) -> str | None:
+    """Every partition is a Raft group on every node: their number is bounded per request and
+    for the whole cluster (``max_partitions_per_request``, ``max_partitions``). A message if
+    ``adding`` more would pass a bound (``this_request``: already granted in this request)."""
+    per_request = node.config.max_partitions_per_request
+    if this_request + adding > per_request:
+        return f"A request may create at most {per_request} partitions (max_partitions_per_request)"
+    total = sum(t.partitions for t in node.metadata.topics.values())
+    if total + this_request + adding > node.config.max_partitions:
+        return (f"The cluster has {total} partitions; {adding} more would pass max_partitions="
+                f"{node.config.max_partitions}")
+    return None
 
 
 async def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
@@ -81,6 +98,7 @@ async def build_create(node: Any, request: Any, *, error: ErrorCode | None = Non
         counts[t.name] = counts.get(t.name, 0) + 1
     results = []
     seen: set[str] = set()
+    granted = 0  # partitions this request creates so far (the per-request bound)
     for t in request.topics:
         if error is not None:
             results.append(_create_result(m, t.name, error))
@@ -93,9 +111,14 @@ async def build_create(node: Any, request: Any, *, error: ErrorCode | None = Non
                     f"Create topics request from client contains multiple topics named {t.name}"))
             continue
         code, msg, partitions = _validate_create(node, t)
+        if code is ErrorCode.none and granted:
+            too_many = partition_limit_error(node, partitions, this_request=granted)
+            if too_many is not None:
+                code, msg = ErrorCode.policy_violation, too_many
         if code is not ErrorCode.none:
             results.append(_create_result(m, t.name, code, msg))
             continue
+        granted += partitions
         configs = {c.name: c.value for c in t.configs}
         if request.validate_only:
             results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.replica_ids()), configs=configs))
