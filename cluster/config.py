@@ -123,6 +123,7 @@ class NodeConfig:
     raft_tick_ms: int = 100
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
+    raft_compaction_bytes: int = 67108864  # a Raft journal (and an offsets tail) this large is compacted at once
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -188,6 +189,7 @@ class NodeConfig:
         need(1 <= self.raft_tick_ms <= self.raft_heartbeat_ms, "raft_tick_ms", "must be 1..raft_heartbeat_ms")
         need(self.raft_compaction_entries >= 100, "raft_compaction_entries", "must be >= 100")
         need(self.raft_compaction_interval_s >= 1, "raft_compaction_interval_s", "must be >= 1")
+        need(self.raft_compaction_bytes >= 1024 * 1024, "raft_compaction_bytes", "must be >= 1048576")
         return self
 
     @property

@@ -135,6 +135,7 @@ class RaftCluster:
             tick_period=cfg.raft_tick_ms / 1000,
             compaction_min_entries=cfg.raft_compaction_entries,
             compaction_min_time=float(cfg.raft_compaction_interval_s),
+            compaction_bytes=cfg.raft_compaction_bytes,
         )
         self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me))
         self.root = os.path.join(cfg.data_dir, "raft")
@@ -144,7 +145,8 @@ class RaftCluster:
         n = node.offsets_partitions
         self.offsets_logs = [
             self._group(f"__consumer_offsets-{p}", 1 + p,
-                        EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries))
+                        EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries,
+                                   compact_bytes=cfg.raft_compaction_bytes))
             for p in range(n)
         ]
         self.data_logs: dict[tuple[str, int], RaftLog] = {}

@@ -267,6 +267,10 @@ class SafeJournal:
         self._offsets = offsets
         self._unsynced = 0
 
+    @property
+    def size_bytes(self) -> int:
+        return self._end
+
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
 

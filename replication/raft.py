@@ -154,9 +154,11 @@ class EntryStore:
     """
 
     def __init__(self, compact: Callable[[list[bytes]], list[bytes]] | None = None,
-                 compact_every: int = 20_000) -> None:
+                 compact_every: int = 20_000, compact_bytes: int = 64 * 1024 * 1024) -> None:
         self._compact = compact
         self._compact_every = compact_every
+        self._compact_bytes = compact_bytes
+        self._tail_bytes = 0
         self.lock = threading.Lock()
         self.base: list[bytes] = []
         self.tail: list[tuple[int, int, bytes]] = []
@@ -167,9 +169,12 @@ class EntryStore:
             offset = self.next_offset
             self.tail.append((offset, epoch, payload))
             self.next_offset += 1
-            if self._compact is not None and len(self.tail) >= self._compact_every:
+            self._tail_bytes += len(payload)
+            if self._compact is not None and (len(self.tail) >= self._compact_every
+                                              or self._tail_bytes >= self._compact_bytes):
                 self.base = self._compact(self.base + [p for _, _, p in self.tail])
                 self.tail = []
+                self._tail_bytes = 0
             return offset
 
     def entries(self, start: int = 0) -> list[LogEntry]:
@@ -203,6 +208,7 @@ class EntryStore:
         with self.lock:
             self.base = list(state["base"])
             self.tail = []
+            self._tail_bytes = 0
             self.next_offset = int(state["next"])
 
 
@@ -217,6 +223,7 @@ class RaftTimings:
     connection_retry: float = 0.5
     compaction_min_entries: int = 20_000
     compaction_min_time: float = 600.0
+    compaction_bytes: int = 64 * 1024 * 1024  # a journal this large is compacted now, whatever the above
     compaction_split: bool = True  # nodes compact in turns, never all at once
     transfer_settle: float = 5.0  # a preferred node must be connected this long before it is handed leadership
 
@@ -434,6 +441,9 @@ class RaftLog:
             commandsWaitLeader=False,
         )
         self.transport: _MuxTransport | None = None
+        self._conf = conf
+        self._compaction_bytes = t.compaction_bytes
+        self._compaction_split = t.compaction_split
 
         def transport(sync_obj: Any, self_node: Any, other_nodes: Any) -> _MuxTransport:
             self.transport = _MuxTransport(sync_obj, self_node, other_nodes, host.hub, name, hubs)
@@ -550,6 +560,18 @@ class RaftLog:
     def _publish(self, change: LeadershipChange) -> None:
         for listener in list(self._listeners):
             self.host.call_in_loop(listener, change)
+
+    def compact_if_large(self) -> None:
+        """Compact a journal past ``compaction_bytes`` now (the entry and time triggers let a
+        journal of large entries grow for ten minutes, and it is held in memory). Not in this
+        node's turn of the split schedule either: a journal that size cannot wait for it."""
+        journal = self.group.__dict__.get("_SyncObj__raftLog")
+        if not isinstance(journal, SafeJournal):
+            return
+        large = journal.size_bytes > self._compaction_bytes
+        self._conf.logCompactionSplit = self._compaction_split and not large
+        if large and not self.group.__dict__.get("_SyncObj__forceLogCompaction", False):
+            self.group.forceLogCompaction()
 
     def check_leadership(self) -> None:
         """Ticker thread: notice leadership changes and fence them with an announce."""
@@ -853,6 +875,8 @@ class RaftHost:
                 hub_ready = True
                 next_round = now + period
                 hub.maintain(now)
+                for lg in logs:
+                    lg.compact_if_large()
                 if self._last_balance == 0.0:
                     self._last_balance = now + 3.0  # let the cluster settle before balancing
                 if self.balance and now - self._last_balance >= self._balance_every:
