@@ -21,7 +21,7 @@ from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import validate_batch
 from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
 from replication.data_passthrough import DataPassThroughLog
-from replication.record_batch import InvalidBatchError, assign_offsets, split_batches
+from replication.record_batch import BatchHeader, InvalidBatchError, assign_offsets, split_batches
 
 log = logging.getLogger("kcoord.data")
 
@@ -66,6 +66,7 @@ class DataPartition:
         self.next_offset = data_log.log_end_offset
         self.raft = False
         self._waiters: set[asyncio.Future[None]] = set()
+        self._in_flight: dict[tuple[int, int, int], asyncio.Future[ProduceResult]] = {}
 
     def attach(self, rlog: ReplicatedLog) -> None:
         """Cluster mode: replicate through Raft; the DataLog is written by the applied entries."""
@@ -122,6 +123,28 @@ class DataPartition:
             return ProduceResult(Err.INVALID_RECORD, message="Control records cannot be produced by clients")
         if hdr.is_transactional:
             return ProduceResult(Err.INVALID_TXN_STATE, message="Transactions are not supported by kcoord")
+        if hdr.producer_id < 0:
+            return await self._append(hdr, batch, timeout_s)
+        # The producer's state only knows applied batches: the same batch sent again (a retry on a
+        # new connection) while the first is still replicating would pass the check and be
+        # written twice. The retry waits for the first one's outcome instead.
+        key = (hdr.producer_id, hdr.producer_epoch, hdr.base_sequence)
+        first = self._in_flight.get(key)
+        if first is not None:
+            return await asyncio.shield(first)
+        fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = fut
+        try:
+            result = await self._append(hdr, batch, timeout_s)
+        except BaseException:
+            fut.cancel()
+            raise
+        finally:
+            self._in_flight.pop(key, None)
+        fut.set_result(result)
+        return result
+
+    async def _append(self, hdr: BatchHeader, batch: bytes, timeout_s: float) -> ProduceResult:
         if hdr.producer_id >= 0:
             check = self.data.check_sequence(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence,
                                              hdr.last_sequence)

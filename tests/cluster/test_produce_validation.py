@@ -65,3 +65,47 @@ def test_a_produce_that_cannot_be_replicated_times_out(tmp_path) -> None:
         c.close()
     finally:
         cluster.kill_all()
+
+
+def test_the_same_idempotent_batch_on_two_connections_is_written_once(tmp_path) -> None:
+    """A producer's retry on a new connection while its first attempt is still replicating:
+    both used to pass the sequence check (it knows only applied batches) and both were written."""
+    import threading
+
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    from tests.cluster.cluster_harness import Cluster
+
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("twice", 1, 1)])["twice"].result(20)
+        leader = admin.list_topics("twice", timeout=10).topics["twice"].partitions[0].leader
+        bs = cluster.address(leader)
+        c0 = RawConn(bs)
+        c0.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout=__import__(
+            "datetime").timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
+        pid_resp = c0.response(22, 4)
+        pid = pid_resp.producer_id
+        for seq in range(0, 60, 3):  # 20 rounds, each batch sent on two connections at once
+            batch = build_batch([(None, b"s%d" % (seq + i)) for i in range(3)], producer_id=pid, producer_epoch=0,
+                                base_sequence=seq)
+            conns = [RawConn(bs), RawConn(bs)]
+            answers: list[object] = []
+            threads = [threading.Thread(target=lambda c=c, out=answers, b=batch: out.append(
+                _produce_raw(c, "twice", b))) for c in conns]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+            assert len(answers) == 2 and all(a.error_code == 0 for a in answers), answers  # type: ignore[attr-defined]
+            assert len({a.base_offset for a in answers}) == 1  # type: ignore[attr-defined]
+            for c in conns:
+                c.close()
+        fetched = _fetch_raw(c0, "twice", 0, max_wait_ms=0)
+        values = [r.value for r in iter_records(bytes(fetched.records))]
+        assert values == [b"s%d" % i for i in range(60)], values[:12]
+        c0.close()
+    finally:
+        cluster.kill_all()
