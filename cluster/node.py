@@ -237,14 +237,15 @@ class Node:
 
     # -- producer ids -------------------------------------------------------------------------
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         if self._producer_id_next >= self._producer_id_end:
-            start = self.metadata.allocate_producer_id_block()
+            if self.cluster is not None:  # a block granted through the replicated metadata log
+                start = await self.cluster.allocate_producer_id_block()
+            else:
+                start = self.metadata.allocate_producer_id_block()
             self._producer_id_next, self._producer_id_end = start, start + 1000
         pid = self._producer_id_next
         self._producer_id_next += 1
-        if self.cluster is not None:
-            pid |= self.config.node_id << 40  # unique across nodes without asking anyone
         return pid
 
     # -- lifecycle ------------------------------------------------------------------------------

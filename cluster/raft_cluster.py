@@ -41,12 +41,22 @@ META_SLOT = 0
 
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
-    state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None}
+    state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
+                             "next_pid_block": PID_BASE, "pid_grants": {}}
     for payload in payloads:
-        op = msgpack.unpackb(payload, raw=False)
+        op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
         if kind == "state":
             state = {k: op[k] for k in ("cluster_id", "n", "topics", "next_slot")}
+            state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
+            state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
+        elif kind == "pid_block":
+            # Producer ids come in blocks granted through this log, so they never repeat: not
+            # after a node's disk is replaced, nor across nodes. A retried request is granted once.
+            node = int(op["node"])
+            if state["pid_grants"].get(node, [None])[0] != op["request"]:
+                state["pid_grants"][node] = [op["request"], state["next_pid_block"]]
+                state["next_pid_block"] += PID_BLOCK
         elif kind == "init" and state["cluster_id"] is None:
             state["cluster_id"] = op["cluster_id"]
             state["n"] = int(op["n"])
@@ -58,6 +68,10 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
         elif kind == "delete":
             state["topics"].pop(op["name"], None)
     return state
+
+
+PID_BASE = 1 << 36  # above the ids nodes handed out from local counters before (node id << 40 | n)
+PID_BLOCK = 1000
 
 
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -316,6 +330,19 @@ class RaftCluster:
         await self._wait(lambda: all(self.leader_of(self.data_logs[(name, p)]) is not None
                                      for p in range(partitions) if (name, p) in self.data_logs))
         return self.node.metadata.topics[name]  # type: ignore[no-any-return]
+
+    async def allocate_producer_id_block(self) -> int:
+        """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""
+        request = str(uuid.uuid4())
+        await self._submit(_op(op="pid_block", node=self.me.node_id, request=request))
+
+        def granted() -> bool:
+            grant = fold_metadata([e.payload for e in self.meta_store.entries(0)])["pid_grants"].get(self.me.node_id)
+            return grant is not None and grant[0] == request
+
+        await self._wait(granted)
+        grant = fold_metadata([e.payload for e in self.meta_store.entries(0)])["pid_grants"][self.me.node_id]
+        return int(grant[1])
 
     async def delete_topic(self, name: str) -> None:
         await self._submit(_op(op="delete", name=name))

@@ -267,6 +267,14 @@ class SafeJournal:
         self._offsets = offsets
         self._unsynced = 0
 
+    def _still_ours(self) -> bool:
+        """The file at our path is the one we write (a removed partition's directory may
+        already hold a new incarnation's journal: its side files must not be overwritten)."""
+        try:
+            return os.fstat(self._fd).st_ino == os.stat(self._path).st_ino
+        except OSError:
+            return False
+
     @property
     def size_bytes(self) -> int:
         return self._end
@@ -280,7 +288,8 @@ class SafeJournal:
     def _destroy(self) -> None:
         with _dirty_lock:
             _dirty.discard(self)
-        self._store_commit()
+        if self._still_ours():
+            self._store_commit()
         try:
             os.close(self._fd)
         except OSError:

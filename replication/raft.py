@@ -754,6 +754,7 @@ class RaftHost:
         self._calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self._logs_version = 0
         self._logs: list[RaftLog] = []
+        self._removed: list[RaftLog] = []  # taken out of _logs, to be closed by the ticker
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -790,11 +791,18 @@ class RaftHost:
         return lg
 
     def remove(self, lg: RaftLog) -> None:
+        """Stop ticking ``lg`` and close it. The ticker may be in the middle of a pass over it
+        (writing its journal): it is closed by the ticker itself, at the start of its next pass
+        (closed here at once, it failed that pass's journal write and stopped the node)."""
         with self._lock:
             if lg in self._logs:
                 self._logs.remove(lg)
                 self._logs_version += 1
-        lg.destroy()
+            running = self._thread is not None and self._thread.is_alive()
+            if running:
+                self._removed.append(lg)
+        if not running:
+            lg.destroy()
 
     def logs(self) -> list[RaftLog]:
         with self._lock:
@@ -811,7 +819,9 @@ class RaftHost:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(5)
-        for lg in self.logs():
+        with self._lock:
+            removed, self._removed = self._removed, []
+        for lg in self.logs() + removed:
             lg.destroy()
         if self._hub is not None:
             self._hub.close()
@@ -848,6 +858,9 @@ class RaftHost:
         while not self._stop.is_set():
             with self._lock:
                 logs, version = list(self._logs), self._logs_version
+                removed, self._removed = self._removed, []
+            for gone in removed:  # no longer in ``logs``: nothing ticks them after this
+                gone.destroy()
             if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
                 # This thread did not run for a while (the process was stopped, or starved of CPU).
                 # pysyncobj checks election deadlines before it reads its messages, so every follower

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
+from replication.api import ReplicationError
 
 PRODUCE_KEY = 0
 INIT_PID_KEY = 22
@@ -85,7 +86,11 @@ async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
         log.info("event=init_producer_id_rejected reason=transactions_unsupported transactional_id=%r client_id=%r",
                  request.transactional_id, ctx.client_id)
         return build_init_pid(request, ErrorCode.unsupported_version)
-    pid = ctx.node.allocate_producer_id()
+    try:
+        pid = await ctx.node.allocate_producer_id()
+    except (ReplicationError, TimeoutError) as e:  # no metadata leader right now: the client retries
+        log.info("event=producer_id_unavailable error=%r", str(e))
+        return build_init_pid(request, ErrorCode.coordinator_not_available)
     log.info("event=producer_id_allocated producer_id=%d client_id=%r", pid, ctx.client_id)
     return build_init_pid(request, ErrorCode.none, pid, 0)
 

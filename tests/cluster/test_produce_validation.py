@@ -88,6 +88,7 @@ def test_the_same_idempotent_batch_on_two_connections_is_written_once(tmp_path) 
             "datetime").timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
         pid_resp = c0.response(22, 4)
         pid = pid_resp.producer_id
+        assert pid_resp.error_code == 0 and pid >= 1 << 36  # from a block the metadata log granted
         for seq in range(0, 60, 3):  # 20 rounds, each batch sent on two connections at once
             batch = build_batch([(None, b"s%d" % (seq + i)) for i in range(3)], producer_id=pid, producer_epoch=0,
                                 base_sequence=seq)
