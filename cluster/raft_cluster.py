@@ -23,7 +23,7 @@ import msgpack
 
 from cluster import metrics
 from cluster.config import Peer
-from cluster.incarnation import claim_dir, remove_dir
+from cluster.incarnation import claim_dir
 from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
@@ -281,12 +281,14 @@ class RaftCluster:
         for key in [k for k in self.data_logs if wanted.get(k) != self._data_slots.get(k)]:
             lg = self.data_logs.pop(key)
             self._data_slots.pop(key, None)
-            self.host.remove(lg)
+            self.host.remove(lg, delete_dir=os.path.join(self.root, f"{key[0]}-{key[1]}"))
             self.node.partitions.drop_partition(*key)
-            remove_dir(os.path.join(self.root, f"{key[0]}-{key[1]}"))
             log.info("event=partition_dropped topic=%s partition=%d", *key)
         self._missing = False
         for key, slot in wanted.items():
+            if key not in self.data_logs and self.host.removal_pending(os.path.join(self.root, f"{key[0]}-{key[1]}")):
+                self._missing = True  # the old incarnation's group is still being closed: next round
+                continue
             if key not in self.data_logs:
                 try:
                     self._open_data(key[0], key[1], slot, topics[key[0]].configs)

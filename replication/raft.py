@@ -28,6 +28,7 @@ import logging
 import os
 import random
 import select
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -727,6 +728,15 @@ def _run_calls(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None
             log.exception("event=loop_call_failed")
 
 
+def _close_and_delete(lg: RaftLog, directory: str | None) -> None:
+    lg.destroy()
+    if directory is not None and os.path.isdir(directory):
+        tomb = directory + ".deleted"
+        shutil.rmtree(tomb, ignore_errors=True)
+        os.replace(directory, tomb)  # a crash never leaves half a directory under the name
+        shutil.rmtree(tomb, ignore_errors=True)
+
+
 def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
     if fut.done():
         return
@@ -754,7 +764,7 @@ class RaftHost:
         self._calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self._logs_version = 0
         self._logs: list[RaftLog] = []
-        self._removed: list[RaftLog] = []  # taken out of _logs, to be closed by the ticker
+        self._removed: list[tuple[RaftLog, str | None]] = []  # out of _logs, to be closed by the ticker
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -790,19 +800,25 @@ class RaftHost:
         self.wake()
         return lg
 
-    def remove(self, lg: RaftLog) -> None:
-        """Stop ticking ``lg`` and close it. The ticker may be in the middle of a pass over it
-        (writing its journal): it is closed by the ticker itself, at the start of its next pass
-        (closed here at once, it failed that pass's journal write and stopped the node)."""
+    def remove(self, lg: RaftLog, *, delete_dir: str | None = None) -> None:
+        """Stop ticking ``lg``, close it and (``delete_dir``) delete its directory. The ticker may
+        be in the middle of a pass over it (writing its journal, its commit index): it is closed,
+        and its directory deleted, by the ticker itself at the start of its next pass (done here
+        at once, that pass's writes failed and stopped the node). Until then
+        ``removal_pending(delete_dir)`` is true: a new group must not open that directory."""
         with self._lock:
             if lg in self._logs:
                 self._logs.remove(lg)
                 self._logs_version += 1
             running = self._thread is not None and self._thread.is_alive()
             if running:
-                self._removed.append(lg)
+                self._removed.append((lg, delete_dir))
         if not running:
-            lg.destroy()
+            _close_and_delete(lg, delete_dir)
+
+    def removal_pending(self, directory: str) -> bool:
+        with self._lock:
+            return any(d == directory for _, d in self._removed)
 
     def logs(self) -> list[RaftLog]:
         with self._lock:
@@ -821,8 +837,10 @@ class RaftHost:
             self._thread.join(5)
         with self._lock:
             removed, self._removed = self._removed, []
-        for lg in self.logs() + removed:
+        for lg in self.logs():
             lg.destroy()
+        for lg, directory in removed:
+            _close_and_delete(lg, directory)
         if self._hub is not None:
             self._hub.close()
 
@@ -858,9 +876,12 @@ class RaftHost:
         while not self._stop.is_set():
             with self._lock:
                 logs, version = list(self._logs), self._logs_version
-                removed, self._removed = self._removed, []
-            for gone in removed:  # no longer in ``logs``: nothing ticks them after this
-                gone.destroy()
+                removed = list(self._removed)
+            for gone, directory in removed:  # no longer in ``logs``: nothing ticks them after this
+                _close_and_delete(gone, directory)
+            if removed:
+                with self._lock:
+                    self._removed = self._removed[len(removed):]
             if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
                 # This thread did not run for a while (the process was stopped, or starved of CPU).
                 # pysyncobj checks election deadlines before it reads its messages, so every follower
