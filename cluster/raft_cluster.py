@@ -331,7 +331,10 @@ class RaftCluster:
         # Answer once every partition has a leader, as Kafka's controller does for new topics.
         await self._wait(lambda: all(self.leader_of(self.data_logs[(name, p)]) is not None
                                      for p in range(partitions) if (name, p) in self.data_logs))
-        return self.node.metadata.topics[name]  # type: ignore[no-any-return]
+        created: TopicMeta | None = self.node.metadata.topics.get(name)
+        if created is None:  # deleted again meanwhile by another client (found by the fuzzer)
+            raise ReplicationError(f"topic {name} was deleted while it was being created")
+        return created
 
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""
