@@ -123,7 +123,7 @@ class NodeConfig:
     raft_tick_ms: int = 100
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
-    raft_compaction_bytes: int = 67108864  # a Raft journal (and an offsets tail) this large is compacted at once
+    raft_compaction_bytes: int = 16777216  # a Raft journal (and an offsets tail) this large is compacted at once
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

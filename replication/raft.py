@@ -155,7 +155,7 @@ class EntryStore:
     """
 
     def __init__(self, compact: Callable[[list[bytes]], list[bytes]] | None = None,
-                 compact_every: int = 20_000, compact_bytes: int = 64 * 1024 * 1024) -> None:
+                 compact_every: int = 20_000, compact_bytes: int = 16 * 1024 * 1024) -> None:
         self._compact = compact
         self._compact_every = compact_every
         self._compact_bytes = compact_bytes
@@ -224,7 +224,7 @@ class RaftTimings:
     connection_retry: float = 0.5
     compaction_min_entries: int = 20_000
     compaction_min_time: float = 600.0
-    compaction_bytes: int = 64 * 1024 * 1024  # a journal this large is compacted now, whatever the above
+    compaction_bytes: int = 16 * 1024 * 1024  # a journal this large is compacted now, whatever the above
     compaction_split: bool = True  # nodes compact in turns, never all at once
     transfer_settle: float = 5.0  # a preferred node must be connected this long before it is handed leadership
 
