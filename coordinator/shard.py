@@ -422,12 +422,13 @@ class GroupCoordinatorShard:
         else:
             self._maybe_complete_join_phase(group)
 
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str,
+                           sync_error: ErrorCode = E.REBALANCE_IN_PROGRESS) -> None:
         if group.is_in(S.COMPLETING_REBALANCE):
             for m in group.members.values():
                 m.assignment = b""
                 if m.awaiting_sync is not None:
-                    self._respond(m.awaiting_sync, c.SyncGroupResponse(E.REBALANCE_IN_PROGRESS))
+                    self._respond(m.awaiting_sync, c.SyncGroupResponse(sync_error))
                     m.awaiting_sync = None
                     # Kafka's propagateAssignment: a session that expired while the member was
                     # parked was ignored, so re-arm it now or the member could never expire.
@@ -591,13 +592,8 @@ class GroupCoordinatorShard:
                 if not self._write_group(group):
                     # Kafka: the store failed (RECORD_LIST_TOO_LARGE), every member is told
                     # UNKNOWN_SERVER_ERROR and the group rebalances.
-                    for m in group.members.values():
-                        m.assignment = b""
-                        if m.awaiting_sync is not None:
-                            self._respond(m.awaiting_sync, c.SyncGroupResponse(E.UNKNOWN_SERVER_ERROR))
-                            m.awaiting_sync = None
-                            self._reschedule_heartbeat(group, m)
-                    return self._prepare_rebalance(group, "the group's metadata is larger than message.max.bytes")
+                    return self._prepare_rebalance(group, "the group's metadata is larger than message.max.bytes",
+                                                   sync_error=E.UNKNOWN_SERVER_ERROR)
                 group.transition_to(S.STABLE, self._now)
                 for m in group.members.values():
                     if m.awaiting_sync is not None:

@@ -142,6 +142,18 @@ async def _sweep(nodes: list[str], apis: list[tuple[int, int, int]], concurrency
     await asyncio.gather(*(one(i, d) for i, d in enumerate(payloads)))
 
 
+async def _check(nodes: list[str], report: FuzzReport, when: str,
+                 dead_nodes: Callable[[], list[str]] | None) -> None:
+    """Probe every node and ask which are dead; record what is wrong."""
+    for node in nodes:
+        failure = await probe(node)
+        report.probes += 1
+        if failure is not None:
+            report.failures.append(f"{when}: {failure}")
+    for dead in dead_nodes() if dead_nodes is not None else []:
+        report.failures.append(f"{when}: {dead}")
+
+
 async def fuzz(nodes: list[str], *, cases: int, seed: int, concurrency: int = 16, idle_connections: int = 300,
                probe_every: int = 250, dead_nodes: Callable[[], list[str]] | None = None,
                sweep_first: bool = True) -> FuzzReport:
@@ -150,13 +162,7 @@ async def fuzz(nodes: list[str], *, cases: int, seed: int, concurrency: int = 16
     apis = await served_apis(nodes[0])
     if sweep_first:
         await _sweep(nodes, apis, concurrency, report)
-        for node in nodes:
-            failure = await probe(node)
-            report.probes += 1
-            if failure is not None:
-                report.failures.append(f"after the sweep: {failure}")
-        for dead in dead_nodes() if dead_nodes is not None else []:
-            report.failures.append(f"after the sweep: {dead}")
+        await _check(nodes, report, "after the sweep", dead_nodes)
     idle: list[asyncio.StreamWriter] = []
     for i in range(idle_connections):  # held open, silent (some with half a frame), the whole run
         try:
@@ -186,13 +192,7 @@ async def fuzz(nodes: list[str], *, cases: int, seed: int, concurrency: int = 16
             if report.cases - done < probe_every and report.cases < cases:
                 continue
             done = report.cases
-            for node in nodes:
-                failure = await probe(node)
-                report.probes += 1
-                if failure is not None:
-                    report.failures.append(f"after {report.cases} cases: {failure}")
-            for dead in dead_nodes() if dead_nodes is not None else []:
-                report.failures.append(f"after {report.cases} cases: {dead}")
+            await _check(nodes, report, f"after {report.cases} cases", dead_nodes)
             if report.cases >= cases:
                 return
 

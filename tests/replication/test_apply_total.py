@@ -12,7 +12,7 @@ import pytest
 
 from replication import failstop
 from replication.api import LogEntry, ReplicationError
-from replication.raft import EntryStore, RaftHost
+from replication.raft import EntryStore
 from tests.replication.test_raft import TIMINGS, Cluster, wait_for
 
 
@@ -27,26 +27,13 @@ class Picky(EntryStore):
         return super().apply(epoch, payload)
 
 
-class PickyCluster(Cluster):
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.hosts, self.logs = [], []
-        for i, addr in enumerate(self.addrs):
-            host = RaftHost(self.secret, self.timings, listen=addr)
-            host.balance = False
-            peers = [a for a in self.addrs if a != addr]
-            self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),
-                                      Picky(compact=None, compact_every=10**9)))
-            host.start(loop)
-            self.hosts.append(host)
-
-
 def _payloads(entries: list[LogEntry]) -> list[bytes]:
     return [e.payload for e in entries]
 
 
 def test_an_entry_that_cannot_be_applied_is_skipped_and_the_partition_goes_on(tmp_path: Path) -> None:
     async def main() -> None:
-        c = PickyCluster(tmp_path, timings=TIMINGS)
+        c = Cluster(tmp_path, timings=TIMINGS, store=lambda: Picky(compact=None, compact_every=10**9))
         c.start(asyncio.get_running_loop())
         try:
             leader = await c.leader()
@@ -68,7 +55,7 @@ def test_an_os_error_while_applying_stops_the_node(tmp_path: Path) -> None:
     failstop.set_action(lambda component, reason, code: stopped.append((component, reason, code)))
 
     async def main() -> None:
-        c = PickyCluster(tmp_path, timings=TIMINGS)
+        c = Cluster(tmp_path, timings=TIMINGS, store=lambda: Picky(compact=None, compact_every=10**9))
         c.start(asyncio.get_running_loop())
         try:
             leader = await c.leader()

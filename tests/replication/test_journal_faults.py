@@ -1,7 +1,7 @@
 """The Raft journal under failing disks and damaged files.
 
 - A write that fails (ENOSPC on a real, full tmpfs when running as root; EIO injected) is cut
-  back to the last whole frame and the node stops; reopened, the journal holds exactly what
+  back to the last whole frame and the node fail_stops; reopened, the journal holds exactly what
   was written before.
 - A torn tail is truncated; corruption in the middle, or in term/vote, refuses to start (exit 2).
 - A first-format journal (no CRC) is read once and rewritten.
@@ -21,23 +21,7 @@ import pytest
 
 from replication import failstop, journal
 from replication.journal import SafeJournal
-
-
-class Stopped(Exception):
-    pass
-
-
-@pytest.fixture
-def stops() -> Any:
-    seen: list[tuple[str, str, int]] = []
-
-    def action(component: str, reason: str, code: int) -> None:
-        seen.append((component, reason, code))
-        raise Stopped(reason)
-
-    failstop.set_action(action)
-    yield seen
-    failstop.reset_action()
+from tests.conftest import FailStopped
 
 
 def _fill(j: SafeJournal, n: int, size: int = 100, start: int = 1) -> list[tuple[bytes, int, int]]:
@@ -49,7 +33,7 @@ def _fill(j: SafeJournal, n: int, size: int = 100, start: int = 1) -> list[tuple
     return out
 
 
-def test_eio_on_append_cuts_back_and_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eio_on_append_cuts_back_and_stops(tmp_path: Path, fail_stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(tmp_path / "raft.kcj")
     j = SafeJournal(path)
     written = _fill(j, 5)
@@ -60,16 +44,16 @@ def test_eio_on_append_cuts_back_and_stops(tmp_path: Path, stops: list[Any], mon
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(journal, "_pwrite", half_then_eio)
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         j.add(b"never acknowledged", 6, 1)
-    assert stops[0][0] == "journal" and "Input/output error" in stops[0][1]
+    assert fail_stops[0][0] == "journal" and "Input/output error" in fail_stops[0][1]
     monkeypatch.setattr(journal, "_pwrite", real)
     j._destroy()
     again = SafeJournal(path)
     assert [again[i] for i in range(len(again))] == written  # no half frame, nothing lost
 
 
-def test_eio_on_fsync_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eio_on_fsync_stops(tmp_path: Path, fail_stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     j = SafeJournal(str(tmp_path / "raft.kcj"))
     _fill(j, 2)
 
@@ -77,13 +61,13 @@ def test_eio_on_fsync_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytes
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(journal, "_fsync", eio)
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         j.sync()
-    assert "fsync failed" in stops[0][1]
+    assert "fsync failed" in fail_stops[0][1]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_a_full_disk_cuts_back_and_stops(tmp_path: Path, stops: list[Any]) -> None:
+def test_a_full_disk_cuts_back_and_stops(tmp_path: Path, fail_stops: list[Any]) -> None:
     mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
@@ -91,11 +75,11 @@ def test_a_full_disk_cuts_back_and_stops(tmp_path: Path, stops: list[Any]) -> No
         path = str(mnt / "raft.kcj")
         j = SafeJournal(path)
         acknowledged = []
-        with pytest.raises(Stopped):
+        with pytest.raises(FailStopped):
             for i in range(1, 10_000):
                 j.add(b"x" * 1000, i, 1)
                 acknowledged.append((b"x" * 1000, i, 1))
-        assert "No space left on device" in stops[0][1]
+        assert "No space left on device" in fail_stops[0][1]
         j._destroy()
         subprocess.run(["mount", "-o", "remount,size=1m", str(mnt)], check=True)  # the operator frees space
         again = SafeJournal(path)
@@ -106,7 +90,7 @@ def test_a_full_disk_cuts_back_and_stops(tmp_path: Path, stops: list[Any]) -> No
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def test_a_torn_tail_is_truncated(tmp_path: Path, stops: list[Any]) -> None:
+def test_a_torn_tail_is_truncated(tmp_path: Path, fail_stops: list[Any]) -> None:
     path = str(tmp_path / "raft.kcj")
     j = SafeJournal(path)
     written = _fill(j, 4)
@@ -122,10 +106,10 @@ def test_a_torn_tail_is_truncated(tmp_path: Path, stops: list[Any]) -> None:
     with open(path, "ab") as f:  # a whole last frame whose bytes did not all land: bad CRC, nothing after
         f.write(frame[:-5] + b"\x00" * 5)
     assert len(SafeJournal(path)) == 4
-    assert not stops
+    assert not fail_stops
 
 
-def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any]) -> None:
+def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path, fail_stops: list[Any]) -> None:
     path = str(tmp_path / "raft.kcj")
     j = SafeJournal(path)
     _fill(j, 6)
@@ -133,13 +117,13 @@ def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[A
     data = bytearray(Path(path).read_bytes())
     data[len(data) // 2] ^= 0xFF
     Path(path).write_bytes(bytes(data))
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         SafeJournal(path)
-    component, reason, code = stops[0]
+    component, reason, code = fail_stops[0]
     assert code == failstop.EXIT_CORRUPT and "corrupt in the middle" in reason
 
 
-def test_damaged_term_and_vote_refuse_to_start(tmp_path: Path, stops: list[Any]) -> None:
+def test_damaged_term_and_vote_refuse_to_start(tmp_path: Path, fail_stops: list[Any]) -> None:
     path = str(tmp_path / "raft.kcj")
     j = SafeJournal(path)
     j.setCurrentTerm(7, "node-2")
@@ -148,9 +132,9 @@ def test_damaged_term_and_vote_refuse_to_start(tmp_path: Path, stops: list[Any])
     meta = bytearray(Path(path + ".meta").read_bytes())
     meta[-1] ^= 0x01
     Path(path + ".meta").write_bytes(bytes(meta))
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         SafeJournal(path)
-    assert stops[0][2] == failstop.EXIT_CORRUPT and "vote" in stops[0][1]
+    assert fail_stops[0][2] == failstop.EXIT_CORRUPT and "vote" in fail_stops[0][1]
 
 
 def test_a_first_format_journal_is_read_and_rewritten(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import shutil
 import socket
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,9 @@ TIMINGS = RaftTimings(compaction_min_entries=50, compaction_min_time=3.0)
 
 class Cluster:
     def __init__(self, base: Path, secret: str = "test-secret", preferred: int = 0,
-                 timings: RaftTimings = TIMINGS) -> None:
+                 timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None) -> None:
         self.timings = timings
+        self.store = store or (lambda: EntryStore(compact=None, compact_every=10**9))
         self.base = base
         self.secret = secret
         self.addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
@@ -42,7 +44,7 @@ class Cluster:
             host.balance = False
             peers = [a for a in self.addrs if a != addr]
             self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),
-                                      EntryStore(compact=None, compact_every=10**9)))
+                                      self.store()))
             host.start(loop)
             self.hosts.append(host)
 

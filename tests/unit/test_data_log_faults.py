@@ -1,4 +1,4 @@
-"""Data-partition segments under failing disks and damage: a failed write is cut back and stops
+"""Data-partition segments under failing disks and damage: a failed write is cut back and fail_stops
 the node (no stale bytes of it are written later); damage in the middle refuses to start."""
 
 from __future__ import annotations
@@ -12,27 +12,11 @@ import pytest
 
 from replication import data_log, failstop
 from replication.data_log import DataLog
+from tests.conftest import FailStopped
 from tests.unit.test_data_log import offsets, put
 
 
-class Stopped(Exception):
-    pass
-
-
-@pytest.fixture
-def stops() -> Any:
-    seen: list[tuple[str, str, int]] = []
-
-    def action(component: str, reason: str, code: int) -> None:
-        seen.append((component, reason, code))
-        raise Stopped(reason)
-
-    failstop.set_action(action)
-    yield seen
-    failstop.reset_action()
-
-
-def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, fail_stops: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "p"
     log = DataLog(str(d))
     for _ in range(5):
@@ -45,9 +29,9 @@ def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, stops: list[Any], 
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(data_log, "_write", half_then_enospc)
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         put(log, 2)
-    assert stops[0][0] == "data_log" and "No space left on device" in stops[0][1]
+    assert fail_stops[0][0] == "data_log" and "No space left on device" in fail_stops[0][1]
     assert os.path.getsize(d / "00000000000000000000.log") == size  # no half batch left behind
     monkeypatch.setattr(data_log, "_write", real)
     log.close()
@@ -58,7 +42,7 @@ def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, stops: list[Any], 
     again.close()
 
 
-def test_damage_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any]) -> None:
+def test_damage_in_the_middle_refuses_to_start(tmp_path: Path, fail_stops: list[Any]) -> None:
     d = tmp_path / "p"
     log = DataLog(str(d))
     for _ in range(6):
@@ -68,12 +52,12 @@ def test_damage_in_the_middle_refuses_to_start(tmp_path: Path, stops: list[Any])
     data = bytearray(seg.read_bytes())
     data[len(data) // 2] ^= 0xFF  # inside the third or fourth batch: valid batches follow it
     seg.write_bytes(bytes(data))
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         DataLog(str(d))
-    assert stops[0][2] == failstop.EXIT_CORRUPT and "corrupt in the middle" in stops[0][1]
+    assert fail_stops[0][2] == failstop.EXIT_CORRUPT and "corrupt in the middle" in fail_stops[0][1]
 
 
-def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Path, stops: list[Any],
+def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Path, fail_stops: list[Any],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
@@ -92,18 +76,18 @@ def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Pat
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(local, "_write", half_then_eio)
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         asyncio.run(lg.append(b"lost", 1))
-    assert os.path.getsize(path) == size and "Input/output error" in stops[0][1]
+    assert os.path.getsize(path) == size and "Input/output error" in fail_stops[0][1]
     monkeypatch.setattr(local, "_write", real)
     lg.close()
     assert [e.payload for e in LocalLog(path).read_committed(0)] == [b"e0", b"e1", b"e2", b"e3"]
     data = bytearray(Path(path).read_bytes())
     data[12] ^= 0xFF  # inside the first record's body
     Path(path).write_bytes(bytes(data))
-    with pytest.raises(Stopped):
+    with pytest.raises(FailStopped):
         LocalLog(path)
-    assert stops[-1][2] == failstop.EXIT_CORRUPT
+    assert fail_stops[-1][2] == failstop.EXIT_CORRUPT
 
 
 def test_single_node_log_of_the_first_format_is_rewritten(tmp_path: Path) -> None:
