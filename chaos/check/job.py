@@ -621,6 +621,12 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
     noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
                     & (F.col("o_t") >= b["t_b"]) & (F.col("o_t") <= b["w_end"])).select("bid").distinct())
     outages = [(g, a, z) for g, spans in session_breaking(tb, opts).items() for a, z in spans]
+    # Any kill_all near a bounce: the restarted coordinator replays only what was stored, so a
+    # member whose join completed but whose generation was not yet written comes back unknown
+    # and rejoins, revoking the others for a reason that is not the bounce.
+    groups = [r["group"] for r in b.select("group").distinct().collect()]
+    outages += [(g, w["start"], w["end"] + opts.fault_grace) for w in tb.faults if w["type"] == "kill_all"
+                for g in groups]
     if outages:
         out_df = ev.sparkSession.createDataFrame(outages, "o_group string, o_start double, o_end double")
         noisy = noisy.union(b.join(out_df, (b["group"] == F.col("o_group")) & (F.col("o_start") <= b["w_end"])
@@ -636,7 +642,7 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
                    "t_b", "t_r", "revoked_member", "t_revoke", "partitions").orderBy("t_b"))
     return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
                     ["bounces overlapping another member's leave/crash are not judged",
-                     "bounces overlapping a kill_all that may have ended the group's sessions are not judged",
+                     f"bounces within {opts.fault_grace:g} s of a kill_all are not judged (unstored generations are lost)",
                      "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
                     {"static_bounces": b.count()})
 

@@ -258,3 +258,33 @@ def test_i9_bound_counts_fault_free_time_only() -> None:
     assert _fault_free_deadline(faults[0], faults, 35.0) == 55.0  # 10 s of the bound were under fault 1
     assert _fault_free_deadline(faults[1], faults, 35.0) == 65.0  # fault 2 ended inside fault 1
     assert _fault_free_deadline(faults[3], faults, 35.0) == 145.0  # nothing after it
+
+
+def _i7(spark: Any, windows: list[tuple[str, float, float]]) -> Any:
+    """check_i7 on a static member s1 bounced at 38 s (back at 40 s) while dynamic m2 revokes at 39 s."""
+    from types import SimpleNamespace
+
+    from chaos.check.job import check_i7
+
+    rows = [(1.0, "assign", G, "s1", "i1", [[T, "0"]]), (1.0, "assign", G, "m2", None, [[T, "1"]]),
+            (38.0, "leave", G, "s1", "i1", []), (39.0, "revoke", G, "m2", None, [[T, "1"]]),
+            (40.0, "assign", G, "s1b", "i1", [[T, "0"]])]
+    ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, instance string, "
+                                     "partitions array<array<string>>")
+    oks = spark.createDataFrame([(G, t, "ok") for t in (30.0, 36.5, 41.0)], "`group` string, t_res double, status string")
+    faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
+              for i, (ty, s, e) in enumerate(windows)]
+    tb = SimpleNamespace(ev=ev, commits=oks, faults=faults, t_end=100.0)
+    return check_i7(tb, Options())  # type: ignore[arg-type]
+
+
+def test_i7_flags_a_revocation_on_a_static_bounce(spark: Any) -> None:
+    v = _i7(spark, [("kill", 10.0, 12.0)])
+    assert v.status == "fail" and v.counterexamples[0]["revoked_member"] == "m2"
+
+
+def test_i7_a_bounce_just_after_a_kill_all_is_not_judged(spark: Any) -> None:
+    # every node restarted at 33-36 s; a member whose generation was never stored comes back
+    # unknown and rejoins, revoking the others: not the static member's doing
+    assert _i7(spark, [("kill_all", 33.0, 36.0)]).status == "pass"
+    assert _i7(spark, [("kill_all", 3.0, 6.0)]).status == "fail"  # long before: judged
