@@ -19,7 +19,7 @@ from typing import Any
 
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import validate_batch
-from replication.data_log import DataLog, OffsetOutOfRangeError, SeqResult
+from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult
 from replication.data_passthrough import DataPassThroughLog
 from replication.record_batch import BatchHeader, InvalidBatchError, assign_offsets, split_batches
 
@@ -182,8 +182,8 @@ class DataPartition:
         self._wake()
         return ProduceResult(Err.NONE, base, self.data.log_start_offset)
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> bytes:
-        return self.data.read(offset, max_bytes, min_one=min_one)
+    def plan_read(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadPlan:
+        return self.data.plan_read(offset, max_bytes, min_one=min_one)
 
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.add(fut)

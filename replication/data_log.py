@@ -52,6 +52,7 @@ from replication.record_batch import (
 
 log = logging.getLogger("kcoord.replication.data_log")
 _write = os.write  # by name, so tests can fault it (EIO, ENOSPC)
+_pread = os.pread  # by name, so tests can watch reads
 
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
@@ -307,6 +308,57 @@ def _seq_before(a: int, b: int) -> bool:
     return 0 < diff < (1 << 30)
 
 
+class ReadPlan:
+    """A read located under the log's lock, executed without it. Segments only grow (recovery
+    truncates before anything reads), and the plan holds duplicated descriptors, so the planned
+    bytes stay readable and unchanged even if retention or a snapshot install deletes the file
+    meanwhile."""
+
+    def __init__(self, max_bytes: int, upper: int | None, min_one: bool) -> None:
+        self.budget = max_bytes
+        self.upper = upper
+        self.min_one = min_one
+        self.ranges: list[tuple[int, int, int]] = []  # (fd, start, end) per segment
+        self.planned = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes the read may cost (an upper bound, for choosing where to run it)."""
+        return min(self.planned, self.budget)
+
+    def execute(self) -> bytes:
+        """Read the planned bytes and cut them at whole batches. Closes the descriptors."""
+        chunks: list[bytes] = []
+        left = self.budget
+        try:
+            for fd, start, end in self.ranges:
+                if left <= 0:
+                    break
+                raw = _pread(fd, min(end - start, left), start)
+                keep = self._whole_batches(raw)
+                chunks.append(raw[:keep] if keep < len(raw) else raw)
+                left -= keep
+                if start + keep < end:
+                    break  # stopped before this segment's end: later segments come after it
+        finally:
+            self.close()
+        return b"".join(chunks)
+
+    def _whole_batches(self, raw: bytes) -> int:
+        pos = 0
+        while pos + HEADER_SIZE <= len(raw):
+            hdr = parse_header(raw, pos)
+            if pos + hdr.size > len(raw) or (self.upper is not None and hdr.base_offset >= self.upper):
+                break
+            pos += hdr.size
+        return pos
+
+    def close(self) -> None:
+        for fd, _s, _e in self.ranges:
+            os.close(fd)
+        self.ranges = []
+
+
 class DataLog:
     """Segments of one partition plus its producer state; single writer, synchronous I/O."""
 
@@ -486,35 +538,28 @@ class DataLog:
             for pos, hdr in seg.iter_headers(from_offset):
                 yield seg, pos, hdr
 
-    def _read_unlocked(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
-        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
-
-        The first batch is returned whole even if larger than ``max_bytes`` (when
-        ``min_one``), as Kafka does so a consumer can always make progress.
-        """
-        end = self.high_watermark if upper is None else min(upper, self.high_watermark)
+    def _plan_read_unlocked(self, offset: int, max_bytes: int, *, upper: int | None, min_one: bool) -> ReadPlan:
+        """Where the bytes of a read are: positions and duplicated descriptors, found with the
+        lock held (the sparse index, then at most one index interval of headers). The bytes
+        themselves are read by :meth:`ReadPlan.execute` without the lock."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(offset)
-        chunks: list[bytes] = []
-        total = 0
-        # Collect contiguous ranges per segment and read each with one call.
-        run_seg: _Segment | None = None
-        run_start = run_len = 0
-        for seg, pos, hdr in self._iter_headers(offset):
-            if hdr.base_offset >= end:
+        plan = ReadPlan(max_bytes, upper, min_one)
+        first = True
+        for seg in self._segments[self._segment_index(offset) :]:
+            start = seg.size
+            for pos, hdr in seg.iter_headers(offset if first else seg.base):
+                start = pos
+                if first and min_one:
+                    plan.budget = max(plan.budget, hdr.size)  # the first batch whole, as Kafka does
                 break
-            if total + hdr.size > max_bytes and (total > 0 or not min_one):
+            first = False
+            if start < seg.size:
+                plan.ranges.append((os.dup(seg.fh.fileno()), start, seg.size))
+                plan.planned += seg.size - start
+            if plan.planned >= plan.budget:
                 break
-            if run_seg is seg and run_start + run_len == pos:
-                run_len += hdr.size
-            else:
-                if run_seg is not None:
-                    chunks.append(run_seg.read_at(run_start, run_len))
-                run_seg, run_start, run_len = seg, pos, hdr.size
-            total += hdr.size
-        if run_seg is not None:
-            chunks.append(run_seg.read_at(run_start, run_len))
-        return b"".join(chunks)
+        return plan
 
     def _offset_for_timestamp_unlocked(self, timestamp: int) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the first record with timestamp >= ``timestamp``."""
@@ -561,9 +606,15 @@ class DataLog:
             except OSError as e:
                 fail_stop("data_log", f"{seg.log_path}: fsync failed: {type(e).__name__}: {e}")
 
-    def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
+    def plan_read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> ReadPlan:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (the first one
+        whole even if larger, when ``min_one``, so a consumer always progresses). Cheap and
+        under the lock; the returned plan reads the bytes without it, on any thread."""
         with self.lock:
-            return self._read_unlocked(offset, max_bytes, upper=upper, min_one=min_one)
+            return self._plan_read_unlocked(offset, max_bytes, upper=upper, min_one=min_one)
+
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None, min_one: bool = True) -> bytes:
+        return self.plan_read(offset, max_bytes, upper=upper, min_one=min_one).execute()
 
     def enforce_retention(self) -> int:
         """Delete whole old segments past retention.ms / retention.bytes; returns count."""
@@ -605,7 +656,7 @@ class DataLog:
             chunks = []
             off = start
             while off < self.log_end_offset:
-                chunk = self._read_unlocked(off, 1 << 24, min_one=True)
+                chunk = self._plan_read_unlocked(off, 1 << 24, upper=None, min_one=True).execute()
                 if not chunk:
                     break
                 chunks.append(chunk)
