@@ -47,6 +47,8 @@ KAFKA_NAMES: dict[str, str] = {
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    "producer_id_expiration_ms": "producer.id.expiration.ms",
+    "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
     "data_dir": "log.dirs",
 }
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
@@ -102,6 +104,10 @@ class NodeConfig:
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    # An idempotent producer's state (last batches, epoch) is forgotten this long after its last
+    # batch's timestamp, as Kafka does; checked at the interval below.
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_interval_ms: int = 600000
     fetch_max_wait_cap_ms: int = 30000
     # "replicated": a write is durable once a majority holds it (Kafka's default: no fsync).
     # "fsync": every log is fsync'd before anything it holds is acknowledged or sent on.
@@ -174,6 +180,9 @@ class NodeConfig:
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_check_interval_ms >= 1, "log_retention_check_interval_ms", "must be >= 1")
+        need(self.producer_id_expiration_ms >= 1, "producer_id_expiration_ms", "must be >= 1")
+        need(self.producer_id_expiration_check_interval_ms >= 1, "producer_id_expiration_check_interval_ms",
+             "must be >= 1")
         if self.peers:
             try:
                 peers = parse_peers(self.peers)

@@ -262,6 +262,9 @@ class PartitionStore:
                 log.error("event=retention_failed topic=%s partition=%d error=%r", part.topic, part.partition, str(e))
         return deleted
 
+    def expire_producers(self, expiration_ms: int) -> int:
+        return sum(part.data.expire_producers(expiration_ms) for part in self.all())
+
     def close(self) -> None:
         for part in self._parts.values():
             part.close()

@@ -271,6 +271,7 @@ class Node:
 
         self.metrics_server = metrics.start_server(self.config)
         self._tasks.append(supervised(self._retention_loop(), "retention"))
+        self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
         if self.group_api is not None and hasattr(self.group_api, "start"):
             await self.group_api.start()
         if self.cluster is not None and not await self.cluster.wait_formed():
@@ -291,6 +292,14 @@ class Node:
             deleted = self.partitions.enforce_retention()
             if deleted:
                 log.info("event=retention_run segments_deleted=%d", deleted)
+
+    async def _producer_expiry_loop(self) -> None:
+        interval = self.config.producer_id_expiration_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            expired = self.partitions.expire_producers(self.config.producer_id_expiration_ms)
+            if expired:
+                log.info("event=producer_ids_expired count=%d", expired)
 
     async def stop(self) -> None:
         for t in self._tasks:

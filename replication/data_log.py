@@ -290,6 +290,16 @@ class ProducerStateManager:
         entry.batches.append((hdr.base_sequence, hdr.last_sequence, hdr.base_offset, hdr.last_offset,
                               hdr.max_timestamp))
 
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is older than ``expiration_ms`` (Kafka's
+        producer.id.expiration.ms, judged by the batch's max timestamp as Kafka does). A
+        forgotten producer's next batch is accepted as a new producer's. Returns how many."""
+        old = [pid for pid, e in self.producers.items()
+               if not e.batches or now_ms - e.batches[-1][4] >= expiration_ms]
+        for pid in old:
+            del self.producers[pid]
+        return len(old)
+
     def to_obj(self) -> dict[int, list[object]]:
         return {pid: [e.epoch, [list(b) for b in e.batches]] for pid, e in self.producers.items()}
 
@@ -628,6 +638,11 @@ class DataLog:
     def max_timestamp(self) -> tuple[int, int] | None:
         with self.lock:
             return self._max_timestamp_unlocked()
+
+    def expire_producers(self, expiration_ms: int) -> int:
+        """Forget idempotent producers idle past ``expiration_ms`` (see ProducerStateManager.expire)."""
+        with self.lock:
+            return self.producer_state.expire(self.clock(), expiration_ms)
 
     def check_sequence(self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int) -> SeqCheck:
         with self.lock:

@@ -110,3 +110,36 @@ def test_the_same_idempotent_batch_on_two_connections_is_written_once(tmp_path) 
         c0.close()
     finally:
         cluster.kill_all()
+
+
+def test_an_idle_producers_state_expires(tmp_path) -> None:
+    """producer.id.expiration.ms on a live node: a gap in an idempotent producer's sequence is
+    refused while its state is held, and accepted (as a new producer's batch) once it expired."""
+    import datetime
+    import time
+
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    from tests.cluster.harness import NodeProcess
+
+    node = NodeProcess(tmp_path, settings={"producer.id.expiration.ms": 1500,
+                                           "producer.id.expiration.check.interval.ms": 200}).start()
+    try:
+        create_topic(node.bootstrap, "expiring", 1)
+        c = RawConn(node.bootstrap)
+        c.request(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        pid = c.response(22, 4).producer_id
+
+        def batch(seq: int) -> bytes:
+            return build_batch([(None, b"s%d" % seq)], timestamp=int(time.time() * 1000), producer_id=pid,
+                               producer_epoch=0, base_sequence=seq)
+
+        assert _produce_raw(c, "expiring", batch(0)).error_code == 0
+        assert _produce_raw(c, "expiring", batch(5)).error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        time.sleep(2.5)
+        assert _produce_raw(c, "expiring", batch(5)).error_code == 0
+        c.close()
+        assert "event=producer_ids_expired count=1" in node.log_text()
+    finally:
+        node.kill()

@@ -226,3 +226,23 @@ def test_iter_batches_positions() -> None:
     b = assign_offsets(build_batch([(b"k", b"v"), (b"k", b"w")]), 1, 1)
     got = [(pos, h.base_offset, h.records_count) for pos, h in iter_batches(a + b)]
     assert got == [(0, 0, 1), (len(a), 1, 2)]
+
+
+def test_idle_producers_expire_and_their_next_batch_is_a_new_producers(tmp_path) -> None:
+    """producer.id.expiration.ms: a producer whose last batch is older than the expiry is
+    forgotten (its memory freed); one that wrote within it is kept."""
+    clock = Clock(now=10_000)
+    log = DataLog(str(tmp_path), clock=clock)
+    put(log, 2, ts=10_000, pid=7, epoch=0, seq=0)
+    put(log, 2, ts=15_000, pid=8, epoch=0, seq=0)
+    assert log.check_sequence(7, 0, 5, 5).result is SeqResult.OUT_OF_ORDER  # a gap: known producer
+    clock.now = 10_000 + 9_999
+    assert log.expire_producers(10_000) == 0
+    clock.now = 10_000 + 10_000
+    assert log.expire_producers(10_000) == 1  # 7 went idle at 10 s; 8 wrote at 15 s
+    assert log.check_sequence(7, 0, 5, 5).result is SeqResult.OK
+    assert log.check_sequence(8, 0, 5, 5).result is SeqResult.OUT_OF_ORDER
+    log.close()
+    reopened = DataLog(str(tmp_path), clock=clock)  # the expiry is in the producer snapshot too
+    assert set(reopened.producer_state.producers) == {8}
+    reopened.close()
