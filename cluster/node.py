@@ -22,6 +22,7 @@ from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.offsets_compaction import compact_offsets
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.supervise import supervised
 from replication.api import ReplicatedLog
@@ -168,7 +169,8 @@ class Node:
         lg = self._offsets_logs.get(partition)
         if lg is None:
             path = os.path.join(self.config.data_dir, "offsets", f"{OFFSETS_TOPIC}-{partition}", "log")
-            lg = LocalLog(path, f"{OFFSETS_TOPIC}-{partition}")
+            lg = LocalLog(path, f"{OFFSETS_TOPIC}-{partition}", compact=compact_offsets,
+                          compact_bytes=self.config.raft_compaction_bytes)
             self._offsets_logs[partition] = lg
         return lg
 

@@ -32,6 +32,7 @@ import struct
 import threading
 import time
 import weakref
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,9 @@ _HEAD = struct.Struct("<IIQQ")  # body length, crc32c(index, term, body), index,
 _MAGIC_V1 = b"KCJ1"
 _MAGIC = b"KCJ2"
 _META_MAGIC = b"KCM1"
+# Commands of the newest entries kept in memory per journal: what followers that keep up are
+# sent and what is applied next. Older ones are read from the file when needed.
+CACHE_BYTES = 4 * 1024 * 1024
 
 
 # The calls that make writes durable, by name, so tests can fault them (EIO, ENOSPC).
@@ -56,6 +60,13 @@ _fsync = os.fsync
 
 def _crc(idx: int, term: int, command: bytes) -> int:
     return int(_crc32c.crc32c(command, _crc32c.crc32c(struct.pack("<QQ", idx, term)))) & 0xFFFFFFFF
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def fsync_dir(path: str) -> None:
@@ -113,13 +124,24 @@ def sync_due(before_send: bool) -> int:
 
 
 class SafeJournal:
-    """Entries are ``(command: bytes, idx: int, term: int)``, as pysyncobj expects."""
+    """Entries are ``(command: bytes, idx: int, term: int)``, as pysyncobj expects.
 
-    def __init__(self, path: str) -> None:
+    Memory holds each entry's position, index and term (24 bytes), the first entry (pysyncobj
+    reads it constantly) and the commands of the last ``cache_bytes`` of entries, which is what
+    the leader sends to followers that keep up and what the state machine applies next. Older
+    commands (a lagging follower's catch-up, a restart's replay) are read back from the file."""
+
+    def __init__(self, path: str, cache_bytes: int = CACHE_BYTES) -> None:
         self._path = path
         self._meta_path = path + ".meta"
-        self._entries: list[tuple[bytes, int, int]] = []
-        self._offsets: list[int] = []  # file offset where each entry starts
+        self._cache_bytes = cache_bytes
+        self._pos = array("q")  # file offset where each entry's frame starts
+        self._idx = array("q")
+        self._term = array("q")
+        self._first: bytes = b""  # entry 0's command
+        self._recent: list[bytes] = []  # commands of entries _recent_from..len-1
+        self._recent_from = 0
+        self._recent_bytes = 0
         self._commit_path = path + ".commit"
         self._meta: dict[str, Any] = self._read_meta()
         self._commit = self._read_commit()
@@ -127,11 +149,14 @@ class SafeJournal:
         self._unsynced = 0  # entries written since the last fsync
         self._synced_at = time.monotonic()
         self._fd = -1
+        self._rfd = -1
         self._end = 0  # the end of the last whole frame: where the next one is written
         self._load()
         if self._fd < 0:
             self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
             self._end = os.lseek(self._fd, 0, os.SEEK_END)
+        if self._rfd < 0:
+            self._rfd = os.open(self._path, os.O_RDONLY)
 
     # ---------------------------------------------------------------- file
 
@@ -142,9 +167,9 @@ class SafeJournal:
         with open(self._path, "rb") as f:
             data = f.read()
         if data.startswith(_MAGIC_V1):
-            self._load_v1(data)
-            self._rewrite(self._entries)  # once: from now on every frame has its CRC
-            log.info("event=journal_upgraded path=%s entries=%d", self._path, len(self._entries))
+            entries = self._load_v1(data)
+            self._rewrite(entries)  # once: from now on every frame has its CRC
+            log.info("event=journal_upgraded path=%s entries=%d", self._path, len(entries))
             return
         if not data.startswith(_MAGIC):
             fail_stop("journal", f"{self._path} is not a kcoord journal (unknown header {data[:4]!r})", EXIT_CORRUPT)
@@ -156,31 +181,61 @@ class SafeJournal:
             end = pos + _HEAD.size + size
             if end > len(data):
                 break  # torn tail: the last frame was cut short by a crash
-            command = data[pos + _HEAD.size:end]
-            if _crc(idx, term, command) != crc:
+            if _crc(idx, term, data[pos + _HEAD.size:end]) != crc:
                 if end == len(data):
                     break  # the last frame, half written: a torn tail too
                 fail_stop("journal", f"{self._path}: frame at byte {pos} (index {idx}) fails its CRC and "
                           f"{len(data) - end} bytes follow it: the journal is corrupt in the middle; "
                           "refusing to start (restore the node from its peers: move this directory away)",
                           EXIT_CORRUPT)
-            self._offsets.append(pos)
-            self._entries.append((command, idx, term))
+            self._pos.append(pos)
+            self._idx.append(idx)
+            self._term.append(term)
             pos = good = end
         if good != len(data):
             log.warning("event=journal_torn_tail path=%s truncated_bytes=%d entries=%d", self._path,
-                        len(data) - good, len(self._entries))
+                        len(data) - good, len(self._pos))
             os.truncate(self._path, good)
+        self._end = good
+        self._cache_from_bytes(data)
 
-    def _load_v1(self, data: bytes) -> None:
+    def _cache_from_bytes(self, data: bytes) -> None:
+        """Fill the first entry and the recent cache from the whole file's bytes (a load)."""
+        n = len(self._pos)
+        self._recent, self._recent_from, self._recent_bytes = [], n, 0
+        if not n:
+            return
+        self._first = self._command_in(data, 0, 0)
+        i = n
+        while i > 0 and (i == n or self._recent_bytes + self._size(i - 1) <= self._cache_bytes):
+            i -= 1
+            self._recent_bytes += self._size(i)
+        self._recent_from = i
+        self._recent = [self._command_in(data, j, 0) for j in range(i, n)]
+
+    def _frame_end(self, i: int) -> int:
+        return self._pos[i + 1] if i + 1 < len(self._pos) else self._end
+
+    def _size(self, i: int) -> int:
+        """Entry ``i``'s command length, from the positions alone."""
+        return self._frame_end(i) - self._pos[i] - _HEAD.size
+
+    def _command_in(self, data: bytes, i: int, base: int) -> bytes:
+        """Entry ``i``'s command out of ``data``, which holds the file from byte ``base``."""
+        return data[self._pos[i] + _HEAD.size - base:self._frame_end(i) - base]
+
+    @staticmethod
+    def _load_v1(data: bytes) -> list[tuple[bytes, int, int]]:
+        entries = []
         pos = len(_MAGIC_V1)
         while pos + _HEAD_V1.size <= len(data):
             size, idx, term = _HEAD_V1.unpack_from(data, pos)
             end = pos + _HEAD_V1.size + size
             if end > len(data):
                 break
-            self._entries.append((data[pos + _HEAD_V1.size:end], idx, term))
+            entries.append((data[pos + _HEAD_V1.size:end], idx, term))
             pos = end
+        return entries
 
     @staticmethod
     def _frame(command: bytes, idx: int, term: int) -> bytes:
@@ -200,14 +255,45 @@ class SafeJournal:
             fail_stop("journal", f"{self._path}: write failed: {type(e).__name__}: {e}")
         self._end += len(data)
 
+    def _read(self, start: int, stop: int) -> list[bytes]:
+        """Commands of entries ``start..stop-1`` that are not cached: one read from the file."""
+        if start >= stop:
+            return []
+        base = self._pos[start]
+        data = os.pread(self._rfd, self._frame_end(stop - 1) - base, base)
+        return [self._command_in(data, i, base) for i in range(start, stop)]
+
+    def _commands(self, start: int, stop: int) -> list[bytes]:
+        out = self._read(start, min(stop, self._recent_from))
+        if stop > self._recent_from:
+            out.extend(self._recent[max(start - self._recent_from, 0):stop - self._recent_from])
+        return out
+
+    def _cache(self, command: bytes) -> None:
+        self._recent.append(command)
+        self._recent_bytes += len(command)
+        if self._recent_bytes > self._cache_bytes and len(self._recent) > 1:
+            # Drop the oldest until half the bound is left (amortised: not one entry per add).
+            drop, freed = 0, 0
+            while len(self._recent) - drop > 1 and self._recent_bytes - freed > self._cache_bytes // 2:
+                freed += len(self._recent[drop])
+                drop += 1
+            del self._recent[:drop]
+            self._recent_from += drop
+            self._recent_bytes -= freed
+
     # ---------------------------------------------------------------- Journal interface
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         command = bytes(command)
         start = self._end
         self._write_all(self._frame(command, idx, term))
-        self._offsets.append(start)
-        self._entries.append((command, idx, term))
+        if not self._pos:
+            self._first = command
+        self._pos.append(start)
+        self._idx.append(idx)
+        self._term.append(term)
+        self._cache(command)
         self._unsynced += 1
         with _dirty_lock:
             _dirty.add(self)
@@ -216,19 +302,65 @@ class SafeJournal:
         self._rewrite([])
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
-        if entryFrom >= len(self._entries):
+        if entryFrom >= len(self._pos):
             return
-        cut = self._offsets[entryFrom]
+        cut = self._pos[entryFrom]
         try:
             os.ftruncate(self._fd, cut)
         except OSError as e:
             fail_stop("journal", f"{self._path}: truncate failed: {type(e).__name__}: {e}")
-        del self._entries[entryFrom:]
-        del self._offsets[entryFrom:]
+        del self._pos[entryFrom:], self._idx[entryFrom:], self._term[entryFrom:]
         self._end = cut
+        if entryFrom <= self._recent_from:
+            self._recent, self._recent_from, self._recent_bytes = [], entryFrom, 0
+        else:
+            for c in self._recent[entryFrom - self._recent_from:]:
+                self._recent_bytes -= len(c)
+            del self._recent[entryFrom - self._recent_from:]
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
-        self._rewrite(self._entries[entryTo:])
+        """Compaction: the entries from ``entryTo`` on become the journal. Their frames are copied
+        as they are (no decoding) to a new file that replaces the old one by rename."""
+        entryTo = min(max(entryTo, 0), len(self._pos))
+        first = self[entryTo][0] if entryTo < len(self._pos) else b""
+        keep_from = self._pos[entryTo] if entryTo < len(self._pos) else self._end
+        tmp = self._path + ".tmp"
+        try:
+            with open(tmp, "wb", buffering=0) as f:
+                f.write(_MAGIC)
+                pos = keep_from
+                while pos < self._end:
+                    chunk = os.pread(self._rfd, min(1 << 22, self._end - pos), pos)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[f.write(view) or 0:]
+                    pos += len(chunk)
+                os.fsync(f.fileno())
+            replace_durably(tmp, self._path)
+        except OSError as e:
+            _unlink_quietly(tmp)
+            fail_stop("journal", f"{self._path}: rewrite failed: {type(e).__name__}: {e}")
+        shift = keep_from - len(_MAGIC)
+        self._pos = array("q", (p - shift for p in self._pos[entryTo:]))
+        del self._idx[:entryTo], self._term[:entryTo]
+        self._end -= shift
+        self._first = first
+        if entryTo <= self._recent_from:
+            self._recent_from -= entryTo
+        else:
+            for c in self._recent[:entryTo - self._recent_from]:
+                self._recent_bytes -= len(c)
+            del self._recent[:entryTo - self._recent_from]
+            self._recent_from = 0
+        self._reopen()
+
+    def _reopen(self) -> None:
+        for fd in (self._fd, self._rfd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = os.open(self._path, os.O_WRONLY, 0o600)
+        self._rfd = os.open(self._path, os.O_RDONLY)
+        self._unsynced = 0
 
     def _write_file(self, path: str, keep: list[tuple[bytes, int, int]]) -> tuple[list[int], int]:
         """Write a whole journal to ``path`` (fsync'd); returns each frame's offset and the end."""
@@ -254,18 +386,17 @@ class SafeJournal:
             offsets, end = self._write_file(tmp, keep)
             replace_durably(tmp, self._path)  # also makes a snapshot renamed just before durable
         except OSError as e:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
             fail_stop("journal", f"{self._path}: rewrite failed: {type(e).__name__}: {e}")
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd = os.open(self._path, os.O_WRONLY, 0o600)
         self._end = end
-        self._entries = list(keep)
-        self._offsets = offsets
-        self._unsynced = 0
+        self._pos = array("q", offsets)
+        self._idx = array("q", (idx for _c, idx, _t in keep))
+        self._term = array("q", (term for _c, _i, term in keep))
+        self._first = keep[0][0] if keep else b""
+        self._recent, self._recent_from, self._recent_bytes = [], 0, 0
+        for command, _i, _t in keep:
+            self._cache(command)
+        self._reopen()
 
     def _still_ours(self) -> bool:
         """The file at our path is the one we write (a removed partition's directory may
@@ -280,20 +411,63 @@ class SafeJournal:
         return self._end
 
     def __getitem__(self, item: Any) -> Any:
-        return self._entries[item]
+        n = len(self._pos)
+        if isinstance(item, slice):
+            start, stop, step = item.indices(n)
+            if step != 1:
+                raise ValueError("journal slices have no step")
+            return self.entries(start, stop)
+        i = item + n if item < 0 else item
+        if not 0 <= i < n:
+            raise IndexError(item)
+        if i == 0:
+            command = self._first
+        elif i >= self._recent_from:
+            command = self._recent[i - self._recent_from]
+        else:
+            command = self._read(i, i + 1)[0]
+        return command, self._idx[i], self._term[i]
+
+    def entries(self, start: int, stop: int | None = None, max_bytes: int | None = None) -> list[tuple[bytes, int, int]]:
+        """Entries ``start..stop-1``; with ``max_bytes``, only up to and including the one whose
+        command brings the total to ``max_bytes`` (pysyncobj's batch rule), decided from the
+        positions before anything is read."""
+        n = len(self._pos)
+        stop = n if stop is None else min(stop, n)
+        if max_bytes is not None:
+            total, i = 0, start
+            while i < stop:
+                total += self._size(i)
+                i += 1
+                if total >= max_bytes:
+                    break
+            stop = i
+        if start >= stop:
+            return []
+        return list(zip(self._commands(start, stop), self._idx[start:stop], self._term[start:stop], strict=True))
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._pos)
+
+    def index_at(self, i: int) -> int:
+        """Entry ``i``'s Raft index, without its command."""
+        return self._idx[i]
+
+    @property
+    def cached_bytes(self) -> int:
+        """Commands held in memory (the recent cache; the first entry aside)."""
+        return self._recent_bytes
 
     def _destroy(self) -> None:
         with _dirty_lock:
             _dirty.discard(self)
         if self._still_ours():
             self._store_commit()
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        for fd in (self._fd, self._rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def flush(self) -> None:
         pass

@@ -5,25 +5,28 @@ msgpack, each framed as a 4-byte big-endian length, a CRC-32C of the body, and t
 Every append is written (unbuffered, at a tracked end) before it "commits"; a write that
 fails is cut back and stops the node (``replication.failstop``). No fsync unless the
 durability policy asks (``sync``): a process crash keeps the page cache, a machine crash may
-lose the tail, which is the single-node trade-off. On open the whole file is re-read; a torn
+lose the tail, which is the single-node trade-off. On open the whole file is checked; a torn
 last record is truncated away, a bad record with good ones after it refuses to start
-(exit 2). A file of the first format (no magic, no CRC) is read once and rewritten.
+(exit 2). A file of the first format (no magic, no CRC) is read once and rewritten. Nothing
+is held in memory; compaction (see the class) bounds the file.
 Always leader, at epoch 1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import crc32c as _crc32c
 import msgpack
 
 from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.journal import flush_policy
+from replication.journal import flush_policy, replace_durably
 
 log = logging.getLogger("kcoord.replication.local")
 
@@ -34,48 +37,68 @@ MAX_ENTRY = 1 << 30
 _write = os.write  # by name, so tests can fault it
 
 
+# One compaction at a time per process: offsets partitions fill at the same pace and would all
+# hold their files' bytes at once.
+_COMPACTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-log-compact")
+
+
 def _crc(body: bytes) -> int:
     return int(_crc32c.crc32c(body)) & 0xFFFFFFFF
 
 
 class LocalLog:
-    def __init__(self, path: str, name: str | None = None, *, epoch: int = 1) -> None:
+    """The file is the log: entries are not kept in memory (a load reads them back), and past
+    ``compact_bytes`` of appends since the last compaction the file is rewritten as
+    ``compact(payloads)`` plus what was appended meanwhile, so memory and disk stay bounded
+    by the live state, as a compacted topic's are."""
+
+    def __init__(self, path: str, name: str | None = None, *, epoch: int = 1,
+                 compact: Callable[[list[bytes]], list[bytes]] | None = None,
+                 compact_bytes: int = 16 * 1024 * 1024) -> None:
         self._path = path
         self._name = name or os.path.basename(path)
         self._epoch = epoch
+        self._compact = compact
+        self._compact_bytes = compact_bytes
         self._listeners: list[LeadershipListener] = []
-        self._entries: list[LogEntry] = []
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        _remove(self._compact_path)  # a compaction that a crash interrupted: the log is whole
+        self._count = 0
         self._end = self._recover()
+        self._compacted_end = len(MAGIC)  # where the file ended after its last compaction
+        self._compacting: asyncio.Future[tuple[int, int]] | None = None
+        self._closed = False
         self._unsynced = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # the end is _end
 
+    @property
+    def _compact_path(self) -> str:
+        return self._path + ".compact"
+
     def _recover(self) -> int:
-        """Read the file back; returns where the next frame goes."""
+        """Check the file and count its entries; returns where the next frame goes."""
         if not os.path.exists(self._path):
             self._rewrite([])
             return len(MAGIC)
         with open(self._path, "rb") as fh:
             data = fh.read()
         if not data.startswith(MAGIC):  # the first format: read it once, rewrite it with CRCs
-            for _pos, entry in self._scan_v1(data):
-                self._entries.append(LogEntry(len(self._entries), entry[0], entry[1]))
-            return self._rewrite(self._entries)
+            entries = [entry for _pos, entry in self._scan_v1(data)]
+            self._count = len(entries)
+            return self._rewrite(entries)
         pos = good = len(MAGIC)
         while pos + _FRAME.size <= len(data):
             n, crc = _FRAME.unpack_from(data, pos)
             end = pos + _FRAME.size + n
             if end > len(data):
                 break
-            body = data[pos + _FRAME.size:end]
-            if _crc(body) != crc:
+            if _crc(data[pos + _FRAME.size:end]) != crc:
                 if end < len(data):
                     fail_stop("local_log", f"{self._path}: the record at byte {pos} fails its CRC and "
                               f"{len(data) - end} bytes follow it: the log is corrupt in the middle; "
                               "refusing to start", EXIT_CORRUPT)
                 break
-            obj = msgpack.unpackb(body, raw=False)
-            self._entries.append(LogEntry(len(self._entries), int(obj["e"]), bytes(obj["p"])))
+            self._count += 1
             pos = good = end
         if good < len(data):
             log.warning("event=torn_tail_truncated log=%s kept_bytes=%d dropped_bytes=%d",
@@ -84,18 +107,28 @@ class LocalLog:
         return good
 
     @staticmethod
+    def _entries(data: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(epoch, payload)`` of every frame in checked bytes (after the magic)."""
+        pos = len(MAGIC)
+        while pos + _FRAME.size <= len(data):
+            n, _crc_value = _FRAME.unpack_from(data, pos)
+            obj = msgpack.unpackb(data[pos + _FRAME.size:pos + _FRAME.size + n], raw=False)
+            yield int(obj["e"]), bytes(obj["p"])
+            pos += _FRAME.size + n
+
+    @staticmethod
     def _frame(epoch: int, payload: bytes) -> bytes:
         body: bytes = msgpack.packb({"e": epoch, "p": bytes(payload)}, use_bin_type=True)
         return _FRAME.pack(len(body), _crc(body)) + body
 
-    def _rewrite(self, entries: list[LogEntry]) -> int:
+    def _rewrite(self, entries: list[tuple[int, bytes]]) -> int:
         tmp = self._path + ".tmp"
-        data = MAGIC + b"".join(self._frame(e.epoch, e.payload) for e in entries)
+        data = MAGIC + b"".join(self._frame(epoch, payload) for epoch, payload in entries)
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
+        replace_durably(tmp, self._path)
         return len(data)
 
     @staticmethod
@@ -124,7 +157,11 @@ class LocalLog:
         return self._epoch
 
     def committed_offset(self) -> int:
-        return len(self._entries)
+        return self._count
+
+    @property
+    def size_bytes(self) -> int:
+        return self._end
 
     async def append(self, payload: bytes, epoch: int) -> int:
         if epoch != self._epoch:
@@ -145,12 +182,77 @@ class LocalLog:
         policy = flush_policy()
         if policy.before_send or (policy.every_messages and self._unsynced >= policy.every_messages):
             self.sync()  # durability = "fsync" (or log.flush.interval.messages): before the answer
-        offset = len(self._entries)
-        self._entries.append(LogEntry(offset, epoch, bytes(payload)))
+        offset = self._count
+        self._count += 1
+        self._maybe_compact()
         return offset
 
     def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
-        return list(self._entries[max(start, 0) :])
+        """Read back from the file (a load, once per start: the log keeps nothing in memory)."""
+        with open(self._path, "rb") as fh:
+            data = fh.read(self._end)
+        return [LogEntry(i, epoch, payload) for i, (epoch, payload) in enumerate(self._entries(data))
+                if i >= start]
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        if self._compact is None or self._compacting is not None or \
+                self._end - self._compacted_end < self._compact_bytes:
+            return
+        upto, count = self._end, self._count
+        self._compacting = asyncio.get_running_loop().run_in_executor(_COMPACTOR, self._write_compacted, upto)
+        self._compacting.add_done_callback(lambda fut: self._swap(fut, upto, count))
+
+    def _write_compacted(self, upto: int) -> tuple[int, int]:
+        """(Worker thread.) The entries before ``upto``, compacted, into the ``.compact`` file,
+        fsync'd. Returns its size and entry count."""
+        assert self._compact is not None
+        with open(self._path, "rb") as fh:
+            data = fh.read(upto)
+        kept = self._compact([payload for _epoch, payload in self._entries(data)])
+        out = MAGIC + b"".join(self._frame(self._epoch, p) for p in kept)
+        with open(self._compact_path, "wb") as fh:
+            fh.write(out)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return len(out), len(kept)
+
+    def _swap(self, fut: asyncio.Future[tuple[int, int]], upto: int, count: int) -> None:
+        """(Event loop, so no append interleaves.) The compacted file plus the frames appended
+        since ``upto`` replaces the log."""
+        self._compacting = None
+        if self._closed or fut.cancelled():
+            _remove(self._compact_path)
+            return
+        exc = fut.exception()
+        if isinstance(exc, OSError):
+            fail_stop("local_log", f"{self._compact_path}: compaction write failed: {type(exc).__name__}: {exc}")
+        if exc is not None:
+            log.error("event=compaction_failed log=%s error=%r", self._name, str(exc))
+            _remove(self._compact_path)
+            self._compacted_end = self._end  # try again after another compact_bytes
+            return
+        size, kept = fut.result()
+        try:
+            with open(self._path, "rb") as fh:
+                fh.seek(upto)
+                tail = fh.read(self._end - upto)
+            fd = os.open(self._compact_path, os.O_WRONLY | os.O_APPEND)
+            view = memoryview(tail)
+            while view:
+                view = view[_write(fd, view):]
+            os.fsync(fd)
+            replace_durably(self._compact_path, self._path)
+        except OSError as e:
+            fail_stop("local_log", f"{self._path}: compaction swap failed: {type(e).__name__}: {e}")
+        os.close(self._fd)
+        self._fd = fd
+        log.info("event=log_compacted log=%s bytes_before=%d bytes_after=%d entries=%d",
+                 self._name, self._end, size + len(tail), kept + self._count - count)
+        self._end = size + len(tail)
+        self._compacted_end = size
+        self._count = kept + self._count - count
 
     def subscribe(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -164,4 +266,12 @@ class LocalLog:
         self._unsynced = 0
 
     def close(self) -> None:
+        self._closed = True
         os.close(self._fd)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

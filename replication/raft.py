@@ -252,6 +252,20 @@ class _Group(SyncObj):  # type: ignore[misc]
             return
         super()._SyncObj__onMessageReceived(node, message)
 
+    def _SyncObj__getEntries(self, fromIDx: Any, count: Any = None, maxSizeBytes: Any = None) -> Any:  # noqa: N802,N803
+        # pysyncobj slices the journal to its end and then trims the slice to the batch size: a
+        # journal that reads old entries from disk bounds the range before reading instead.
+        journal = self.__dict__["_SyncObj__raftLog"]
+        if not isinstance(journal, SafeJournal):
+            return super()._SyncObj__getEntries(fromIDx, count, maxSizeBytes)
+        if fromIDx is None or not len(journal):
+            return []
+        first = journal.index_at(0)
+        if fromIDx < first:
+            return []
+        start = fromIDx - first
+        return journal.entries(start, None if count is None else start + count, maxSizeBytes)
+
     def _ready(self) -> bool:
         """Every committed entry applied here (a restarted node applies its journal over many
         ticks), and the owner of the state says it is ready too."""

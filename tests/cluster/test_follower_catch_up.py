@@ -101,5 +101,6 @@ def test_a_follower_down_for_a_while_catches_up(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 10 minutes down, then up to 10 minutes to catch up
 def test_a_follower_down_for_ten_minutes_catches_up(tmp_path: Path) -> None:
     _catch_up(tmp_path, 600)
