@@ -578,7 +578,7 @@ class RaftLog:
 
     def compact_if_large(self) -> None:
         """Compact a journal past ``compaction_bytes`` now (the entry and time triggers let a
-        journal of large entries grow for ten minutes, and it is held in memory). Not in this
+        journal of large entries grow for ten minutes, and its file and the snapshot to come with it). Not in this
         node's turn of the split schedule either: a journal that size cannot wait for it."""
         journal = self.group.__dict__.get("_SyncObj__raftLog")
         if not isinstance(journal, SafeJournal):
