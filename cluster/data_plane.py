@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -21,6 +20,7 @@ from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import validate_batch
 from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult
 from replication.data_passthrough import DataPassThroughLog
+from replication.durable import remove_dir
 from replication.record_batch import BatchHeader, InvalidBatchError, assign_offsets, split_batches
 
 log = logging.getLogger("kcoord.data")
@@ -214,13 +214,11 @@ class PartitionStore:
     def directory(self, topic: str, partition: int) -> str:
         return os.path.join(self.root, f"{topic}-{partition}")
 
-    _dir = directory
-
     def open(self, topic: str, partition: int, topic_configs: dict[str, str]) -> DataPartition:
         key = (topic, partition)
         part = self._parts.get(key)
         if part is None:
-            d = self._dir(topic, partition)
+            d = self.directory(topic, partition)
             data = DataLog(
                 d,
                 segment_bytes=int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
@@ -242,12 +240,7 @@ class PartitionStore:
         part = self._parts.pop((topic, partition), None)
         if part is not None:
             part.close()
-        d = self._dir(topic, partition)
-        if os.path.isdir(d):
-            tomb = d + ".deleted"
-            shutil.rmtree(tomb, ignore_errors=True)
-            os.replace(d, tomb)
-            shutil.rmtree(tomb, ignore_errors=True)
+        remove_dir(self.directory(topic, partition))
 
     def drop_topic(self, topic: str, partitions: int) -> None:
         for p in range(partitions):

@@ -11,20 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
+
+from replication.durable import remove_dir
 
 log = logging.getLogger("kcoord.incarnation")
 MARKER = ".incarnation"
-
-
-def remove_dir(path: str) -> None:
-    """Remove a directory tree; a rename first, so a crash never leaves half of it in place."""
-    if not os.path.isdir(path):
-        return
-    tomb = path + ".deleted"
-    shutil.rmtree(tomb, ignore_errors=True)
-    os.replace(path, tomb)
-    shutil.rmtree(tomb, ignore_errors=True)
 
 
 def claim_dir(path: str, incarnation: str) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import msgpack
 
+from replication.durable import append_at
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -51,7 +52,6 @@ from replication.record_batch import (
 )
 
 log = logging.getLogger("kcoord.replication.data_log")
-_write = os.write  # by name, so tests can fault it (EIO, ENOSPC)
 _pread = os.pread  # by name, so tests can watch reads
 
 _IDX = struct.Struct(">qqq")
@@ -65,24 +65,6 @@ class OffsetOutOfRangeError(Exception):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _write_durably(fh: Any, path: str, data: bytes, end: int) -> None:
-    """Append ``data`` to a file whose whole content ends at ``end``, without a user-space buffer
-    (a buffered write that fails keeps its bytes and writes them before the next one). On an
-    error the file is cut back to ``end`` and the node stops: nothing is acknowledged that is
-    not in the log, and no half batch stays behind it."""
-    fd = fh.fileno()
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[_write(fd, view):]
-    except OSError as e:
-        try:
-            os.ftruncate(fd, end)
-        except OSError:
-            pass  # recovery truncates the torn tail
-        fail_stop("data_log", f"{path}: write failed: {type(e).__name__}: {e}")
 
 
 class _Segment:
@@ -101,7 +83,7 @@ class _Segment:
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
         self.bytes_since_index = 0
-        # Unbuffered: appends go straight to the file (see _write_durably), and a read buffer
+        # Unbuffered: appends go straight to the file (replication.durable.append_at), and a read buffer
         # would serve bytes of a tail that recovery truncated and a new batch overwrote.
         self.fh = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lives as long as the segment
         self.idx_fh = open(self.idx_path, "a+b", buffering=0)  # noqa: SIM115
@@ -187,10 +169,10 @@ class _Segment:
 
     def append(self, hdr: BatchHeader, batch: bytes) -> None:
         pos = self.size
-        _write_durably(self.fh, self.log_path, batch, pos)
+        append_at(self.fh.fileno(), batch, pos, "data_log", self.log_path)
         if pos == 0 or self.bytes_since_index >= self.index_interval:
             entry = _IDX.pack(hdr.base_offset, pos, self.max_timestamp)
-            _write_durably(self.idx_fh, self.idx_path, entry, len(self.idx_offsets) * _IDX.size)
+            append_at(self.idx_fh.fileno(), entry, len(self.idx_offsets) * _IDX.size, "data_log", self.idx_path)
             self.idx_offsets.append(hdr.base_offset)
             self.idx_positions.append(pos)
             self.idx_maxts.append(self.max_timestamp)

@@ -39,6 +39,7 @@ from typing import Any
 import crc32c as _crc32c
 import msgpack
 
+from replication.durable import append_at, replace_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
 
 log = logging.getLogger("kcoord.journal")
@@ -53,9 +54,7 @@ _META_MAGIC = b"KCM1"
 CACHE_BYTES = 4 * 1024 * 1024
 
 
-# The calls that make writes durable, by name, so tests can fault them (EIO, ENOSPC).
-_pwrite = os.pwrite
-_fsync = os.fsync
+_fsync = os.fsync  # by name, so tests can fault it (appends: replication.durable._pwrite)
 
 
 def _crc(idx: int, term: int, command: bytes) -> int:
@@ -67,21 +66,6 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def replace_durably(tmp: str, path: str) -> None:
-    """``tmp`` (written and fsync'd by the caller) becomes ``path``, and the rename survives a
-    power loss."""
-    os.replace(tmp, path)
-    fsync_dir(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,18 +226,7 @@ class SafeJournal:
         return _HEAD.pack(len(command), _crc(idx, term, command), idx, term) + command
 
     def _write_all(self, data: bytes) -> None:
-        """Write ``data`` at the tracked end; on any error cut back to it and stop the node."""
-        try:
-            written = _pwrite(self._fd, data, self._end)
-            while written < len(data):  # a short write (a nearly full disk): finish or raise
-                written += _pwrite(self._fd, data[written:], self._end + written)
-        except OSError as e:
-            try:
-                os.ftruncate(self._fd, self._end)
-            except OSError:
-                pass  # recovery finds the torn tail
-            fail_stop("journal", f"{self._path}: write failed: {type(e).__name__}: {e}")
-        self._end += len(data)
+        self._end = append_at(self._fd, data, self._end, "journal", self._path)
 
     def _read(self, start: int, stop: int) -> list[bytes]:
         """Commands of entries ``start..stop-1`` that are not cached: one read from the file."""

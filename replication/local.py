@@ -25,8 +25,9 @@ import crc32c as _crc32c
 import msgpack
 
 from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
+from replication.durable import append_at, replace_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.journal import flush_policy, replace_durably
+from replication.journal import flush_policy
 
 log = logging.getLogger("kcoord.replication.local")
 
@@ -34,7 +35,6 @@ _LEN = struct.Struct(">I")
 _FRAME = struct.Struct(">II")  # length, crc32c(body)
 MAGIC = b"KCL2"
 MAX_ENTRY = 1 << 30
-_write = os.write  # by name, so tests can fault it
 
 
 # One compaction at a time per process: offsets partitions fill at the same pace and would all
@@ -166,18 +166,7 @@ class LocalLog:
     async def append(self, payload: bytes, epoch: int) -> int:
         if epoch != self._epoch:
             raise StaleEpochError(f"{self._name}: epoch {epoch} != {self._epoch}")
-        frame = self._frame(epoch, payload)
-        try:
-            view = memoryview(frame)
-            while view:
-                view = view[_write(self._fd, view):]
-        except OSError as e:
-            try:
-                os.ftruncate(self._fd, self._end)
-            except OSError:
-                pass
-            fail_stop("local_log", f"{self._path}: write failed: {type(e).__name__}: {e}")
-        self._end += len(frame)
+        self._end = append_at(self._fd, self._frame(epoch, payload), self._end, "local_log", self._path)
         self._unsynced += 1
         policy = flush_policy()
         if policy.before_send or (policy.every_messages and self._unsynced >= policy.every_messages):
@@ -238,10 +227,8 @@ class LocalLog:
             with open(self._path, "rb") as fh:
                 fh.seek(upto)
                 tail = fh.read(self._end - upto)
-            fd = os.open(self._compact_path, os.O_WRONLY | os.O_APPEND)
-            view = memoryview(tail)
-            while view:
-                view = view[_write(fd, view):]
+            fd = os.open(self._compact_path, os.O_WRONLY)
+            append_at(fd, tail, size, "local_log", self._compact_path)
             os.fsync(fd)
             replace_durably(self._compact_path, self._path)
         except OSError as e:

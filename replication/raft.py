@@ -28,7 +28,6 @@ import logging
 import os
 import random
 import select
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -51,6 +50,7 @@ from replication.api import (
     ReplicationError,
     StaleEpochError,
 )
+from replication.durable import remove_dir
 from replication.failstop import fail_stop, guarded
 from replication.hub import RaftHub
 from replication.journal import SafeJournal, sync_due
@@ -744,11 +744,8 @@ def _run_calls(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None
 
 def _close_and_delete(lg: RaftLog, directory: str | None) -> None:
     lg.destroy()
-    if directory is not None and os.path.isdir(directory):
-        tomb = directory + ".deleted"
-        shutil.rmtree(tomb, ignore_errors=True)
-        os.replace(directory, tomb)  # a crash never leaves half a directory under the name
-        shutil.rmtree(tomb, ignore_errors=True)
+    if directory is not None:
+        remove_dir(directory)
 
 
 def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from replication import failstop, journal
+from replication import durable, failstop, journal
 from replication.journal import SafeJournal
 from tests.conftest import FailStopped
 
@@ -43,11 +43,11 @@ def test_eio_on_append_cuts_back_and_stops(tmp_path: Path, fail_stops: list[Any]
         real(fd, data[: len(data) // 2], offset)  # half the frame lands, then the device fails
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(journal, "_pwrite", half_then_eio)
+    monkeypatch.setattr(durable, "_pwrite", half_then_eio)
     with pytest.raises(FailStopped):
         j.add(b"never acknowledged", 6, 1)
     assert fail_stops[0][0] == "journal" and "Input/output error" in fail_stops[0][1]
-    monkeypatch.setattr(journal, "_pwrite", real)
+    monkeypatch.setattr(durable, "_pwrite", real)
     j._destroy()
     again = SafeJournal(path)
     assert [again[i] for i in range(len(again))] == written  # no half frame, nothing lost

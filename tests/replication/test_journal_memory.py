@@ -34,12 +34,13 @@ def _check(j: SafeJournal, model: list[tuple[bytes, int, int]]) -> None:
 
 def _pysyncobj_trim(result: list[tuple[bytes, int, int]], max_bytes: int) -> list[tuple[bytes, int, int]]:
     """pysyncobj's __getEntries rule, as it reads."""
-    total, i = 0, 0
-    for i, entry in enumerate(result):
+    total, n = 0, 0
+    for entry in result:
         total += len(entry[0])
+        n += 1
         if total >= max_bytes:
             break
-    return result[: i + 1]
+    return result[:n]
 
 
 @settings(max_examples=60, deadline=None)

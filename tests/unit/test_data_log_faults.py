@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from replication import data_log, failstop
+from replication import durable, failstop
 from replication.data_log import DataLog
 from tests.conftest import FailStopped
 from tests.unit.test_data_log import offsets, put
@@ -22,18 +22,18 @@ def test_a_failed_write_is_cut_back_and_stops(tmp_path: Path, fail_stops: list[A
     for _ in range(5):
         put(log, 2)
     size = os.path.getsize(d / "00000000000000000000.log")
-    real = os.write
+    real = os.pwrite
 
-    def half_then_enospc(fd: int, data: Any) -> int:
-        real(fd, bytes(data[: len(data) // 2]))
+    def half_then_enospc(fd: int, data: Any, offset: int) -> int:
+        real(fd, bytes(data[: len(data) // 2]), offset)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(data_log, "_write", half_then_enospc)
+    monkeypatch.setattr(durable, "_pwrite", half_then_enospc)
     with pytest.raises(FailStopped):
         put(log, 2)
     assert fail_stops[0][0] == "data_log" and "No space left on device" in fail_stops[0][1]
     assert os.path.getsize(d / "00000000000000000000.log") == size  # no half batch left behind
-    monkeypatch.setattr(data_log, "_write", real)
+    monkeypatch.setattr(durable, "_pwrite", real)
     log.close()
     again = DataLog(str(d))
     assert again.log_end_offset == 10
@@ -61,7 +61,6 @@ def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Pat
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from replication import local
     from replication.local import LocalLog
 
     path = str(tmp_path / "log")
@@ -69,17 +68,17 @@ def test_single_node_log_write_failure_cut_back_and_damage_refused(tmp_path: Pat
     for i in range(4):
         asyncio.run(lg.append(b"e%d" % i, 1))
     size = os.path.getsize(path)
-    real = os.write
+    real = os.pwrite
 
-    def half_then_eio(fd: int, data: Any) -> int:
-        real(fd, bytes(data[: len(data) // 2]))
+    def half_then_eio(fd: int, data: Any, offset: int) -> int:
+        real(fd, bytes(data[: len(data) // 2]), offset)
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(local, "_write", half_then_eio)
+    monkeypatch.setattr(durable, "_pwrite", half_then_eio)
     with pytest.raises(FailStopped):
         asyncio.run(lg.append(b"lost", 1))
     assert os.path.getsize(path) == size and "Input/output error" in fail_stops[0][1]
-    monkeypatch.setattr(local, "_write", real)
+    monkeypatch.setattr(durable, "_pwrite", real)
     lg.close()
     assert [e.payload for e in LocalLog(path).read_committed(0)] == [b"e0", b"e1", b"e2", b"e3"]
     data = bytearray(Path(path).read_bytes())
