@@ -341,13 +341,12 @@ class RaftCluster:
         request = str(uuid.uuid4())
         await self._submit(_op(op="pid_block", node=self.me.node_id, request=request))
 
-        def granted() -> bool:
-            grant = fold_metadata([e.payload for e in self.meta_store.entries(0)])["pid_grants"].get(self.me.node_id)
+        def granted() -> bool:  # self.state: the metadata log as _follow_metadata last folded it
+            grant = self.state["pid_grants"].get(self.me.node_id)
             return grant is not None and grant[0] == request
 
         await self._wait(granted)
-        grant = fold_metadata([e.payload for e in self.meta_store.entries(0)])["pid_grants"][self.me.node_id]
-        return int(grant[1])
+        return int(self.state["pid_grants"][self.me.node_id][1])
 
     async def delete_topic(self, name: str) -> None:
         await self._submit(_op(op="delete", name=name))

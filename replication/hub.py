@@ -138,6 +138,10 @@ class RaftHub:
         self._detached: list[tuple[str, Endpoint]] = []
         self._recv_buf = bytearray(_RECV)
         self._recv_view = memoryview(self._recv_buf)
+        # Fault injection (tests, the chaos tool): Raft messages to and from these peers are
+        # dropped both ways, as a network partition would, while the connections stay up.
+        # Replaced whole from any thread (a frozenset), read by the ticker.
+        self.cut: frozenset[str] = frozenset()
 
     def fileno(self) -> int:
         return self.epoll.fileno()
@@ -195,7 +199,7 @@ class RaftHub:
         boxes, self._outbox = self._outbox, {}
         for peer, batch in boxes.items():
             conn = self._open.get(peer)
-            if conn is not None:
+            if conn is not None and peer not in self.cut:
                 for payload in _frames(batch):
                     self._write_frame(conn, payload)
 
@@ -236,7 +240,7 @@ class RaftHub:
             elif now - conn.last_recv > SILENT_PEER_TIMEOUT:
                 # a peer that accepts the connection but never answers (hung, or a half-open link)
                 self._close(conn, f"silent for {now - conn.last_recv:.1f}s")
-            elif now - conn.last_sent > KEEPALIVE_EVERY and not conn.wbuf:
+            elif now - conn.last_sent > KEEPALIVE_EVERY and not conn.wbuf and conn.peer not in self.cut:
                 self._write_frame(conn, _EMPTY_BATCH)
         for peer, when in list(self._next_dial.items()):
             if peer in self._open or peer in self._dialing or self.listen <= peer or now < when:
@@ -382,6 +386,8 @@ class RaftHub:
                 self._close(conn, "bad frame MAC")
                 return False
             conn.recv_seq += 1
+            if conn.peer in self.cut:
+                return True  # an injected partition: lost on the way
             try:
                 batch = list(pickle.loads(payload))  # authenticated above
             except Exception as e:  # noqa: BLE001 - a peer of another version, or a bug: drop the link

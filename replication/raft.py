@@ -227,6 +227,10 @@ class RaftTimings:
     compaction_bytes: int = 16 * 1024 * 1024  # a journal this large is compacted now, whatever the above
     compaction_split: bool = True  # nodes compact in turns, never all at once
     transfer_settle: float = 5.0  # a preferred node must be connected this long before it is handed leadership
+    # Check-quorum: a leader that has heard from no majority of its group for this long steps
+    # down (0 = the longest election timeout). pysyncobj's default of 30 s let a leader cut off
+    # from its followers but not from its clients answer them from stale state for 30 s.
+    check_quorum: float = 0.0
 
 
 class _Group(SyncObj):  # type: ignore[misc]
@@ -452,6 +456,7 @@ class RaftLog:
             logCompactionMinEntries=t.compaction_min_entries,
             logCompactionMinTime=t.compaction_min_time,
             logCompactionSplit=t.compaction_split,
+            leaderFallbackTimeout=t.check_quorum or t.raft_max_timeout,
             useFork=False,
             commandsWaitLeader=False,
         )

@@ -1,0 +1,69 @@
+"""Check-quorum: a Raft leader cut off from its followers (but not from its clients) steps down
+within about one election timeout, and the majority side elects a leader and commits.
+
+pysyncobj's default leaderFallbackTimeout of 30 s let the isolated leader keep answering as
+leader for 30 s. The cut is injected in the hub (``RaftHub.cut``): messages to and from the
+other nodes are dropped both ways while the connections stay up, as a network partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from replication.api import NotLeaderError, StaleEpochError
+from replication.raft import RaftLog
+from tests.replication.test_raft import Cluster, distinct, wait_for
+
+
+def _cut(c: Cluster, i: int, on: bool) -> None:
+    """Cut node ``i`` off from the others (both ways), or heal it."""
+    for j, host in enumerate(c.hosts):
+        if j == i:
+            host.hub.cut = frozenset(a for k, a in enumerate(c.addrs) if k != i) if on else frozenset()
+        else:
+            host.hub.cut = frozenset({c.addrs[i]}) if on else frozenset()
+
+
+def test_an_isolated_leader_steps_down_and_the_majority_takes_over(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            old = await c.leader()
+            epoch = old.leader_epoch()
+            for i in range(5):
+                await old.append(b"before-%d" % i, epoch)
+            i_old = c.logs.index(old)
+            cut_at = time.monotonic()
+            _cut(c, i_old, True)
+            await wait_for(lambda: not old.is_leader(), timeout=2.0, what=lambda: "(old leader still leads)")
+            stepped_down = time.monotonic() - cut_at
+            others = [lg for k, lg in enumerate(c.logs) if k != i_old]
+
+            def new_leader() -> RaftLog | None:
+                return next((lg for lg in others if lg.is_leader()), None)
+
+            await wait_for(lambda: new_leader() is not None, timeout=3.0, what=lambda: "(no leader on the majority side)")
+            new = new_leader()
+            assert new is not None
+            for i in range(5):
+                await new.append(b"during-%d" % i, new.leader_epoch())
+            took_over = time.monotonic() - cut_at
+            # the isolated node refuses writes: it is not the leader, whatever it believed
+            try:
+                await asyncio.wait_for(old.append(b"stale", epoch), 1.0)
+                raise AssertionError("the isolated old leader acknowledged a write")
+            except (NotLeaderError, StaleEpochError, TimeoutError):
+                pass
+            _cut(c, i_old, False)
+            want = [b"before-%d" % i for i in range(5)] + [b"during-%d" % i for i in range(5)]
+            await wait_for(lambda: all([p for p in distinct(lg) if p != b"stale"] == want for lg in c.logs),
+                           timeout=15.0, what=lambda: f"{[distinct(lg) for lg in c.logs]}")
+            print(f"old leader stepped down after {stepped_down:.2f}s, majority committed after {took_over:.2f}s")
+            assert stepped_down < 2.0
+        finally:
+            c.stop()
+
+    asyncio.run(main())
