@@ -32,6 +32,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from replication.link_faults import LinkFaults
+
 log = logging.getLogger("kcoord.raft.hub")
 
 MAGIC = b"KCRH1"
@@ -142,6 +144,7 @@ class RaftHub:
         # dropped both ways, as a network partition would, while the connections stay up.
         # Replaced whole from any thread (a frozenset), read by the ticker.
         self.cut: frozenset[str] = frozenset()
+        self.faults: LinkFaults | None = None  # delay, duplication, reordering (link_faults.py)
 
     def fileno(self) -> int:
         return self.epoll.fileno()
@@ -194,6 +197,14 @@ class RaftHub:
         return True
 
     def flush(self) -> None:
+        faults = self.faults
+        if faults is not None:
+            now = time.monotonic()
+            for peer in self._open:  # held-back messages leave even when nothing new does
+                if peer not in self._outbox and faults.pending():
+                    self._outbox[peer] = []
+            self._outbox = {peer: faults.shape(peer, batch, now) for peer, batch in self._outbox.items()}
+            self._outbox = {peer: batch for peer, batch in self._outbox.items() if batch}
         if not self._outbox:
             return
         boxes, self._outbox = self._outbox, {}

@@ -426,6 +426,10 @@ class SafeJournal:
         """Entry ``i``'s Raft index, without its command."""
         return self._idx[i]
 
+    def term_at(self, i: int) -> int:
+        """Entry ``i``'s term, without its command."""
+        return self._term[i]
+
     @property
     def cached_bytes(self) -> int:
         """Commands held in memory (the recent cache; the first entry aside)."""

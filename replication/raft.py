@@ -242,6 +242,7 @@ class _Group(SyncObj):  # type: ignore[misc]
         self.fence = 0
         self.name = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
+        self._keep_tail = False  # see _append_entries_without_needless_truncation
         if transport is None:
             super().__init__(self_addr, peers, conf)
         else:
@@ -254,7 +255,55 @@ class _Group(SyncObj):  # type: ignore[misc]
         # a leader fails are not affected.
         if isinstance(message, dict) and message.get("type") == "timeout_now" and not self._ready():
             return
+        if isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message \
+                and "transmission" not in message:
+            self._append_entries_without_needless_truncation(node, message)
+            return
         super()._SyncObj__onMessageReceived(node, message)
+
+    def _append_entries_without_needless_truncation(self, node: Any, message: dict[str, Any]) -> None:
+        """Raft's rule, where pysyncobj 0.3.17 truncates everything after ``prevLogIdx`` whatever
+        the message holds: entries this node already has (same index, same term) are kept, and
+        only a real conflict truncates. A delayed or duplicated AppendEntries (a resend after a
+        reconnect, the burst at the end of a partition) used to cut entries this follower had
+        acknowledged, which the leader may already count in a majority.
+
+        The entries already held are dropped from the message; when nothing is left to append,
+        the message is handled as a heartbeat at its last entry that truncates nothing (see
+        ``_SyncObj__getEntries``), and the commit index is not moved past what it covered."""
+        journal = self.__dict__["_SyncObj__raftLog"]
+        entries = message.get("entries") or []
+        if not isinstance(journal, SafeJournal) or not len(journal) or message["term"] < self.raftCurrentTerm:
+            super()._SyncObj__onMessageReceived(node, message)
+            return
+        first, held = journal.index_at(0), len(journal)
+        matched = 0
+        for _command, idx, term in entries:
+            pos = idx - first
+            if not (0 <= pos < held and journal.term_at(pos) == term):
+                break
+            matched += 1
+        if matched < len(entries):
+            if matched:  # append from the first entry not held (deleting from there: a conflict)
+                _c, idx, term = entries[matched - 1]
+                message = dict(message, prevLogIdx=idx, prevLogTerm=term, entries=entries[matched:])
+            super()._SyncObj__onMessageReceived(node, message)
+            return
+        if matched:
+            _c, idx, term = entries[-1]
+            message = dict(message, prevLogIdx=idx, prevLogTerm=term, entries=[])
+        covered = message["prevLogIdx"]
+        commit_before = self.__dict__.get("_SyncObj__raftCommitIndex", 0)
+        self._keep_tail = True
+        try:
+            super()._SyncObj__onMessageReceived(node, message)
+        finally:
+            self._keep_tail = False
+        commit = self.__dict__.get("_SyncObj__raftCommitIndex", 0)
+        bound = max(commit_before, min(message["commit_index"], covered))
+        if commit > bound:  # entries past ``covered`` are not known to match the leader's
+            self._SyncObj__raftCommitIndex = bound
+            journal.setRaftCommitIndex(bound)
 
     def _SyncObj__getEntries(self, fromIDx: Any, count: Any = None, maxSizeBytes: Any = None) -> Any:  # noqa: N802,N803
         # pysyncobj slices the journal to its end and then trims the slice to the batch size: a
@@ -268,6 +317,8 @@ class _Group(SyncObj):  # type: ignore[misc]
         if fromIDx < first:
             return []
         start = fromIDx - first
+        if self._keep_tail and count is None and maxSizeBytes is None:
+            count = 1  # AppendEntries handling: the entries after prevLogIdx are not to be deleted
         return journal.entries(start, None if count is None else start + count, maxSizeBytes)
 
     def _ready(self) -> bool:
