@@ -51,6 +51,7 @@ from replication.api import (
     StaleEpochError,
 )
 from replication.durable import remove_dir
+from replication.election import ElectionGuard
 from replication.failstop import fail_stop, guarded
 from replication.hub import RaftHub
 from replication.journal import SafeJournal, sync_due
@@ -233,7 +234,7 @@ class RaftTimings:
     check_quorum: float = 0.0
 
 
-class _Group(SyncObj):  # type: ignore[misc]
+class _Group(ElectionGuard, SyncObj):  # type: ignore[misc]
     """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
 
     def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine,
@@ -243,6 +244,7 @@ class _Group(SyncObj):  # type: ignore[misc]
         self.name = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         self._keep_tail = False  # see _append_entries_without_needless_truncation
+        self._election_init(_pso_monotonic, conf.raftMinTimeout)
         if transport is None:
             super().__init__(self_addr, peers, conf)
         else:
@@ -425,6 +427,7 @@ class _MuxTransport(Transport):  # type: ignore[misc]
     def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, hub: RaftHub, gid: str,
                  hubs: dict[str, str]) -> None:
         super().__init__(sync_obj, self_node, other_nodes)
+        self._sync_obj = sync_obj
         self._hub = hub
         self._gid = gid
         self._hub_of = {n.id: hubs.get(n.id, n.id) for n in other_nodes}
@@ -447,6 +450,8 @@ class _MuxTransport(Transport):  # type: ignore[misc]
         pass
 
     def send(self, node: Any, message: Any) -> bool:
+        if getattr(self._sync_obj, "campaign_is_transfer", False) and message.get("type") == "request_vote":
+            message = dict(message, transfer=True)  # voters let a leadership transfer through
         peer = self._hub_of.get(node.id)
         return peer is not None and self._hub.send(peer, self._gid, message)
 

@@ -67,3 +67,32 @@ def test_an_isolated_leader_steps_down_and_the_majority_takes_over(tmp_path: Pat
             c.stop()
 
     asyncio.run(main())
+
+
+def test_a_follower_cut_off_for_a_while_does_not_unseat_the_leader(tmp_path: Path) -> None:
+    """Pre-vote and sticky voters: the cut-off follower's timer runs out again and again, but it
+    never raises its term (a pre-vote changes no term), so when the link heals the leader it
+    would otherwise have deposed with a higher-term RequestVote keeps leading, in its term."""
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            leader = await c.leader()
+            await leader.append(b"a", leader.leader_epoch())
+            term = leader.current_term()
+            k = next(i for i, lg in enumerate(c.logs) if lg is not leader)
+            _cut(c, k, True)
+            await asyncio.sleep(4.0)  # several election timeouts
+            cut_off = c.logs[k]
+            assert cut_off.group.prevotes_started >= 2  # it did try
+            assert cut_off.current_term() == term  # ...without raising its term
+            _cut(c, k, False)
+            await leader.append(b"b", leader.leader_epoch())
+            await wait_for(lambda: distinct(cut_off) == [b"a", b"b"], timeout=5.0,
+                           what=lambda: f"{distinct(cut_off)}")
+            await asyncio.sleep(1.5)
+            assert leader.is_leader() and leader.current_term() == term
+        finally:
+            c.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,129 @@
+"""Elections that leave a healthy leader alone: pre-vote, sticky voters and term notices.
+
+pysyncobj 0.3.17 campaigns whenever a node's election timer runs out and it is connected to
+anyone, and any higher-term RequestVote makes every node (the leader included) adopt the term
+and drop its leader. So a follower cut off for a while, or on a flapping link, comes back with
+an inflated term and deposes a healthy leader, and every deposition fails in-flight commands
+and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft._Group``) adds:
+
+- **Pre-vote**: a node whose timer ran out first asks the others whether they would vote for it
+  at ``term + 1``, without changing any term. It campaigns only when a majority says yes.
+- **Sticky voters**: a node that heard from its leader within the minimum election timeout, and
+  is still connected to it, refuses pre-votes and ignores higher-term RequestVotes (without
+  adopting the term); a leader does both too (check-quorum makes it step down when it lost its
+  majority). A leadership transfer's election is marked and passes.
+- **Term notices**: a node answers an AppendEntries of an older term with its own term, so a
+  leader that fell behind (say, cut off while the rest elected someone) steps down at once.
+
+Only pysyncobj's state is used, through the instance ``__dict__`` and its private methods
+(``_SyncObj__…``); this module does not import pysyncobj (only ``replication.raft`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+FOLLOWER, CANDIDATE, LEADER = 0, 1, 2  # pysyncobj's _RAFT_STATE
+
+
+class ElectionGuard:
+    """Mix in before ``SyncObj``; call ``_election_init(clock, min_timeout)`` before its init."""
+
+    def _election_init(self, clock: Callable[[], float], min_timeout: float) -> None:
+        self._clock = clock
+        self._min_timeout = min_timeout
+        self._pv_term = -1  # the term this node is pre-voting for
+        self._pv_votes: set[str] = set()
+        self._pv_won = False  # a majority said yes: campaign on the next tick
+        self._leader_heard = -1.0  # when an AppendEntries of the current leader last arrived
+        self.campaign_is_transfer = False  # read by the transport while this node campaigns
+        self.prevotes_started = 0  # counters for tests and logs
+        self.votes_ignored = 0
+
+    # ---------------------------------------------------------------- ticking
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802,N803 - pysyncobj's name
+        d = self.__dict__
+        now = self._clock()
+        due = (d["_SyncObj__raftState"] != LEADER and d["_SyncObj__selfNode"] is not None
+               and d["_SyncObj__raftElectionDeadline"] < now and self._SyncObj__connectedToAnyone())  # type: ignore[attr-defined]
+        if due and d["_SyncObj__transferInProgress"]:
+            self.campaign_is_transfer = True  # TimeoutNow from the leader: campaign at once
+        elif due and self._pv_won:
+            self._pv_won = False  # the base campaigns on this tick
+        elif due:
+            self._start_prevote(now)  # pushes the deadline back: the base does not campaign now
+        try:
+            super()._onTick(timeToWait)  # type: ignore[misc]
+        finally:
+            self.campaign_is_transfer = False
+
+    def _start_prevote(self, now: float) -> None:
+        d = self.__dict__
+        self.prevotes_started += 1
+        self._pv_term = d["_SyncObj__raftCurrentTerm"] + 1
+        self._pv_votes = {d["_SyncObj__selfNode"].id}
+        d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
+        message = {"type": "pre_vote", "term": self._pv_term,
+                   "last_log_index": self._SyncObj__getCurrentLogIndex(),  # type: ignore[attr-defined]
+                   "last_log_term": self._SyncObj__getCurrentLogTerm()}  # type: ignore[attr-defined]
+        for node in d["_SyncObj__otherNodes"]:
+            d["_SyncObj__transport"].send(node, message)
+        self._maybe_won()
+
+    def _maybe_won(self) -> None:
+        d = self.__dict__
+        if len(self._pv_votes) > (len(d["_SyncObj__otherNodes"]) + 1) / 2:
+            self._pv_won = True
+            self._pv_term = -1
+            d["_SyncObj__raftElectionDeadline"] = 0.0
+
+    # ---------------------------------------------------------------- messages
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+        kind = message.get("type") if isinstance(message, dict) else None
+        d = self.__dict__
+        term = d["_SyncObj__raftCurrentTerm"]
+        if kind == "pre_vote":
+            self._answer_prevote(node, message)
+            return
+        if kind == "pre_vote_response":
+            if message.get("granted") and message.get("term") == self._pv_term and d["_SyncObj__raftState"] != LEADER:
+                self._pv_votes.add(node.id)
+                self._maybe_won()
+            return
+        if kind == "term_notice":
+            if message.get("term", 0) > term:
+                self._SyncObj__setCurrentTerm(message["term"], None)  # type: ignore[attr-defined]
+                self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
+                d["_SyncObj__raftLeader"] = None
+            return
+        if kind == "request_vote" and message.get("term", 0) > term and not message.get("transfer") \
+                and self._sticky():
+            self.votes_ignored += 1
+            return  # a healthy leader exists: neither adopt the term nor vote
+        if kind == "append_entries":
+            if message.get("term", 0) < term:
+                d["_SyncObj__transport"].send(node, {"type": "term_notice", "term": term})
+            else:
+                self._leader_heard = self._clock()
+        super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+
+    def _answer_prevote(self, node: Any, message: dict[str, Any]) -> None:
+        d = self.__dict__
+        mine = (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())  # type: ignore[attr-defined]
+        granted = (message.get("term", 0) > d["_SyncObj__raftCurrentTerm"]
+                   and (message.get("last_log_term", -1), message.get("last_log_index", -1)) >= mine
+                   and not self._sticky())
+        d["_SyncObj__transport"].send(node, {"type": "pre_vote_response", "term": message.get("term"),
+                                             "granted": granted})
+
+    def _sticky(self) -> bool:
+        """This node has a leader it trusts: itself, or one heard from lately and still connected."""
+        d = self.__dict__
+        if d["_SyncObj__raftState"] == LEADER:
+            return True  # check-quorum steps it down when its majority is gone
+        leader = d["_SyncObj__raftLeader"]
+        return (leader is not None and leader in d["_SyncObj__connectedNodes"]
+                and self._clock() - self._leader_heard < self._min_timeout)
