@@ -213,6 +213,12 @@ class CoordinatorDriver:
 
     async def call(self, partition: int, request: c.Request) -> c.Response:
         assert self._loop is not None, "driver not started"
+        lease = getattr(self._logs(partition), "lease_valid", None)
+        if lease is not None and self.runtime.epoch_of(partition) is not None and not lease():
+            # Leading by our own account but without a lease: a partition may have cut this node
+            # off while the others elected a new coordinator. Answering from our state could hand
+            # out stale offsets or keep members that the new coordinator is replacing.
+            return c.error_response(request, ErrorCode.NOT_COORDINATOR)
         token = object()
         fut: asyncio.Future[c.Response] = self._loop.create_future()
         self._futures[token] = fut

@@ -197,11 +197,14 @@ class RaftCluster:
         return lg
 
     def leader_of(self, lg: RaftLog) -> Peer | None:
+        """The leader to name in Metadata and FindCoordinator, or None (not available): this node
+        only while it holds a lease, another only if it is reachable and was heard from lately
+        (a node cut off from the others must not keep sending clients to a deposed leader)."""
         if lg.is_leader():
-            return self.me
+            return self.me if lg.lease_valid() else None
         addr: str | None = lg.leader_address()
-        if not addr or addr not in lg.connected_peers():
-            return None  # unknown, or a leader we cannot reach (it may be dead): not available
+        if not addr or addr not in lg.connected_peers() or not lg.leader_heard_lately():
+            return None  # unknown, unreachable (it may be dead) or silent: not available
         peer: Peer | None = self._addr_to_peer.get(addr)
         return peer
 

@@ -14,6 +14,12 @@ and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft._Group`
   majority). A leadership transfer's election is marked and passes.
 - **Term notices**: a node answers an AppendEntries of an older term with its own term, so a
   leader that fell behind (say, cut off while the rest elected someone) steps down at once.
+- **A leader lease**: every AppendEntries carries its send time (``lts``, stamped by the
+  transport) and a follower's answer echoes the last one it got. While a majority (the leader
+  counted at "now") has echoed a send time newer than ``lease`` ago, and those followers are
+  still connected, no other leader can have been elected: the voters are sticky for the
+  minimum election timeout after hearing the leader, and ``lease`` is shorter than that. Reads
+  are answered only under it (``lease_valid``).
 
 Only pysyncobj's state is used, through the instance ``__dict__`` and its private methods
 (``_SyncObj__…``); this module does not import pysyncobj (only ``replication.raft`` does).
@@ -38,6 +44,11 @@ class ElectionGuard:
         self._pv_won = False  # a majority said yes: campaign on the next tick
         self._leader_heard = -1.0  # when an AppendEntries of the current leader last arrived
         self.campaign_is_transfer = False  # read by the transport while this node campaigns
+        # Lease: 90 % of the minimum election timeout (clock drift), less a margin for the read.
+        self.lease = max(min_timeout * 0.9 - 0.05, 0.0)
+        self.lts_from: dict[str, float] = {}  # follower: the last send time each leader stamped
+        self._acked_lts: dict[str, float] = {}  # leader: the newest echoed send time per follower
+        self._leader_since = float("inf")
         self.prevotes_started = 0  # counters for tests and logs
         self.votes_ignored = 0
 
@@ -79,6 +90,31 @@ class ElectionGuard:
             self._pv_term = -1
             d["_SyncObj__raftElectionDeadline"] = 0.0
 
+    def _SyncObj__onBecomeLeader(self) -> None:  # noqa: N802
+        self._leader_since = self._clock()
+        self._acked_lts = {}
+        super()._SyncObj__onBecomeLeader()  # type: ignore[misc]
+
+    def lease_valid(self) -> bool:
+        """Leader only: no other node can lead now (see the module's lease rule). Any thread."""
+        d = self.__dict__
+        if d["_SyncObj__raftState"] != LEADER:
+            return False
+        now = self._clock()
+        connected = {n.id for n in d["_SyncObj__connectedNodes"]}
+        acked = sorted((t for peer, t in list(self._acked_lts.items()) if peer in connected), reverse=True)
+        need = (len(d["_SyncObj__otherNodes"]) + 1) // 2  # followers needed besides this node
+        if need == 0:
+            return True
+        return len(acked) >= need and acked[need - 1] + self.lease > now
+
+    def leader_heard_within(self, seconds: float) -> bool:
+        return self._clock() - self._leader_heard < seconds
+
+    def drop_lease(self) -> None:
+        """Handing leadership over (TimeoutNow): the next leader will not wait for our lease."""
+        self._acked_lts = {}
+
     # ---------------------------------------------------------------- messages
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
@@ -108,6 +144,12 @@ class ElectionGuard:
                 d["_SyncObj__transport"].send(node, {"type": "term_notice", "term": term})
             else:
                 self._leader_heard = self._clock()
+                if "lts" in message:
+                    self.lts_from[node.id] = message["lts"]
+        elif kind == "next_node_idx" and d["_SyncObj__raftState"] == LEADER:
+            echoed = message.get("lts")
+            if echoed is not None and echoed >= self._leader_since and echoed > self._acked_lts.get(node.id, 0.0):
+                self._acked_lts[node.id] = echoed
         super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
 
     def _answer_prevote(self, node: Any, message: dict[str, Any]) -> None:

@@ -450,8 +450,16 @@ class _MuxTransport(Transport):  # type: ignore[misc]
         pass
 
     def send(self, node: Any, message: Any) -> bool:
-        if getattr(self._sync_obj, "campaign_is_transfer", False) and message.get("type") == "request_vote":
+        kind = message.get("type")
+        g = self._sync_obj
+        if kind == "append_entries":
+            message = dict(message, lts=_pso_monotonic())  # the lease's anchor (replication/election.py)
+        elif kind == "next_node_idx":
+            message = dict(message, lts=g.lts_from.get(node.id))  # echo the leader's last send time
+        elif kind == "request_vote" and g.campaign_is_transfer:
             message = dict(message, transfer=True)  # voters let a leadership transfer through
+        elif kind == "timeout_now":
+            g.drop_lease()
         peer = self._hub_of.get(node.id)
         return peer is not None and self._hub.send(peer, self._gid, message)
 
@@ -568,6 +576,15 @@ class RaftLog:
 
     def current_term(self) -> int:
         return int(self.group.raftCurrentTerm)
+
+    def leader_heard_lately(self) -> bool:
+        """A follower got its leader's AppendEntries within the longest election timeout."""
+        return bool(self.group.leader_heard_within(self.host.timings.raft_max_timeout))
+
+    def lease_valid(self) -> bool:
+        """This node leads and no other can have been elected meanwhile (a leader lease, see
+        replication/election.py): answers read from its state are current."""
+        return bool(self.group.lease_valid())
 
     def leader_address(self) -> str | None:
         leader = self.group._getLeader()

@@ -36,16 +36,26 @@ def test_an_isolated_leader_steps_down_and_the_majority_takes_over(tmp_path: Pat
             for i in range(5):
                 await old.append(b"before-%d" % i, epoch)
             i_old = c.logs.index(old)
-            cut_at = time.monotonic()
-            _cut(c, i_old, True)
-            await wait_for(lambda: not old.is_leader(), timeout=2.0, what=lambda: "(old leader still leads)")
-            stepped_down = time.monotonic() - cut_at
+            await wait_for(old.lease_valid, timeout=2.0, what=lambda: "(no lease in a healthy group)")
             others = [lg for k, lg in enumerate(c.logs) if k != i_old]
 
             def new_leader() -> RaftLog | None:
                 return next((lg for lg in others if lg.is_leader()), None)
 
-            await wait_for(lambda: new_leader() is not None, timeout=3.0, what=lambda: "(no leader on the majority side)")
+            cut_at = time.monotonic()
+            _cut(c, i_old, True)
+            lease_lapsed = new_elected = None
+            while new_elected is None and time.monotonic() - cut_at < 3.0:
+                if lease_lapsed is None and not old.lease_valid():
+                    lease_lapsed = time.monotonic() - cut_at
+                if new_leader() is not None:
+                    new_elected = time.monotonic() - cut_at
+                await asyncio.sleep(0.002)
+            assert new_elected is not None, "no leader on the majority side"
+            # the old leader stopped answering reads before anyone else could lead
+            assert lease_lapsed is not None and lease_lapsed < new_elected, (lease_lapsed, new_elected)
+            await wait_for(lambda: not old.is_leader(), timeout=2.0, what=lambda: "(old leader still leads)")
+            stepped_down = time.monotonic() - cut_at
             new = new_leader()
             assert new is not None
             for i in range(5):
@@ -61,7 +71,8 @@ def test_an_isolated_leader_steps_down_and_the_majority_takes_over(tmp_path: Pat
             want = [b"before-%d" % i for i in range(5)] + [b"during-%d" % i for i in range(5)]
             await wait_for(lambda: all([p for p in distinct(lg) if p != b"stale"] == want for lg in c.logs),
                            timeout=15.0, what=lambda: f"{[distinct(lg) for lg in c.logs]}")
-            print(f"old leader stepped down after {stepped_down:.2f}s, majority committed after {took_over:.2f}s")
+            print(f"old leader's lease lapsed after {lease_lapsed:.2f}s, stepped down after {stepped_down:.2f}s; "
+                  f"new leader after {new_elected:.2f}s, committed after {took_over:.2f}s")
             assert stepped_down < 2.0
         finally:
             c.stop()
