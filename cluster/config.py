@@ -129,6 +129,8 @@ class NodeConfig:
     raft_tick_ms: int = 100
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
+    # Chaos runs and tests: apply Raft link faults from <data_dir>/raft-faults.json (cluster/link_control.py).
+    raft_fault_injection: bool = False
     raft_compaction_bytes: int = 16777216  # a Raft journal (and an offsets tail) this large is compacted at once
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0

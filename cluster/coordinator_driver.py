@@ -48,6 +48,11 @@ class _Outbox:
     in_flight: bool = False
 
 
+# Answers read from the coordinator's state rather than made durable by the answer itself.
+_READS = (c.OffsetFetchRequest, c.HeartbeatRequest, c.SyncGroupRequest, c.JoinGroupRequest, c.DescribeGroupsRequest,
+          c.ListGroupsRequest)
+
+
 class CoordinatorDriver:
     def __init__(self, config: GroupConfig, logs: Callable[[int], ReplicatedLog], num_partitions: int,
                  now_ms: Callable[[], int], commit_timeout_ms: int = 5000, prereplay_interval_ms: int = 500) -> None:
@@ -219,6 +224,15 @@ class CoordinatorDriver:
             # off while the others elected a new coordinator. Answering from our state could hand
             # out stale offsets or keep members that the new coordinator is replacing.
             return c.error_response(request, ErrorCode.NOT_COORDINATOR)
+        if lease is not None and isinstance(request, _READS):
+            response = await self._call(partition, request)
+            # A read may have waited (an OffsetFetch behind a pending commit, a SyncGroup for its
+            # leader): what it says must still be current when it leaves.
+            return response if lease() else c.error_response(request, ErrorCode.NOT_COORDINATOR)
+        return await self._call(partition, request)
+
+    async def _call(self, partition: int, request: c.Request) -> c.Response:
+        assert self._loop is not None, "driver not started"
         token = object()
         fut: asyncio.Future[c.Response] = self._loop.create_future()
         self._futures[token] = fut

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from cluster import metrics
+from cluster import link_control, metrics
 from cluster.config import Peer
 from cluster.incarnation import claim_dir
 from cluster.metadata import TopicMeta
@@ -170,6 +170,7 @@ class RaftCluster:
         self._init_sent = False
         self._missing = False  # a data partition could not be opened yet (retried)
         self._task: asyncio.Task[None] | None = None
+        self._faults_task: asyncio.Task[None] | None = None
         self.fatal: str | None = None
 
     # ---------------------------------------------------------------- groups
@@ -225,6 +226,10 @@ class RaftCluster:
     async def start(self) -> None:
         self.host.start(asyncio.get_running_loop())
         self._task = supervised(self._follow_metadata(), "metadata")
+        if self.node.config.raft_fault_injection:
+            by_id = {p.node_id: self.hub_addr(p) for p in self.peers}
+            self._faults_task = supervised(link_control.follow(self.node.config.data_dir, self.host.hub, by_id.get),
+                                           "raft_faults")
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
         """Until this node knows the cluster (metadata applied, its partitions open)."""
@@ -238,6 +243,8 @@ class RaftCluster:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._faults_task is not None:
+            self._faults_task.cancel()
         await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
 
     async def _follow_metadata(self) -> None:

@@ -1,0 +1,116 @@
+"""A group's coordinator cut off from the other nodes while its clients still reach it.
+
+The cut is made in the Raft transport (``raft_fault_injection``: every Raft message to and
+from the node dropped, both ways, connections kept), so a client that commits every 50 ms keeps
+talking to the isolated node. Before check-quorum and the lease, that node answered OffsetFetch
+and heartbeats from its state for 30 s while the others elected a new coordinator. Now: the
+isolated node answers NOT_COORDINATOR within 2 s, the group commits again through the majority
+within 3 s (as measured by the committing client), and no acknowledged commit is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster import link_control
+from tests.cluster.cluster_harness import Cluster
+from tests.wire.raw import RawConn
+
+pytestmark = pytest.mark.cluster
+
+GROUP, TOPIC = "g-cut", "cut-topic"
+
+
+def _cut(cluster: Cluster, k: int, on: bool) -> None:
+    for i, n in enumerate(cluster.layout):
+        spec = ({"cut": [j for j in range(len(cluster.layout)) if j != k]} if i == k else {"cut": [k]}) if on else {}
+        (n.data_dir / "raft-faults.json").write_text(json.dumps(spec))
+
+
+def _coordinator(bootstrap: str) -> int:
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    for _ in range(100):
+        c = RawConn(bootstrap)
+        c.request(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=(GROUP,)))
+        r = c.response(10, 4).coordinators[0]
+        c.close()
+        if r.error_code == 0:
+            return int(r.node_id)
+        time.sleep(0.1)
+    raise AssertionError("no coordinator")
+
+
+def _offset_fetch_error(c: RawConn) -> int:
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    c.request(9, 7, OffsetFetchRequest(group_id=GROUP, topics=(OffsetFetchRequestTopic(name=TOPIC,
+                                                                                       partition_indexes=(0,)),),
+                                       require_stable=False))
+    return int(c.response(9, 7).error_code)
+
+
+def test_an_isolated_coordinator_stops_serving_and_the_majority_takes_the_group_over(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true"}).start()
+    stop = threading.Event()
+    acked: list[tuple[float, int]] = []  # (time acknowledged, offset)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(20)
+        k = _coordinator(cluster.address(0))
+        committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP,
+                              "enable.auto.commit": False})
+
+        def commit_loop() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    committer.commit(offsets=[TopicPartition(TOPIC, 0, n)], asynchronous=False)
+                    acked.append((time.monotonic(), n))
+                except Exception:  # noqa: BLE001 - not acknowledged
+                    pass
+                time.sleep(0.05)
+
+        worker = threading.Thread(target=commit_loop, daemon=True)
+        worker.start()
+        time.sleep(2.0)
+        assert acked, "no commit acknowledged before the cut"
+        probe = RawConn(cluster.address(k))
+        assert _offset_fetch_error(probe) == 0
+        cut_at = time.monotonic()
+        _cut(cluster, k, True)
+        refused_at = None
+        while time.monotonic() - cut_at < 5.0:
+            if _offset_fetch_error(probe) == 16:  # NOT_COORDINATOR
+                refused_at = time.monotonic() - cut_at
+                break
+            time.sleep(0.02)
+        time.sleep(max(0.0, 5.0 - (time.monotonic() - cut_at)))
+        # the node applies its fault file within 0.2 s: a commit acknowledged before that was not
+        # cut off yet
+        after = [t - cut_at for t, _n in acked if t > cut_at + link_control.POLL_S + 0.05]
+        _cut(cluster, k, False)
+        time.sleep(3.0)
+        stop.set()
+        worker.join(10)
+        probe.close()
+        print(f"isolated coordinator refused after {refused_at}s; first commit after the cut at "
+              f"{after[0] if after else None}s")
+        assert refused_at is not None and refused_at < 2.0, refused_at
+        assert after and after[0] < 3.0, after[:3]
+        last = max(n for _t, n in acked)
+        committed = committer.committed([TopicPartition(TOPIC, 0)], timeout=20)[0].offset
+        assert committed >= last, (committed, last)  # nothing acknowledged was lost
+        committer.close()
+    finally:
+        stop.set()
+        cluster.kill_all()
