@@ -164,3 +164,93 @@ def test_a_bridge_partition_leaves_the_coordinator_serving(tmp_path: Path) -> No
     finally:
         stop.set()
         cluster.kill_all()
+
+
+def _member(bootstrap: str, name: str, stop: threading.Event, events: list[tuple[float, str, str, tuple[int, ...]]]) -> None:
+    """A consumer of TOPIC in group g-owners recording (time, member, assign|revoke, partitions)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-owners", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                  "partition.assignment.strategy": "range"})
+
+    def on_assign(_c: object, parts: list[object]) -> None:
+        events.append((time.monotonic(), name, "assign", tuple(p.partition for p in parts)))  # type: ignore[attr-defined]
+
+    def on_revoke(_c: object, parts: list[object]) -> None:
+        events.append((time.monotonic(), name, "revoke", tuple(p.partition for p in parts)))  # type: ignore[attr-defined]
+
+    c.subscribe([TOPIC], on_assign=on_assign, on_revoke=on_revoke)
+    while not stop.is_set():
+        c.poll(0.1)
+    c.close()
+
+
+def _overlaps(events: list[tuple[float, str, str, tuple[int, ...]]], end: float) -> list[str]:
+    """Moments when two members held one partition (each holds from its assign to its revoke)."""
+    spans: dict[int, list[tuple[float, float, str]]] = {}
+    held: dict[tuple[str, int], float] = {}
+    for t, name, kind, parts in sorted(events):
+        for p in parts:
+            if kind == "assign":
+                held[(name, p)] = t
+            elif (name, p) in held:
+                spans.setdefault(p, []).append((held.pop((name, p)), t, name))
+    for (name, p), t in held.items():
+        spans.setdefault(p, []).append((t, end, name))
+    bad = []
+    for p, ss in spans.items():
+        for i, (a0, a1, an) in enumerate(ss):
+            for b0, b1, bn in ss[i + 1:]:
+                if an != bn and a0 < b1 and b0 < a1:
+                    bad.append(f"partition {p}: {an} held it {a0:.2f}-{a1:.2f}, {bn} {b0:.2f}-{b1:.2f}")
+    return bad
+
+
+def test_members_of_an_isolated_coordinator_never_share_a_partition(tmp_path: Path) -> None:
+    """Two members consume while their coordinator is cut off for 8 s; a third joins 2 s into
+    the cut (through the majority's new coordinator). At no moment do two members hold the same
+    partition, and every member ends with partitions."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true"}).start()
+    stop = threading.Event()
+    events: list[tuple[float, str, str, tuple[int, ...]]] = []
+    threads: list[threading.Thread] = []
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 6, 1)])[TOPIC].result(20)
+        for name in ("m1", "m2"):
+            threads.append(threading.Thread(target=_member, args=(cluster.bootstrap, name, stop, events), daemon=True))
+            threads[-1].start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and {e[1] for e in events if e[2] == "assign" and e[3]} != {"m1", "m2"}:
+            time.sleep(0.1)
+        time.sleep(2.0)
+        from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+        c = RawConn(cluster.address(0))
+        c.request(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=("g-owners",)))
+        k = int(c.response(10, 4).coordinators[0].node_id)
+        c.close()
+        _cut(cluster, k, True)
+        time.sleep(2.0)
+        threads.append(threading.Thread(target=_member, args=(cluster.bootstrap, "m3", stop, events), daemon=True))
+        threads[-1].start()
+        time.sleep(6.0)
+        _cut(cluster, k, False)
+        time.sleep(12.0)
+        stop.set()
+        end = time.monotonic()
+        for t in threads:
+            t.join(15)
+        bad = _overlaps(events, end)
+        assert not bad, bad
+        last: dict[str, tuple[int, ...]] = {}
+        for t, name, kind, parts in sorted(events):
+            if t < end:  # closing revokes everything
+                last[name] = parts if kind == "assign" else ()
+        assert all(last.get(m) for m in ("m1", "m2", "m3")), (last, sorted(events))
+    finally:
+        stop.set()
+        cluster.kill_all()
