@@ -63,6 +63,14 @@ class ChaosCluster:
         p = self.log_path(i)
         return p.read_text(errors="replace")[-chars:] if p.exists() else ""
 
+    def set_raft_faults(self, i: int, spec: dict[str, object]) -> None:
+        """Node ``i``'s Raft link faults (cluster/link_control.py; {} = none), applied within 0.2 s."""
+        import json
+
+        path = self.layout[i].data_dir / "raft-faults.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec), encoding="utf-8")
+
     def alive(self, i: int) -> bool:
         p = self.procs[i]
         return p is not None and p.poll() is None

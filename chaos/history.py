@@ -40,7 +40,7 @@ EVENT_TYPES = frozenset({
     "fetch_committed", "leave", "crash",
 })
 FAULT_TYPES = frozenset({"kill", "restart", "pause", "resume", "partition", "heal", "transfer",
-                         "kill_all", "restart_all"})
+                         "kill_all", "restart_all", "raft_partition", "raft_heal"})
 
 
 def run_clock() -> float:

@@ -187,6 +187,36 @@ class Nemesis:
         self.heal_partition(i, {"mode": mode, "delay_ms": delay_ms, "scope": "clients"})
         self.ops_done.append("partition")
 
+    def cut_raft(self, cuts: dict[int, list[int]], seconds: float, node: int | None = None, **detail: Any) -> None:
+        """Drop the Raft messages between these nodes (``{node: [nodes it cannot reach]}``, both
+        ways given), clients untouched, for ``seconds``; then heal."""
+        t = run_clock()
+        for i in range(self.cluster.n):
+            self.cluster.set_raft_faults(i, {"cut": cuts.get(i, [])})
+        self._sleep(seconds)
+        for i in range(self.cluster.n):
+            self.cluster.set_raft_faults(i, {})
+        now = run_clock()
+        self.faults.write("raft_partition", node, {"cuts": {str(k): v for k, v in cuts.items()}, **detail},
+                          t=t, end=now)
+        self.faults.write("raft_heal", node, {}, t=now)
+
+    def isolate_coordinator(self, group: str | None = None, seconds: float | None = None) -> None:
+        """Cut a group's coordinator off from the other nodes while its clients still reach it."""
+        group = group or self.rng.choice(self.groups)
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        k = self.coordinator_of(group)
+        others = [j for j in range(self.cluster.n) if j != k]
+        self.cut_raft({k: others, **{j: [k] for j in others}}, seconds, node=k, kind="isolate", group=group)
+        self.ops_done.append("isolate_coordinator")
+
+    def bridge(self, seconds: float | None = None) -> None:
+        """Two nodes cannot see each other; the third sees both."""
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        a, b = self.rng.sample(range(self.cluster.n), 2)
+        self.cut_raft({a: [b], b: [a]}, seconds, kind="bridge", nodes=[a, b])
+        self.ops_done.append("bridge")
+
     def heal_partition(self, i: int, detail: dict[str, Any]) -> None:
         if i not in self.partitioned:
             return
@@ -235,6 +265,8 @@ class Nemesis:
             (2, self.pause_node),
             (2, self.transfer),
             (2, self.partition_node),
+            (2, self.isolate_coordinator),
+            (1, self.bridge),
             (1, self.kill_all),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
@@ -278,6 +310,16 @@ def _broker_failure(n: Nemesis) -> None:
         n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
 
 
+def _partition_coordinator(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.isolate_coordinator()
+
+
+def _partition_bridge(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.bridge()
+
+
 def _random(n: Nemesis) -> None:
     while n._gap(1, 4):
         n._random_op()()
@@ -290,6 +332,8 @@ def _bounded(n: Nemesis) -> None:
         lambda: n.pause_node(seconds=n.rng.uniform(2, 4)),
         lambda: n.transfer(rounds=2),
         lambda: n.partition_node(mode="drop", seconds=4),
+        lambda: n.isolate_coordinator(seconds=4),
+        lambda: n.bridge(seconds=3),
         lambda: n.client("crash_consumer"),
         lambda: n.kill_all(down=1.5),
         lambda: n.partition_node(mode="close", seconds=3),
@@ -311,6 +355,8 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "consumer-bounce-hard": _consumer_bounce_hard,
     "static-consumer-bounce": _static_consumer_bounce,
     "broker-failure": _broker_failure,
+    "partition-coordinator": _partition_coordinator,
+    "partition-bridge": _partition_bridge,
     "random": _random,
     "bounded": _bounded,
 }

@@ -365,7 +365,8 @@ def node_settings() -> dict[str, object]:
     default; run.json records the settings used."""
     from cluster.config import ConfigError, NodeConfig
 
-    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500}
+    # raft_fault_injection: the nemesis cuts Raft links through each node's fault file
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500, "raft_fault_injection": "true"}
     defaults = NodeConfig()
     try:
         NodeConfig(raft_election_timeout_ms=defaults.raft_election_timeout_ms,
