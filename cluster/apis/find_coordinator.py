@@ -22,9 +22,17 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
     if key_type == GROUP:
-        leader = node.offsets_partition_leader(partition_for(key, node.offsets_partitions))
+        partition = partition_for(key, node.offsets_partitions)
+        leader = node.offsets_partition_leader(partition)
         if leader is None:
-            return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
+            # Still unknown after the wait (see handle): this node may be cut off from the
+            # others. Name another node, whose answer will be current: librdkafka asks only the
+            # brokers it is connected to, so "not available" from here could keep it asking the
+            # one node that cannot know. A wrong guess costs the client one NOT_COORDINATOR.
+            other = node.other_broker(partition) if getattr(node, "cluster", None) is not None else None
+            if other is None:
+                return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
+            return ErrorCode.none, None, other
         return ErrorCode.none, None, leader
     if key_type == TRANSACTION:
         return ErrorCode.coordinator_not_available, "Transactions are not supported by this cluster (kcoord).", None
