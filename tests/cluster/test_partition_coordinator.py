@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,21 @@ def _offset_fetch_error(c: RawConn) -> int:
     return int(c.response(9, 7).error_code)
 
 
+def _commit_loop(committer: Any, stop: threading.Event, acked: list[tuple[float, int]]) -> None:
+    """Commit offset 1, 2, 3, ... of partition 0 every 50 ms; record (time, offset) of each ack."""
+    from confluent_kafka import TopicPartition
+
+    n = 0
+    while not stop.is_set():
+        n += 1
+        try:
+            committer.commit(offsets=[TopicPartition(TOPIC, 0, n)], asynchronous=False)
+            acked.append((time.monotonic(), n))
+        except Exception:  # noqa: BLE001 - not acknowledged
+            pass
+        time.sleep(0.05)
+
+
 def test_an_isolated_coordinator_stops_serving_and_the_majority_takes_the_group_over(tmp_path: Path) -> None:
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -72,18 +88,7 @@ def test_an_isolated_coordinator_stops_serving_and_the_majority_takes_the_group_
         committer = Consumer({"bootstrap.servers": cluster.address(k), "group.id": GROUP,
                               "enable.auto.commit": False})
 
-        def commit_loop() -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                try:
-                    committer.commit(offsets=[TopicPartition(TOPIC, 0, n)], asynchronous=False)
-                    acked.append((time.monotonic(), n))
-                except Exception:  # noqa: BLE001 - not acknowledged
-                    pass
-                time.sleep(0.05)
-
-        worker = threading.Thread(target=commit_loop, daemon=True)
+        worker = threading.Thread(target=_commit_loop, args=(committer, stop, acked), daemon=True)
         worker.start()
         time.sleep(2.0)
         assert acked, "no commit acknowledged before the cut"
@@ -128,12 +133,12 @@ def test_a_bridge_partition_leaves_the_coordinator_serving(tmp_path: Path) -> No
     node's elections change nothing: the bridge heard the leader lately and refuses them
     (without pre-vote and sticky voters, its higher-term vote requests deposed the leader again
     and again)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true"}).start()
     stop = threading.Event()
-    acked: list[float] = []
+    acked: list[tuple[float, int]] = []
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(20)
@@ -141,25 +146,14 @@ def test_a_bridge_partition_leaves_the_coordinator_serving(tmp_path: Path) -> No
         far = (k + 2) % 3  # cut off from the coordinator; (k + 1) % 3 is the bridge
         committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
 
-        def commit_loop() -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                try:
-                    committer.commit(offsets=[TopicPartition(TOPIC, 0, n)], asynchronous=False)
-                    acked.append(time.monotonic())
-                except Exception:  # noqa: BLE001 - not acknowledged
-                    pass
-                time.sleep(0.05)
-
-        worker = threading.Thread(target=commit_loop, daemon=True)
+        worker = threading.Thread(target=_commit_loop, args=(committer, stop, acked), daemon=True)
         worker.start()
         time.sleep(2.0)
         (cluster.layout[k].data_dir / "raft-faults.json").write_text(json.dumps({"cut": [far]}))
         (cluster.layout[far].data_dir / "raft-faults.json").write_text(json.dumps({"cut": [k]}))
         cut_at = time.monotonic()
         time.sleep(6.0)
-        during = [t for t in acked if t > cut_at]
+        during = [t for t, _n in acked if t > cut_at]
         gaps = [b - a for a, b in zip([cut_at, *during], during, strict=False)]
         assert len(during) > 40, f"only {len(during)} commits acknowledged during the bridge"
         assert max(gaps) < 1.0, f"the coordinator stopped serving for {max(gaps):.2f}s"
