@@ -5,6 +5,10 @@ ports, Raft ports are picked below the ephemeral range (32768+) so an outgoing c
 can never grab one of them. Each node advertises the port of its fault proxy
 (``chaos/proxy.py``) as its Kafka address, so every client connection to node i goes
 through proxy i; the node itself listens on its own port.
+
+With a network layout (``cluster/netns.py``) each node runs in its own namespace on its own
+address instead, with the same ports as the others and no proxy: clients reach the nodes
+over the layout's bridge, and network faults are nftables rules (``cluster/netns_faults.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.launcher import LocalNode, free_raft_bases, start_nodes
+from cluster.launcher import LocalNode, free_raft_bases, netns_plan, start_nodes
+from cluster.netns import NetLayout
 
 SECRET = "chaos-cluster-secret"
+NETNS_KAFKA_PORT = 9092
+NETNS_RAFT_PORT = 9192
 RAFT_SLOTS_CHECKED = 64
 
 
@@ -37,13 +44,18 @@ def raft_bases(n: int, rng: random.Random | None = None) -> list[int]:
 
 class ChaosCluster:
     def __init__(self, base_dir: Path, client_ports: list[int], settings: dict[str, object] | None = None,
-                 nodes: int = 3) -> None:
+                 nodes: int = 3, net: NetLayout | None = None) -> None:
         self.base_dir = base_dir
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
-        bases = raft_bases(nodes)
-        self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
-        self.client_ports = client_ports  # what clients see (the proxies)
+        self.net = net
+        if net is not None:
+            self.layout = netns_plan(net, NETNS_KAFKA_PORT, NETNS_RAFT_PORT, base_dir)
+            client_ports = [NETNS_KAFKA_PORT] * nodes
+        else:
+            bases = raft_bases(nodes)
+            self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
+        self.client_ports = client_ports  # what clients see (the proxies, or the nodes' own ports)
         self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
         self.paused: set[int] = set()
         self._ready: list[threading.Event] = [threading.Event() for _ in range(nodes)]
@@ -54,7 +66,10 @@ class ChaosCluster:
         return len(self.layout)
 
     def peers(self) -> str:
-        return ",".join(f"127.0.0.1:{self.client_ports[n.node_id]}:{n.raft_port}" for n in self.layout)
+        return ",".join(f"{n.host}:{self.client_ports[n.node_id]}:{n.raft_port}" for n in self.layout)
+
+    def bootstrap(self) -> str:
+        return ",".join(f"{n.host}:{self.client_ports[n.node_id]}" for n in self.layout)
 
     def log_path(self, i: int) -> Path:
         return self.base_dir / f"node-{i}.log"

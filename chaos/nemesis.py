@@ -23,7 +23,7 @@ from typing import Any
 
 from chaos.cluster import ChaosCluster
 from chaos.history import FAULT_TYPES, run_clock
-from chaos.proxy import ProxySet
+from chaos.net import ChaosNet
 from coordinator.partitioner import partition_for
 
 OFFSETS_PARTITIONS = 16
@@ -50,11 +50,14 @@ class FaultLog:
 
 
 class Nemesis:
-    def __init__(self, seed: int, cluster: ChaosCluster, proxies: ProxySet, faults: FaultLog, bootstrap: str,
-                 groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(self, seed: int, cluster: ChaosCluster, net: ChaosNet, faults: FaultLog, bootstrap: str,
+                 groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None,
+                 data_topic: str | None = None) -> None:
         self.rng = random.Random(seed)
+        self.seed = seed
         self.cluster = cluster
-        self.proxies = proxies
+        self.net = net
+        self.data_topic = data_topic
         self.faults = faults
         self.bootstrap = bootstrap
         self.groups = groups
@@ -74,9 +77,12 @@ class Nemesis:
 
     def coordinator_of(self, group: str) -> int:
         """The leader of the group's ``__consumer_offsets`` partition (random node if unknown)."""
+        return self.leader_of("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
+
+    def leader_of(self, topic: str, p: int) -> int:
+        """The leader of a partition, as Metadata names it (random node if unknown)."""
         from confluent_kafka.admin import AdminClient
 
-        p = partition_for(group, OFFSETS_PARTITIONS)
         if self._admin is None:  # one long-lived client (see chaos.run._admin)
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000,
                                        "log_level": 2})
@@ -84,8 +90,8 @@ class Nemesis:
         end = time.monotonic() + 8
         while time.monotonic() < end:
             try:
-                md = admin.list_topics("__consumer_offsets", timeout=5)
-                leader = md.topics["__consumer_offsets"].partitions[p].leader
+                md = admin.list_topics(topic, timeout=5)
+                leader = md.topics[topic].partitions[p].leader
                 if leader >= 0:
                     return int(leader)
             except Exception:  # noqa: BLE001 - metadata unavailable during faults: retry
@@ -175,53 +181,122 @@ class Nemesis:
         self.ops_done.append("kill_all")
 
     def partition_node(self, i: int | None = None, mode: str | None = None, seconds: float | None = None) -> None:
-        """Cut a node off from the clients through its proxy (Raft traffic is untouched)."""
+        """Cut a node off from the clients (the links between nodes are untouched)."""
         i = self.rng.randrange(self.cluster.n) if i is None else i
-        mode = self.rng.choice(["drop", "close", "delay"]) if mode is None else mode
+        mode = self.rng.choice(self.net.client_modes) if mode is None else mode
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         delay_ms = self.rng.choice([200, 500, 1500]) if mode == "delay" else 0
         t = run_clock()
-        self.proxies.set_mode(i, mode, delay_ms)
+        self.net.set_clients(i, mode, delay_ms)
         self.partitioned[i] = (t, mode)
         self._sleep(seconds)
-        self.heal_partition(i, {"mode": mode, "delay_ms": delay_ms, "scope": "clients"})
+        self.heal_partition(i, {"mode": mode, "delay_ms": delay_ms, "scope": "clients", "net": self.net.mode})
         self.ops_done.append("partition")
 
-    def cut_raft(self, cuts: dict[int, list[int]], seconds: float, node: int | None = None, **detail: Any) -> None:
-        """Drop the Raft messages between these nodes (``{node: [nodes it cannot reach]}``, both
-        ways given), clients untouched, for ``seconds``; then heal."""
+    def _window(self, kind: str, node: int | None, seconds: float, detail: dict[str, Any]) -> None:
+        """Hold the fault that was just set for ``seconds``, heal every link, log the window."""
         t = run_clock()
-        for i in range(self.cluster.n):
-            self.cluster.set_raft_faults(i, {"cut": cuts.get(i, [])})
-        self._sleep(seconds)
-        for i in range(self.cluster.n):
-            self.cluster.set_raft_faults(i, {})
-        now = run_clock()
-        self.faults.write("raft_partition", node, {"cuts": {str(k): v for k, v in cuts.items()}, **detail},
-                          t=t, end=now)
-        self.faults.write("raft_heal", node, {}, t=now)
+        try:
+            self._sleep(seconds)
+        finally:
+            self.net.heal()
+            now = run_clock()
+            self.faults.write("raft_partition", node, {"kind": kind, "net": self.net.mode, **detail}, t=t, end=now)
+            self.faults.write("raft_heal", node, {"kind": kind}, t=now)
+        self.ops_done.append(kind)
+
+    def cut_raft(self, cuts: dict[int, list[int]], seconds: float, node: int | None = None, kind: str = "cut",
+                 **detail: Any) -> None:
+        """Cut these links between nodes (``{node: [nodes it cannot reach]}``, both ends
+        given), clients untouched, for ``seconds``; then heal."""
+        self.net.cut(cuts)
+        self._window(kind, node, seconds, {"cuts": {str(k): v for k, v in cuts.items()}, **detail})
+
+    def isolate(self, k: int, seconds: float, kind: str, **detail: Any) -> None:
+        others = [j for j in range(self.cluster.n) if j != k]
+        self.cut_raft({k: others, **{j: [k] for j in others}}, seconds, node=k, kind=kind, **detail)
 
     def isolate_coordinator(self, group: str | None = None, seconds: float | None = None) -> None:
         """Cut a group's coordinator off from the other nodes while its clients still reach it."""
         group = group or self.rng.choice(self.groups)
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
-        k = self.coordinator_of(group)
-        others = [j for j in range(self.cluster.n) if j != k]
-        self.cut_raft({k: others, **{j: [k] for j in others}}, seconds, node=k, kind="isolate", group=group)
-        self.ops_done.append("isolate_coordinator")
+        self.isolate(self.coordinator_of(group), seconds, "isolate_coordinator", group=group)
+
+    def isolate_data_leader(self, seconds: float | None = None) -> None:
+        """Cut off the leader of a partition of the workload's topic, under produce load."""
+        topic = self.data_topic or "__consumer_offsets"
+        p = self.rng.randrange(OFFSETS_PARTITIONS if topic == "__consumer_offsets" else 6)
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        self.isolate(self.leader_of(topic, p), seconds, "isolate_data_leader", topic=topic, partition=p)
+
+    def majority_split(self, seconds: float | None = None) -> None:
+        """A minority (one node of three, whatever it leads) apart from the majority; clients
+        keep reaching both sides, so some of them keep talking to the minority."""
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        minority = self.rng.sample(range(self.cluster.n), (self.cluster.n - 1) // 2)
+        majority = [j for j in range(self.cluster.n) if j not in minority]
+        self.cut_raft({**{i: majority for i in minority}, **{j: minority for j in majority}}, seconds,
+                      node=minority[0] if len(minority) == 1 else None, kind="majority_split",
+                      minority=minority)
 
     def bridge(self, seconds: float | None = None) -> None:
         """Two nodes cannot see each other; the third sees both."""
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         a, b = self.rng.sample(range(self.cluster.n), 2)
         self.cut_raft({a: [b], b: [a]}, seconds, kind="bridge", nodes=[a, b])
-        self.ops_done.append("bridge")
+
+    def flapping(self, seconds: float | None = None) -> None:
+        """A node's links to the others go down and up every few hundred ms."""
+        seconds = self.rng.uniform(4, 8) if seconds is None else seconds
+        k = self.rng.randrange(self.cluster.n)
+        others = [j for j in range(self.cluster.n) if j != k]
+        down_ms, up_ms = self.rng.choice([(200, 300), (300, 700), (800, 1200)])
+        t = run_clock()
+        end = time.monotonic() + seconds
+        flips = 0
+        try:
+            while time.monotonic() < end:
+                self.net.cut({k: others, **{j: [k] for j in others}})
+                self._sleep(min(down_ms / 1000, end - time.monotonic()))
+                self.net.cut({})
+                flips += 1
+                self._sleep(min(up_ms / 1000, end - time.monotonic()))
+        finally:
+            self.net.heal()
+            now = run_clock()
+            self.faults.write("raft_partition", k, {"kind": "flapping", "net": self.net.mode, "down_ms": down_ms,
+                                                    "up_ms": up_ms, "flips": flips}, t=t, end=now)
+            self.faults.write("raft_heal", k, {"kind": "flapping"}, t=now)
+        self.ops_done.append("flapping")
+
+    def packet_loss(self, seconds: float | None = None) -> None:
+        """Every node loses a share (10-40 %) of what the others send it."""
+        seconds = self.rng.uniform(4, 8) if seconds is None else seconds
+        pct = self.rng.choice([10, 20, 40])
+        self.net.set_loss({i: pct for i in range(self.cluster.n)})
+        self._window("packet_loss", None, seconds, {"percent": pct})
+
+    def one_way_loss(self, seconds: float | None = None) -> None:
+        """What one node sends another is lost, while the other direction still arrives (in the
+        Raft transport: over TCP an IP-level one-way drop stalls both directions)."""
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        a, b = self.rng.sample(range(self.cluster.n), 2)
+        self.net.set_transport({a: {"mute": [b]}})
+        self._window("one_way_loss", a, seconds, {"from": a, "to": b})
+
+    def link_chaos(self, seconds: float | None = None) -> None:
+        """Raft messages delayed (so reordered) and duplicated on every node's links."""
+        seconds = self.rng.uniform(4, 8) if seconds is None else seconds
+        delay_s = self.rng.choice([0.05, 0.2, 0.5])
+        spec = {"delay_s": delay_s, "hold": 0.3, "duplicate": 0.2}
+        self.net.set_transport({i: {**spec, "seed": self.seed * 31 + i} for i in range(self.cluster.n)})
+        self._window("delay_duplicate_reorder", None, seconds, spec)
 
     def heal_partition(self, i: int, detail: dict[str, Any]) -> None:
         if i not in self.partitioned:
             return
         t, _mode = self.partitioned.pop(i)
-        self.proxies.set_mode(i, "ok")
+        self.net.set_clients(i, "ok")
         now = run_clock()
         self.faults.write("partition", i, detail, t=t, end=now)
         self.faults.write("heal", i, detail, t=now)
@@ -230,6 +305,7 @@ class Nemesis:
         """End every fault: heal proxies, resume paused nodes, start dead nodes."""
         for i in list(self.partitioned):
             self.heal_partition(i, {"mode": self.partitioned[i][1], "final_heal": True})
+        self.net.heal()
         for i in list(self.cluster.paused):
             self.cluster.resume(i)
             self.faults.write("resume", i, {"final_heal": True})
@@ -266,7 +342,13 @@ class Nemesis:
             (2, self.transfer),
             (2, self.partition_node),
             (2, self.isolate_coordinator),
+            (1, self.isolate_data_leader),
+            (1, self.majority_split),
             (1, self.bridge),
+            (1, self.flapping),
+            (0.5, self.packet_loss),
+            (0.5, self.one_way_loss),
+            (0.5, self.link_chaos),
             (1, self.kill_all),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
@@ -320,6 +402,16 @@ def _partition_bridge(n: Nemesis) -> None:
         n.bridge()
 
 
+def _partition_majority(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.majority_split()
+
+
+def _partition_flapping(n: Nemesis) -> None:
+    while n._gap(3, 6):
+        n.flapping()
+
+
 def _random(n: Nemesis) -> None:
     while n._gap(1, 4):
         n._random_op()()
@@ -333,7 +425,11 @@ def _bounded(n: Nemesis) -> None:
         lambda: n.transfer(rounds=2),
         lambda: n.partition_node(mode="drop", seconds=4),
         lambda: n.isolate_coordinator(seconds=4),
+        lambda: n.majority_split(seconds=3),
         lambda: n.bridge(seconds=3),
+        lambda: n.flapping(seconds=3),
+        lambda: n.one_way_loss(seconds=3),
+        lambda: n.link_chaos(seconds=3),
         lambda: n.client("crash_consumer"),
         lambda: n.kill_all(down=1.5),
         lambda: n.partition_node(mode="close", seconds=3),
@@ -357,6 +453,8 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "broker-failure": _broker_failure,
     "partition-coordinator": _partition_coordinator,
     "partition-bridge": _partition_bridge,
+    "partition-majority": _partition_majority,
+    "partition-flapping": _partition_flapping,
     "random": _random,
     "bounded": _bounded,
 }

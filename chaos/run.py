@@ -39,9 +39,11 @@ from typing import Any
 from chaos.cluster import ChaosCluster, free_port
 from chaos.history import HistoryWriter, run_clock
 from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
+from chaos.net import ChaosNet, netns_unavailable
 from chaos.observe import PARTITIONS, TOPIC
 from chaos.proxy import ProxySet
 from chaos.workload import member_name
+from cluster import netns
 
 GROUPS = ["chaos-group-a", "chaos-group-b"]
 MAX_BOUNDED = 150.0
@@ -403,7 +405,7 @@ def count_events(run_dir: Path) -> dict[str, int]:
 
 
 def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
-        drain_timeout: float = 120.0) -> Path:
+        drain_timeout: float = 120.0, net_mode: str = "auto") -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if scenario == "bounded":
@@ -425,16 +427,28 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         with open(pidfile, "a", encoding="utf-8") as f:
             f.write(f"{pid}\n")
 
-    reaper = subprocess.Popen([sys.executable, "-m", "chaos.reaper", str(os.getpid()), str(pidfile)], cwd=REPO)
-    proxy_ports = [free_port() for _ in range(3)]
-    proxies = ProxySet(proxy_ports)
+    why_not = netns_unavailable() if net_mode != "proxy" else "--net proxy"
+    if net_mode == "netns" and why_not:
+        raise SystemExit(f"--net netns: {why_not}")
+    layout = netns.up(3) if why_not is None else None  # owned by this process: reaped if it dies
+    info["net"] = {"mode": "netns" if layout else "proxy", **({"layout": layout.to_json()} if layout else
+                                                             {"why_not_netns": why_not})}
+    reaper = subprocess.Popen([sys.executable, "-m", "chaos.reaper", str(os.getpid()), str(pidfile),
+                               *([layout.prefix] if layout else [])], cwd=REPO)
     settings = node_settings()
     info["node_settings"] = settings
-    cluster = ChaosCluster(run_dir / "cluster", proxy_ports, settings=settings)
+    proxies: ProxySet | None = None
+    if layout is None:
+        proxy_ports = [free_port() for _ in range(3)]
+        proxies = ProxySet(proxy_ports)
+        cluster = ChaosCluster(run_dir / "cluster", proxy_ports, settings=settings)
+        proxies.start([n.kafka_port for n in cluster.layout])
+    else:
+        cluster = ChaosCluster(run_dir / "cluster", [], settings=settings, net=layout)
     cluster.on_spawn = remember
-    proxies.start([n.kafka_port for n in cluster.layout])
-    bootstrap = ",".join(f"127.0.0.1:{p}" for p in proxy_ports)
-    info["ports"] = {"bootstrap": bootstrap, "proxy": proxy_ports,
+    net = ChaosNet(cluster, proxies)
+    bootstrap = cluster.bootstrap()
+    info["ports"] = {"bootstrap": bootstrap, "proxy": proxies.listen_ports if proxies else None,
                      "kafka": [n.kafka_port for n in cluster.layout], "raft": [n.raft_port for n in cluster.layout]}
     (run_dir / "run.json").write_text(json.dumps(info, indent=2))
     faults = FaultLog(run_dir / "faults.jsonl")
@@ -449,7 +463,8 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         create_topic(bootstrap)
         if not wait_healthy(bootstrap, 60):
             raise RuntimeError("cluster not healthy after start")
-        log(f"cluster up: bootstrap {bootstrap}, run dir {run_dir}")
+        log(f"cluster up ({net.mode}{'' if why_not is None else ': ' + why_not}): bootstrap {bootstrap}, "
+            f"run dir {run_dir}")
         plan_clients(clients, scenario)
         for c in clients.clients:
             clients.start(c)
@@ -458,10 +473,10 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         _wait_consuming(run_dir, 45)
         info["nemesis_start"] = round(run_clock(), 3)
         log(f"workload running; nemesis '{scenario}' for {duration:.0f}s (seed {seed})")
-        nemesis = Nemesis(seed, cluster, proxies, faults, bootstrap, GROUPS,
+        nemesis = Nemesis(seed, cluster, net, faults, bootstrap, GROUPS,
                           client_ops={"crash_consumer": clients.crash_consumer,
                                       "bounce_group": clients.bounce_group,
-                                      "bounce_static": clients.bounce_static})
+                                      "bounce_static": clients.bounce_static}, data_topic=TOPIC)
         nemesis.run(scenario, duration)
         info["nemesis_end"] = round(run_clock(), 3)
         info["ops"] = nemesis.ops_done
@@ -511,7 +526,10 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         for i in list(cluster.paused):
             cluster.resume(i)
         cluster.stop_all()
-        proxies.stop()
+        if proxies is not None:
+            proxies.stop()
+        if layout is not None:
+            netns.teardown(layout.prefix)
         faults.close()
         _finish(run_dir, cluster, info)
         info["elapsed"] = round(time.monotonic() - started, 1)
@@ -576,10 +594,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", default=None, help="run directory (default: a new temp dir)")
     ap.add_argument("--rate", type=float, default=50.0, help="produce rate, messages/s")
     ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--net", choices=["auto", "netns", "proxy"], default="auto",
+                    help="network faults: nodes in namespaces with nftables (needs root), or the TCP proxies and "
+                         "Raft-transport drops; auto = netns where possible (run.json records which)")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout)
+    run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net)
     print(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     return 0 if info.get("status") == "ok" else 1

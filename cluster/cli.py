@@ -59,7 +59,8 @@ def _run(config: NodeConfig) -> int:
 
 
 # Subcommands that live in their own modules: each has ``add_parser(subparsers)`` and ``run(args) -> int``.
-TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.bench.cli")
+TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.tools.net",
+                "cluster.bench.cli")
 
 
 def _tools() -> dict[str, Any]:
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--raft-port", type=int, default=19000)
     p_up.add_argument("--data-dir", default="./data")
     p_up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p_up.add_argument("--netns", action="store_true",
+                      help="each node in a network namespace of its own, on its own address, as on separate hosts "
+                           "(root; ports --base-port and 9192 on every node)")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     if args.cmd in tools:
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.nodes > 1:
                 from cluster.launcher import up
 
-                return up(args.nodes, args.port, args.raft_port, args.data_dir, settings)
+                return up(args.nodes, args.port, args.raft_port, args.data_dir, settings, use_netns=args.netns)
             config = load_config(None, overrides={"node_id": 0, "host": "127.0.0.1", "port": args.port,
                                                   "data_dir": os.path.join(args.data_dir, "node-0"), **settings})
     except ConfigError as e:

@@ -218,13 +218,13 @@ class CoordinatorDriver:
 
     async def call(self, partition: int, request: c.Request) -> c.Response:
         assert self._loop is not None, "driver not started"
-        lease = getattr(self._logs(partition), "lease_valid", None)
-        if lease is not None and self.runtime.epoch_of(partition) is not None and not lease():
+        lease = self._logs(partition).lease_valid
+        if self.runtime.epoch_of(partition) is not None and not lease():
             # Leading by our own account but without a lease: a partition may have cut this node
             # off while the others elected a new coordinator. Answering from our state could hand
             # out stale offsets or keep members that the new coordinator is replacing.
             return c.error_response(request, ErrorCode.NOT_COORDINATOR)
-        if lease is not None and isinstance(request, _READS):
+        if isinstance(request, _READS):
             response = await self._call(partition, request)
             # A read may have waited (an OffsetFetch behind a pending commit, a SyncGroup for its
             # leader): what it says must still be current when it leaves.

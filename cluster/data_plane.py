@@ -89,6 +89,12 @@ class DataPartition:
         return self.rlog.is_leader()
 
     @property
+    def serves_reads(self) -> bool:
+        """Leads under a valid lease: a leader cut off from its followers stops answering
+        Fetch and ListOffsets (NOT_LEADER_OR_FOLLOWER) before another node can be elected."""
+        return self.rlog.is_leader() and self.rlog.lease_valid()
+
+    @property
     def leader_epoch(self) -> int:
         return self.rlog.leader_epoch()
 

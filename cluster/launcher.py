@@ -1,8 +1,11 @@
-"""``kcoord up``: a local cluster of node processes on 127.0.0.1, with progress and clear errors.
+"""``kcoord up``: a local cluster of node processes, with progress and clear errors.
 
-Node i listens for Kafka clients on ``base_port + i`` and for Raft on ``raft_base + 1000 * i``
-(one port per node; its groups' logical addresses count up from it). The cluster secret is generated once into
-``<data_dir>/cluster.secret`` and handed to the nodes through the environment.
+By default every node is on 127.0.0.1: node i listens for Kafka clients on ``base_port + i``
+and for Raft on ``raft_base + 1000 * i`` (one port per node; its groups' logical addresses
+count up from it). With ``--netns`` each node runs in a network namespace of its own, on its
+own address and the same two ports as the others (``cluster/netns.py``), as on separate hosts.
+The cluster secret is generated once into ``<data_dir>/cluster.secret`` and handed to the
+nodes through the environment.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cluster import netns
+from cluster.netns import NetLayout
+
 RAFT_PORTS_PER_NODE = 1000
 
 
@@ -29,6 +35,8 @@ class LocalNode:
     kafka_port: int
     raft_port: int
     data_dir: Path
+    host: str = "127.0.0.1"
+    run_in: tuple[str, ...] = ()  # a command prefix, e.g. to enter the node's network namespace
 
 
 def plan(nodes: int, base_port: int, raft_base: int, data_dir: Path) -> list[LocalNode]:
@@ -37,7 +45,7 @@ def plan(nodes: int, base_port: int, raft_base: int, data_dir: Path) -> list[Loc
 
 
 def peers_spec(layout: list[LocalNode]) -> str:
-    return ",".join(f"127.0.0.1:{n.kafka_port}:{n.raft_port}" for n in layout)
+    return ",".join(f"{n.host}:{n.kafka_port}:{n.raft_port}" for n in layout)
 
 
 def cluster_secret(data_dir: Path) -> str:
@@ -83,7 +91,7 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
                PYTHONUNBUFFERED="1")
     procs = []
     for n in layout:
-        cmd = [sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", "127.0.0.1",
+        cmd = [*n.run_in, sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", n.host,
                "--port", str(n.kafka_port), "--data-dir", str(n.data_dir)]
         for k, v in {**(settings or {}), **(per_node or {}).get(n.node_id, {})}.items():
             cmd += ["--set", f"{k}={v}"]
@@ -95,16 +103,38 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
     return procs
 
 
+def netns_plan(net: NetLayout, kafka_port: int, raft_port: int, data_dir: Path) -> list[LocalNode]:
+    return [LocalNode(i, kafka_port, raft_port, data_dir / f"node-{i}", net.addr(i), tuple(net.run_in(i)))
+            for i in range(net.nodes)]
+
+
 def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: str = "./data",
-       settings: dict[str, str] | None = None) -> int:
+       settings: dict[str, str] | None = None, use_netns: bool = False) -> int:
     console = Console(stderr=True)
     root = Path(data_dir).resolve()
+    if use_netns:
+        why = netns.unavailable()
+        if why:
+            console.print(f"[red]kcoord up --netns: {why}[/red]")
+            return 1
+        net = netns.up(nodes)
+        console.print(f"[green]✓[/green] network {net.subnet}.0/24: namespaces {net.ns(0)}..{net.ns(nodes - 1)}, "
+                      f"this host is {net.host_addr} on {net.host_link}")
+        try:
+            return _serve(console, root, netns_plan(net, base_port, 9192, root), settings)
+        finally:
+            netns.teardown(net.prefix)
     layout = plan(nodes, base_port, raft_base, root)
     busy = [p for n in layout for p in (n.kafka_port, n.raft_port) if port_in_use(p)]
     if busy:
         console.print(f"[red]kcoord up: port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1[/red] — "
                       "stop whatever holds them or choose --base-port / --raft-port")
         return 1
+    return _serve(console, root, layout, settings)
+
+
+def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict[str, str] | None) -> int:
+    nodes = len(layout)
     secret = cluster_secret(root)
     procs = start_nodes(layout, secret, settings)
     ready = [False] * nodes
@@ -125,7 +155,7 @@ def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: 
                 line = p.stdout.readline()
                 if line and "listening on" in line:
                     ready[i] = True
-                    console.print(f"[green]✓[/green] node {i}: kafka 127.0.0.1:{layout[i].kafka_port}, "
+                    console.print(f"[green]✓[/green] node {i}: kafka {layout[i].host}:{layout[i].kafka_port}, "
                                   f"raft port {layout[i].raft_port}, data {layout[i].data_dir}")
             status.update(f"starting nodes... {sum(ready)}/{nodes} up")
             time.sleep(0.1)
@@ -133,7 +163,7 @@ def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: 
         console.print("[red]kcoord up: nodes did not start in time[/red]")
         _stop(procs)
         return 1
-    bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in layout)
+    bootstrap = ",".join(f"{n.host}:{n.kafka_port}" for n in layout)
     console.print(f"[bold]kcoord cluster is up[/bold]: bootstrap.servers={bootstrap}  (Ctrl-C stops it)")
     print(bootstrap, flush=True)
     stop = {"now": False}

@@ -2,8 +2,9 @@
 
 With ``raft_fault_injection`` on, the node reads ``<data_dir>/raft-faults.json`` every 200 ms
 and applies it to its Raft hub: ``{"cut": [node ids]}`` drops every Raft message to and from
-those nodes (both ways, connections kept: a network partition as Raft sees it), and
-``{"delay_s", "hold", "duplicate", "seed"}`` delay, reorder and duplicate what it sends
+those nodes (both ways, connections kept: a network partition as Raft sees it), ``{"mute":
+[node ids]}`` drops only what it sends them (one-way loss), and ``{"delay_s", "hold",
+"duplicate", "loss", "seed"}`` delay, reorder, duplicate and lose what it sends
 (``replication/link_faults.py``). A missing file or ``{}`` means no faults. Client traffic is
 untouched: a cut node still serves whoever reaches its Kafka port, which is the case a
 partition test is about. Off by default; the file is ignored then.
@@ -30,9 +31,12 @@ POLL_S = 0.2
 def apply(hub: RaftHub, spec: dict[str, Any], hub_of: Callable[[int], str | None]) -> None:
     cut = {hub_of(int(n)) for n in spec.get("cut", [])}
     hub.cut = frozenset(a for a in cut if a is not None)
-    if any(spec.get(k) for k in ("delay_s", "hold", "duplicate")):
+    mute = {hub_of(int(n)) for n in spec.get("mute", [])}
+    hub.mute = frozenset(a for a in mute if a is not None)
+    if any(spec.get(k) for k in ("delay_s", "hold", "duplicate", "loss")):
         hub.faults = LinkFaults(int(spec.get("seed", 0)), delay_s=float(spec.get("delay_s", 0.0)),
-                                hold=float(spec.get("hold", 0.0)), duplicate=float(spec.get("duplicate", 0.0)))
+                                hold=float(spec.get("hold", 0.0)), duplicate=float(spec.get("duplicate", 0.0)),
+                                loss=float(spec.get("loss", 0.0)))
     else:
         hub.faults = None
 

@@ -209,6 +209,13 @@ class RaftCluster:
         peer: Peer | None = self._addr_to_peer.get(addr)
         return peer
 
+    def cut_off(self) -> bool:
+        """This node has not heard from a majority of the cluster (itself included) within the
+        longest election timeout: whatever it knows about leaders elsewhere may be stale, and
+        waiting for an election here will not help (it cannot win one, nor hear who did)."""
+        heard = self.host.hub.peers_heard_within(self.host.timings.raft_max_timeout)
+        return heard + 1 <= len(self.peers) // 2
+
     def broker(self, peer: Peer) -> BrokerInfo:
         host = self.node.config.advertised if peer.node_id == self.me.node_id else peer.host
         return BrokerInfo(peer.node_id, host, peer.kafka_port)

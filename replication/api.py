@@ -59,6 +59,11 @@ class ReplicatedLog(Protocol):
 
     def is_leader(self) -> bool: ...
 
+    def lease_valid(self) -> bool:
+        """Leads, and no other node can have been elected meanwhile: reads of this node's
+        state are current (always so for a log without peers)."""
+        ...
+
     def leader_epoch(self) -> int:
         """Epoch of the current leadership as this node sees it (-1 if none)."""
         ...

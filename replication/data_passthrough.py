@@ -35,6 +35,9 @@ class DataPassThroughLog:
     def is_leader(self) -> bool:
         return True
 
+    def lease_valid(self) -> bool:
+        return self.is_leader()  # no peers: nobody else can lead
+
     def leader_epoch(self) -> int:
         return self._epoch
 

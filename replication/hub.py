@@ -144,10 +144,18 @@ class RaftHub:
         # dropped both ways, as a network partition would, while the connections stay up.
         # Replaced whole from any thread (a frozenset), read by the ticker.
         self.cut: frozenset[str] = frozenset()
+        self.mute: frozenset[str] = frozenset()  # one way: what we send these peers is lost
         self.faults: LinkFaults | None = None  # delay, duplication, reordering (link_faults.py)
+        # peer -> when a frame from it last got through (read from any thread: a dict assignment)
+        self.heard: dict[str, float] = {}
 
     def fileno(self) -> int:
         return self.epoll.fileno()
+
+    def peers_heard_within(self, seconds: float) -> int:
+        """How many peers got a frame through to us in the last ``seconds`` (any thread)."""
+        since = time.monotonic() - seconds
+        return sum(1 for t in list(self.heard.values()) if t >= since)
 
     # ---------------------------------------------------------------- groups
 
@@ -210,7 +218,7 @@ class RaftHub:
         boxes, self._outbox = self._outbox, {}
         for peer, batch in boxes.items():
             conn = self._open.get(peer)
-            if conn is not None and peer not in self.cut:
+            if conn is not None and peer not in self.cut and peer not in self.mute:
                 for payload in _frames(batch):
                     self._write_frame(conn, payload)
 
@@ -251,7 +259,8 @@ class RaftHub:
             elif now - conn.last_recv > SILENT_PEER_TIMEOUT:
                 # a peer that accepts the connection but never answers (hung, or a half-open link)
                 self._close(conn, f"silent for {now - conn.last_recv:.1f}s")
-            elif now - conn.last_sent > KEEPALIVE_EVERY and not conn.wbuf and conn.peer not in self.cut:
+            elif (now - conn.last_sent > KEEPALIVE_EVERY and not conn.wbuf and conn.peer not in self.cut
+                  and conn.peer not in self.mute):
                 self._write_frame(conn, _EMPTY_BATCH)
         for peer, when in list(self._next_dial.items()):
             if peer in self._open or peer in self._dialing or self.listen <= peer or now < when:
@@ -399,6 +408,7 @@ class RaftHub:
             conn.recv_seq += 1
             if conn.peer in self.cut:
                 return True  # an injected partition: lost on the way
+            self.heard[conn.peer] = time.monotonic()
             try:
                 batch = list(pickle.loads(payload))  # authenticated above
             except Exception as e:  # noqa: BLE001 - a peer of another version, or a bug: drop the link

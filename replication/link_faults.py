@@ -1,9 +1,10 @@
-"""Faults injected on the Raft messages a hub sends: delay, duplication and reordering.
+"""Faults injected on the Raft messages a hub sends: delay, duplication, reordering and loss.
 
 The kernel here has no netem, and a TCP connection delivers in order anyway, so these are
 injected where Raft sees them: in the hub, per message, before framing. A message may be held
 back for up to ``delay_s`` (messages held back leave in the order their delays end, so holding
-reorders them) and may be sent twice. Seeded, so a failing run can be replayed from its seed.
+reorders them), may be sent twice, and may be lost (message loss: TCP would turn packet
+loss into delay). Seeded, so a failing run can be replayed from its seed.
 Used by tests and the chaos tool; a hub without faults never touches this module's state.
 """
 
@@ -20,6 +21,7 @@ class LinkFaults:
     delay_s: float = 0.0  # a held-back message waits up to this long
     hold: float = 0.0  # probability that a message is held back (delayed, so reordered)
     duplicate: float = 0.0  # probability that a message is sent twice
+    loss: float = 0.0  # probability that a message is lost
     _rng: random.Random = field(init=False, repr=False)
     _held: dict[str, list[tuple[float, int, tuple[str, Any]]]] = field(init=False, repr=False)
     _n: int = field(init=False, default=0, repr=False)
@@ -35,6 +37,8 @@ class LinkFaults:
         out = [m for due, _n, m in sorted(held) if due <= now]
         held[:] = [h for h in held if h[0] > now]
         for message in batch:
+            if self.loss and self._rng.random() < self.loss:
+                continue
             if self._rng.random() < self.hold:
                 self._n += 1
                 held.append((now + self._rng.uniform(0, self.delay_s), self._n, message))

@@ -153,6 +153,9 @@ class LocalLog:
     def is_leader(self) -> bool:
         return True
 
+    def lease_valid(self) -> bool:
+        return self.is_leader()  # no peers: nobody else can lead
+
     def leader_epoch(self) -> int:
         return self._epoch
 

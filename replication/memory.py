@@ -38,6 +38,9 @@ class InMemoryLog:
     def is_leader(self) -> bool:
         return self._leader
 
+    def lease_valid(self) -> bool:
+        return self.is_leader()  # no peers: nobody else can lead
+
     def leader_epoch(self) -> int:
         return self._epoch if self._leader else -1
 

@@ -47,7 +47,7 @@ INVARIANTS = {
     "I2": "the resume point after assignment is a committed offset (or the start)",
     "I3": "ambiguous commits accepted both ways; failed commits never take effect",
     "I4": "commit <= position, commits and records only for assigned partitions",
-    "I5": "at most one owner per partition per (group, generation); stale commits rejected",
+    "I5": "at most one owner per partition at any moment (and per generation); stale commits rejected",
     "I6": "no rebalance caused by a coordinator failover",
     "I7": "a bounced static member causes no revocation on the others",
     "I8": "delivery: no lost ack'd produce, no duplicates, no inconsistent offsets, no aborted reads",
@@ -62,6 +62,7 @@ EVENT_SCHEMA = StructType([
     StructField("group", StringType()), StructField("member", StringType()),
     StructField("instance", StringType()),  # optional: group.instance.id of a static member
     StructField("generation", LongType()),
+    StructField("lost", BooleanType()),  # on revoke: the client found its partitions already taken away
     # mixed-type JSON arrays ([topic, partition, ...]) read as strings; cast below
     StructField("partitions", ArrayType(ArrayType(StringType()))),
     StructField("records", ArrayType(ArrayType(StringType()))),
@@ -78,7 +79,8 @@ OFFSETS_SCHEMA = StructType([
     StructField("tombstone", BooleanType()),
 ])
 # start type -> the type that ends its window (same node unless the start has no node)
-WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all"}
+WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all",
+               "raft_partition": "raft_heal"}
 KEY = ["group", "topic", "partition"]
 
 
@@ -102,6 +104,7 @@ class Report:
     timings: dict[str, float]
     faults: list[dict[str, Any]]
     out_dir: str | None = None
+    partition_faults: list[dict[str, Any]] = field(default_factory=list)  # chaos/check/fault_times.py
     plots: dict[str, Any] = field(default_factory=dict, repr=False)  # data for the HTML plots
 
     def to_dict(self) -> dict[str, Any]:
@@ -482,6 +485,8 @@ def check_i4(tb: Tables, opts: Options) -> Verdict:
 
 
 def check_i5(tb: Tables, opts: Options) -> Verdict:
+    from chaos.check.ownership import overlaps
+
     owners = (tb.assign_x.groupBy("group", "generation", "topic", "partition")
               .agg(F.countDistinct("member").alias("owners"), F.array_sort(F.collect_set("member")).alias("members"),
                    F.min("t").alias("t"))
@@ -497,8 +502,17 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
              .where(F.col("op").isNotNull() & (F.col("cgen") < F.col("group_gen")))
              .select("group", "op", F.col("t").alias("t_invoke"), F.col("cgen").alias("commit_generation"),
                      "group_gen").orderBy("t_invoke"))
-    return _verdict("I5", [("two-owners-in-one-generation", owners), ("stale-generation-commit-acknowledged", stale)],
-                    opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member"])
+    at_once, zombie = overlaps(tb.ev, tb.t_end)
+    zombies = zombie.agg(F.count("*").alias("n"), F.max("overlap_s").alias("longest")).first()
+    st = {"zombie_overlaps": int(zombies["n"] or 0) if zombies else 0,
+          "zombie_longest_s": round(float(zombies["longest"]), 3) if zombies and zombies["longest"] else None}
+    return _verdict("I5", [("two-owners-in-one-generation", owners), ("two-owners-at-one-moment", at_once),
+                           ("stale-generation-commit-acknowledged", stale)],
+                    opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member",
+                           "ownership spans on the run clock: assign -> revoke/leave/crash (chaos/check/ownership.py); "
+                           "a member expired while unreachable that reports the loss late is a zombie: counted in "
+                           "stats, not failed (Kafka's classic protocol has the same window; its commits are fenced)"],
+                    st)
 
 
 def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, float]]]:
@@ -786,15 +800,22 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
         if opts.progress:
             print(f"[chaos check] {vid} {verdicts[vid].status} in {timings[vid]:.1f} s", file=sys.stderr, flush=True)
     t = time.monotonic()
+    from chaos.check import fault_times
+
+    partition_faults = fault_times.partition_fault_times(spark, str(run_dir), tb.faults, tb.commits)
+    timings["partition_faults"] = time.monotonic() - t
+    t = time.monotonic()
     plots = _plot_data(tb, opts, gens, durations)
     timings["plot_data"] = time.monotonic() - t
     by_type = {r["type"]: r["count"] for r in tb.ev.groupBy("type").count().collect()}
     stats = {"events": n_events, "events_by_type": by_type, "t_end": tb.t_end,
              "groups": len({g["group"] for g in gens}), "master": spark.sparkContext.master}
+    if partition_faults:
+        stats["partition_faults"] = fault_times.summary(partition_faults)
     timings["total"] = round(time.monotonic() - t0, 3)
     ok = all(v.status != "fail" for v in verdicts.values())
     report = Report(str(run_dir), ok, verdicts, stats, {k: round(v, 3) for k, v in timings.items()}, tb.faults,
-                    plots=plots)
+                    plots=plots, partition_faults=partition_faults)
     for df in (tb.ev, tb.commits, tb.poll_x, tb.final, tb.divergent):
         if df is not None:
             df.unpersist()

@@ -25,6 +25,14 @@ def text_summary(report: Report) -> str:
                      + (f": {v.violations} violation(s)" if v.violations else ""))
         for ce in v.counterexamples[:3]:
             lines.append("         e.g. " + json.dumps(ce, default=str)[:300])
+    if report.partition_faults:
+        lines += ["", "network partitions (cut -> cut-off node gave up its last partition; cut -> first commit "
+                  "acknowledged, groups whose coordinator was cut off):"]
+        for r in report.partition_faults:
+            served = {g: v["served_s"] for g, v in r["groups"].items() if v["coordinator_cut_off"]}
+            lines.append(f"  #{r['id']} {r['kind']} at {r['start']:.1f}s for {r['length_s']:.1f}s ({r['net']}): "
+                         f"cut off {r['cut_off'] or '-'}, stepped down {r['stepped_down_s'] or '-'}, "
+                         f"served {served or '-'}")
     return "\n".join(lines) + "\n"
 
 
@@ -124,6 +132,15 @@ def render_html(report: Report) -> str:
     imgs = "".join(f"<h3>{esc(k)}</h3><img src='data:image/png;base64,{b}'/>" for k, b in plots(report).items())
     faults = "".join(f"<tr><td>{w['id']}</td><td>{esc(str(w['type']))}</td><td>{esc(str(w['node']))}</td>"
                      f"<td>{w['start']:.2f}</td><td>{w['end']:.2f}</td></tr>" for w in report.faults)
+    cuts = "".join(
+        f"<tr><td>{r['id']}</td><td>{esc(str(r['kind']))}</td><td>{r['start']:.2f}</td><td>{r['length_s']:.2f}</td>"
+        f"<td>{esc(str(r['cut_off']))}</td><td>{esc(json.dumps(r['stepped_down_s']))}</td>"
+        f"<td>{esc(json.dumps({g: v['served_s'] for g, v in r['groups'].items() if v['coordinator_cut_off']}))}"
+        f"</td><td>{esc(json.dumps({g: v['served_s'] for g, v in r['groups'].items()}))}</td></tr>"
+        for r in report.partition_faults)
+    cut_table = ("<h3>network partitions</h3><table><tr><th>id</th><th>kind</th><th>start</th><th>length</th>"
+                 "<th>cut off</th><th>stepped down after (s)</th><th>cut-off groups served after (s)</th>"
+                 f"<th>all groups (s)</th></tr>{cuts}</table>") if cuts else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>kcoord chaos check</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} td{{vertical-align:top;border-top:1px solid #ddd;padding:4px}}
 code{{font-size:11px}}</style></head><body>
@@ -134,6 +151,7 @@ checked in {report.timings.get('total')} s on {esc(str(report.stats.get('master'
 {''.join(rows)}</table>
 {imgs}
 <h3>fault windows</h3><table><tr><th>id</th><th>type</th><th>node</th><th>start</th><th>end</th></tr>{faults}</table>
+{cut_table}
 <h3>stats</h3><pre>{esc(json.dumps(report.stats, indent=2, default=str))}</pre>
 <h3>timings (s)</h3><pre>{esc(json.dumps(report.timings, indent=2))}</pre>
 </body></html>

@@ -79,7 +79,7 @@ def _collect(node: Any, request: Any, m: Any) -> _Pass:
                 pds.append(_pdata(m, p.partition, ErrorCode.unknown_topic_or_partition))
                 out.any_error = True
                 continue
-            if not part.is_leader:
+            if not part.serves_reads:
                 pds.append(_pdata(m, p.partition, ErrorCode.not_leader_or_follower))
                 out.any_error = True
                 continue
@@ -192,7 +192,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             if part is None:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue
-            if not part.is_leader:
+            if not part.serves_reads:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.not_leader_or_follower))
                 continue
             err = _epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)

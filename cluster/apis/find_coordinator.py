@@ -59,7 +59,9 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
 
 # While a group's partition has no reachable leader (an election is running), hold the answer a
 # little instead of replying COORDINATOR_NOT_AVAILABLE at once: clients only re-ask after their
-# own back-off (librdkafka: up to a second), which would add that much to every failover.
+# own back-off (librdkafka: up to a second), which would add that much to every failover. A node
+# cut off from the majority does not wait: no election it could see is coming, and its answer
+# (another node) sends the client where the group is being served.
 ELECTION_WAIT_S = 1.5
 
 
@@ -71,7 +73,7 @@ def _group_keys(request: Any) -> list[str]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
-    if getattr(node, "cluster", None) is not None:
+    if getattr(node, "cluster", None) is not None and not node.cluster.cut_off():
         keys = _group_keys(request)
         deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
         while any(node.offsets_partition_leader(partition_for(k, node.offsets_partitions)) is None for k in keys):

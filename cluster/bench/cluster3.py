@@ -8,7 +8,12 @@ processes (it SIGKILLs and restarts them itself) and stops the cluster afterward
   its ``__consumer_offsets`` partition) is SIGKILLed; the sample is the time from the kill to
   the first acknowledged commit after it. The node is restarted and the bench waits until
   leadership is balanced and stable before the next kill. Afterwards every group's committed
-  offset is read back: it must be >= the last acknowledged one.
+  offset is read back: it must be >= the last acknowledged one. With ``--fault isolate`` the
+  coordinator is cut off from the other nodes instead (every Raft message to and from it
+  dropped, through the nodes' fault files) while its clients still reach it, and a prober asks
+  it for the group's offsets every 10 ms: besides the takeover time, the sample records how long
+  after the cut the isolated node still answered as coordinator (the cut's moment is when the
+  node logged applying it).
 - ``load``: G groups that all hash to one ``__consumer_offsets`` partition commit one offset
   each (raw OffsetCommit v2 over many connections); the partition's leader is SIGKILLed; the
   figures are the new leader's ``event=shard_loaded ... took_ms`` and the client-visible time
@@ -20,6 +25,7 @@ processes (it SIGKILLs and restarts them itself) and stops the cluster afterward
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -33,6 +39,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +345,8 @@ def log_events(cluster: LocalCluster) -> dict[str, int]:
 
 def _settings(args: Any) -> dict[str, str]:
     out: dict[str, str] = {}
+    if getattr(args, "fault", "kill") == "isolate":
+        out["raft_fault_injection"] = "true"  # cluster/link_control.py
     for item in args.kcoord_set:
         k, _, v = item.partition("=")
         out[k] = v
@@ -459,6 +468,58 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
         c.close()
 
 
+class _CoordinatorProber(threading.Thread):
+    """Asks one node for a group's committed offset every 10 ms; times of the answers it gave
+    as coordinator (no error), and how many it refused."""
+
+    def __init__(self, addr: tuple[str, int], group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.addr, self.group, self.topic = addr, group, topic
+        self.ok: list[float] = []
+        self.refused = 0
+        self.stop_ev = threading.Event()
+
+    def run(self) -> None:
+        corr = 0
+        while not self.stop_ev.is_set():
+            corr += 1
+            try:
+                top, perr, _off = parse_offset_fetch_v2(rpc(self.addr, offset_fetch_v2(corr, self.group, self.topic,
+                                                                                        0), 1.0))
+            except (OSError, ConnectionError, struct.error):
+                top, perr = -1, -1
+            if top == 0 and perr == 0:
+                self.ok.append(time.monotonic())
+            else:
+                self.refused += 1
+            time.sleep(0.01)
+
+
+def _cut(cluster: LocalCluster, victim: int | None) -> None:
+    """Cut ``victim`` off from the other nodes (None: heal), through the nodes' fault files."""
+    n = len(cluster.layout)
+    for i, node in enumerate(cluster.layout):
+        spec: dict[str, Any] = {}
+        if victim is not None:
+            spec = {"cut": [j for j in range(n) if j != victim]} if i == victim else {"cut": [victim]}
+        (node.data_dir / "raft-faults.json").write_text(json.dumps(spec))
+
+
+_APPLIED = re.compile(r"^ts=(\S+) .*event=raft_faults_applied", re.MULTILINE)
+
+
+def _cut_applied(cluster: LocalCluster, victim: int, sizes: list[int], timeout: float = 5.0) -> float:
+    """When ``victim`` applied its cut (its log's timestamp), on this process's monotonic clock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = _APPLIED.search(cluster.log_since(victim, sizes[victim]))
+        if m:
+            wall = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+            return time.monotonic() - (time.time() - wall)
+        time.sleep(0.01)
+    raise BenchError(f"node {victim} did not apply its fault file in {timeout:.0f}s")
+
+
 class Failover(_ClusterScenario):
     """SIGKILL the coordinator of a committing group; time until commits are acknowledged again."""
 
@@ -467,18 +528,27 @@ class Failover(_ClusterScenario):
     @classmethod
     def add_arguments(cls, p: Any) -> None:
         super().add_arguments(p)
-        p.add_argument("--kills", type=int, default=10, help="coordinator kills (default 10)")
+        p.add_argument("--kills", type=int, default=10, help="coordinator kills or cuts (default 10)")
         p.add_argument("--timeout", type=float, default=60.0, help="max seconds to wait for a commit (default 60)")
+        p.add_argument("--fault", choices=["kill", "isolate"], default="kill",
+                       help="SIGKILL the coordinator, or cut it off from the other nodes (default kill)")
+        p.add_argument("--cut-seconds", type=float, default=6.0, help="length of each cut (default 6)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
-        return {"kills": args.kills}
+        return {"kills": args.kills, "fault": args.fault}
 
     @classmethod
     def metrics(cls, args: Any) -> list[Metric]:
-        return [Metric("min_s", "kill -> first acked commit, min", "s", "lower"),
-                Metric("median_s", "kill -> first acked commit, median", "s", "lower"),
-                Metric("max_s", "kill -> first acked commit, max", "s", "lower"),
+        what = "kill" if args.fault == "kill" else "cut"
+        window = [] if args.fault == "kill" else [
+            Metric("window_min_s", "cut -> last answer of the isolated node as coordinator, min", "s", "lower"),
+            Metric("window_median_s", "cut -> last answer of the isolated node, median", "s", "lower"),
+            Metric("window_max_s", "cut -> last answer of the isolated node, max", "s", "lower")]
+        return [*window,
+                Metric("min_s", f"{what} -> first acked commit, min", "s", "lower"),
+                Metric("median_s", f"{what} -> first acked commit, median", "s", "lower"),
+                Metric("max_s", f"{what} -> first acked commit, max", "s", "lower"),
                 Metric("failed_commits", "failed commits (all kills)", "", ""),
                 Metric("acked_commits", "acknowledged commits", "", ""),
                 Metric("groups_checked", "groups read back", "", ""),
@@ -494,6 +564,7 @@ class Failover(_ClusterScenario):
         topic = f"bench-failover-{rid}"
         create_topic(cluster.bootstrap, topic, 1)
         samples: list[float] = []
+        windows: list[float] = []
         detail: list[dict[str, Any]] = []
         last_acked: dict[str, int] = {}
         acked = failed = 0
@@ -513,7 +584,15 @@ class Failover(_ClusterScenario):
                 raise BenchError(f"no agreed leader of {OFFSETS_TOPIC}-{part}: {leaders}")
             victim = leaders[part]
             time.sleep(0.2)
-            t_kill = cluster.kill(victim)
+            prober = _CoordinatorProber(cluster.addr(victim), group, topic) if args.fault == "isolate" else None
+            if prober is not None:
+                prober.start()
+                time.sleep(0.2)
+                sizes = cluster.log_sizes()
+                _cut(cluster, victim)
+                t_kill = _cut_applied(cluster, victim, sizes)
+            else:
+                t_kill = cluster.kill(victim)
             end = t_kill + args.timeout
             first = None
             while time.monotonic() < end:
@@ -525,6 +604,8 @@ class Failover(_ClusterScenario):
                     first = min(after)
                     break
                 time.sleep(0.005)
+            if prober is not None:
+                time.sleep(max(0.0, t_kill + args.cut_seconds - time.monotonic()))
             time.sleep(0.5)
             com.stop_ev.set()
             com.join(30)
@@ -537,12 +618,26 @@ class Failover(_ClusterScenario):
             rec = {"kill": k, "group": group, "partition": part, "killed_node": victim,
                    "took_s": rnd(sample, 3), "failed_commits": len(errs_after),
                    "errors": sorted({e for e in errs_after})[:4]}
+            note = ""
+            if prober is not None:
+                prober.stop_ev.set()
+                prober.join(10)
+                last_ok = max((t for t in prober.ok if t <= t_kill + args.cut_seconds), default=None)
+                win = None if last_ok is None else max(0.0, last_ok - t_kill)
+                rec["isolated_answered_until_s"] = rnd(win, 3)
+                rec["isolated_refusals"] = prober.refused
+                if win is not None:
+                    windows.append(win)
+                note = f"; isolated node answered until {'?' if win is None else f'{win:.3f}s'} after the cut"
+                _cut(cluster, None)
             detail.append(rec)
-            rep.note(f"kill {k + 1}/{args.kills}: node {victim} (leader of {OFFSETS_TOPIC}-{part}) -> "
-                     f"{'no commit' if sample is None else f'{sample:.3f}s'}, {len(errs_after)} failed commits")
+            rep.note(f"{args.fault} {k + 1}/{args.kills}: node {victim} (leader of {OFFSETS_TOPIC}-{part}) -> "
+                     f"{'no commit' if sample is None else f'{sample:.3f}s'}, {len(errs_after)} failed commits"
+                     + note)
             if sample is not None:
                 samples.append(sample)
-            cluster.start(victim)
+            if prober is None:
+                cluster.start(victim)
             waited = cluster.wait_balanced()
             rec["rebalanced_after_restart_s"] = rnd(waited, 1)
         lost = []
@@ -550,7 +645,12 @@ class Failover(_ClusterScenario):
             got = _committed(cluster.bootstrap, group, topic)
             if got < want:
                 lost.append({"group": group, "committed": got, "acked": want})
-        return {"kills": args.kills, "samples_s": [rnd(s, 3) for s in samples],
+        window = {} if args.fault == "kill" else {
+            "window_samples_s": [rnd(w, 3) for w in windows],
+            "window_min_s": rnd(min(windows), 3) if windows else None,
+            "window_median_s": rnd(statistics.median(windows), 3) if windows else None,
+            "window_max_s": rnd(max(windows), 3) if windows else None}
+        return {"kills": args.kills, "fault": args.fault, **window, "samples_s": [rnd(s, 3) for s in samples],
                 "min_s": rnd(min(samples), 3) if samples else None,
                 "median_s": rnd(statistics.median(samples), 3) if samples else None,
                 "max_s": rnd(max(samples), 3) if samples else None,

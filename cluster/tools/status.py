@@ -6,7 +6,8 @@ Only the Kafka protocol is used, so this works against Apache Kafka too:
   every node id named as a replica; each is probed with its own Metadata request (``up``/``down``;
   a replica id with no known address is ``down``);
 * partitions led = Metadata leaders of every topic, ``__consumer_offsets`` counted apart (its leader
-  is the group coordinator of the groups hashed to that partition);
+  is the group coordinator of the groups hashed to that partition), each partition's leader as
+  most nodes' own Metadata answers name it (a node cut off from the others names none);
 * groups per state = ListGroups.
 
 Followers' replication lag is not visible through the Kafka protocol (Metadata only gives the ISR);
@@ -58,17 +59,34 @@ def add_parser(subparsers: Any) -> None:
                    help="how long a node may take to answer its probe (default 3000)")
 
 
-def _probe(args: argparse.Namespace, address: str) -> tuple[bool, int | None, str]:
-    """Metadata to one address only: (up, the node id it says it is, error)."""
+def _probe(args: argparse.Namespace, address: str) -> tuple[bool, int | None, str, dict[tuple[str, int], int]]:
+    """Metadata to one address only: (up, the node id it says it is, error, the partition
+    leaders it knows)."""
     from confluent_kafka.admin import AdminClient
 
     conf = client_config(args)
     conf["bootstrap.servers"] = address
+    leaders: dict[tuple[str, int], int] = {}
     try:
-        md = AdminClient(conf).list_topics(timeout=args.probe_timeout / 1000)
+        adm = AdminClient(conf)
+        md = adm.list_topics(timeout=args.probe_timeout / 1000)
+        offsets = adm.list_topics(topic=OFFSETS_TOPIC, timeout=args.probe_timeout / 1000).topics
     except Exception as e:  # noqa: BLE001 - a down node is a result, not a failure
-        return False, None, str(e)
-    return True, md.orig_broker_id if md.orig_broker_id >= 0 else None, ""
+        return False, None, str(e), leaders
+    for name, t in {**md.topics, **offsets}.items():
+        if t.error is None:
+            leaders.update({(name, p.id): p.leader for p in t.partitions.values() if p.leader >= 0})
+    return True, md.orig_broker_id if md.orig_broker_id >= 0 else None, "", leaders
+
+
+def _leaders_by_majority(views: list[dict[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+    """Each partition's leader as most nodes see it: a node cut off from the others names
+    no leaders (or stale ones) and must not hide what the rest of the cluster agrees on."""
+    votes: dict[tuple[str, int], dict[int, int]] = {}
+    for view in views:
+        for key, leader in view.items():
+            votes.setdefault(key, {})[leader] = votes.setdefault(key, {}).get(leader, 0) + 1
+    return {key: max(v.items(), key=lambda kv: (kv[1], -kv[0]))[0] for key, v in votes.items()}
 
 
 def collect(args: argparse.Namespace) -> tuple[list[NodeRow], dict[str, int], int, int, str | None]:
@@ -80,6 +98,25 @@ def collect(args: argparse.Namespace) -> tuple[list[NodeRow], dict[str, int], in
         if extra is not None and extra.error is None and extra.partitions:
             topics[OFFSETS_TOPIC] = extra
     rows: dict[int, NodeRow] = {b.id: NodeRow(b.id, f"{b.host}:{b.port}") for b in md.brokers.values()}
+    for t in topics.values():
+        for p in t.partitions.values() if t.error is None else []:
+            for r in p.replicas:
+                rows.setdefault(r, NodeRow(r, None))
+    known = {r.address for r in rows.values()}
+    for addr in args.bootstrap_server.split(","):
+        host, port = parse_host_port(addr)
+        if f"{host}:{port}" not in known:
+            rows[-len(rows) - 1000] = NodeRow(None, f"{host}:{port}")
+    views: list[dict[tuple[str, int], int]] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        probes = {k: pool.submit(_probe, args, r.address) for k, r in rows.items() if r.address}
+        for k, fut in probes.items():
+            up, node_id, err, leaders = fut.result()
+            rows[k].up, rows[k].error = up, err
+            views.append(leaders)
+            if rows[k].node_id is None and node_id is not None:
+                rows[k].node_id = node_id
+    leader_of = _leaders_by_majority(views)
     under_replicated = 0
     leaderless = 0
     for name, t in topics.items():
@@ -87,29 +124,18 @@ def collect(args: argparse.Namespace) -> tuple[list[NodeRow], dict[str, int], in
             continue
         for p in t.partitions.values():
             for r in p.replicas:
-                rows.setdefault(r, NodeRow(r, None)).replicas += 1
+                rows[r].replicas += 1
             if len(p.isrs) < len(p.replicas):
                 under_replicated += 1
-            if p.leader < 0:
+            leader = leader_of.get((name, p.id), p.leader)
+            if leader < 0:
                 leaderless += 1
                 continue
-            row = rows.setdefault(p.leader, NodeRow(p.leader, None))
+            row = rows.setdefault(leader, NodeRow(leader, None))
             if name == OFFSETS_TOPIC:
                 row.offsets_led += 1
             else:
                 row.data_led += 1
-    known = {r.address for r in rows.values()}
-    for addr in args.bootstrap_server.split(","):
-        host, port = parse_host_port(addr)
-        if f"{host}:{port}" not in known:
-            rows[-len(rows) - 1000] = NodeRow(None, f"{host}:{port}")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        probes = {k: pool.submit(_probe, args, r.address) for k, r in rows.items() if r.address}
-        for k, fut in probes.items():
-            up, node_id, err = fut.result()
-            rows[k].up, rows[k].error = up, err
-            if rows[k].node_id is None and node_id is not None:
-                rows[k].node_id = node_id
     # A bootstrap address that turned out to be a known node: keep one row.
     merged: dict[object, NodeRow] = {}
     for r in rows.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
 from chaos.check.job import Options, Report, run_check  # noqa: E402
+from coordinator.partitioner import partition_for  # noqa: E402
 
 T, G = "t", "g"
 
@@ -81,7 +83,17 @@ class History:
         # a coordinator failover, then m2 leaves and m1 takes both partitions
         faults = [{"t": 2.0, "type": "kill", "node": 2, "detail": "coordinator of g"},
                   {"t": 4.0, "type": "restart", "node": 2, "detail": None}]
-        self.ev("m2", 5.0, "leave", group=G, member="m2")
+        if bug == "raft-cut":  # node 0, g's coordinator, cut off from 1 and 2 from 1.6 s to 1.9 s
+            faults += [{"t": 1.6, "end": 1.9, "type": "raft_partition", "node": 0,
+                        "detail": {"kind": "isolate_coordinator", "net": "netns",
+                                   "cuts": {"0": [1, 2], "1": [0], "2": [0]}}},
+                       {"t": 1.9, "type": "raft_heal", "node": 0, "detail": {}}]
+        if bug == "owner-across-generations":
+            pass  # m2 never gives partition 1 up, while m1 gets it in generation 2
+        elif bug == "zombie":  # m2 was expired unreachable and reports the loss late
+            self.ev("m2", 6.0, "revoke", group=G, member="m2", generation=1, partitions=[[T, 1]], lost=True)
+        else:
+            self.ev("m2", 5.0, "leave", group=G, member="m2")
         self.ev("m1", 5.2, "revoke", group=G, member="m1", generation=1, partitions=[[T, 0]])
         self.ev("m1", 5.5, "assign", group=G, member="m1", generation=2, partitions=[[T, 0], [T, 1]])
         if bug == "two-owners":
@@ -104,6 +116,20 @@ class History:
         for proc, evs in self.files.items():
             (hist / f"{proc}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
         (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in faults))
+        if bug == "raft-cut":
+            t0 = 1_800_000_000.0
+            (run_dir / "run.json").write_text(json.dumps({"t0": t0, "groups": [G]}))
+            (run_dir / "logs").mkdir()
+
+            def ts(t: float) -> str:
+                return datetime.fromtimestamp(t0 + t, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+            p = f"__consumer_offsets-{partition_for(G, 16)}"
+            (run_dir / "logs" / "node-0.log").write_text(
+                f"ts={ts(0.2)} level=info event=leader_elected partition={p} epoch=1 term=1\n"
+                f"ts={ts(0.3)} level=info event=leader_elected partition=__consumer_offsets-99 epoch=1 term=1\n"
+                f"ts={ts(1.8)} level=info event=leadership_lost partition={p} term=1\n"
+                f"ts={ts(2.1)} level=info event=leadership_lost partition=__consumer_offsets-99 term=1\n")
         final0 = 5 if bug == "lost-commit" else 7
         log = [(0, 3), (0, 5), (1, 5), (0, final0), (1, 7)]
         for node in (1, 2, 3):
@@ -162,6 +188,33 @@ def test_two_owners_in_one_generation(spark: Any, tmp_path: Path) -> None:
     ce = r.verdicts["I5"].counterexamples[0]
     assert (ce["kind"], ce["generation"], ce["partition"], ce["members"]) == (
         "two-owners-in-one-generation", 2, 1, ["m1", "m3"])
+
+
+def test_two_owners_at_one_moment_across_generations(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "owner-across-generations")
+    assert failing(r) == {"I5"}
+    ce = r.verdicts["I5"].counterexamples[0]
+    assert (ce["kind"], ce["partition"], ce["member_a"], ce["member_b"], ce["b_start"]) == (
+        "two-owners-at-one-moment", 1, "m2", "m1", 5.5)
+
+
+def test_a_zombie_owner_is_reported_not_failed(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "zombie")
+    assert r.ok, {k: (v.status, v.counterexamples) for k, v in r.verdicts.items()}
+    st = r.verdicts["I5"].stats
+    assert st["zombie_overlaps"] == 1 and st["zombie_longest_s"] == 0.5
+
+
+def test_a_raft_cut_reports_step_down_and_takeover_times(spark: Any, tmp_path: Path) -> None:
+    r = check(spark, tmp_path, "raft-cut")
+    (cut,) = r.partition_faults
+    assert (cut["kind"], cut["cut_off"]) == ("isolate_coordinator", [0])
+    assert cut["stepped_down_s"] == {"0": 0.5}  # its last partition went at 2.1 s
+    # the commits sent 0.1 s after the cut may have got through before it; the next, sent at
+    # 7.5 s, was acknowledged at 7.6 s
+    assert cut["groups"][G] == {"served_s": 6.0, "coordinator_cut_off": True}
+    assert r.stats["partition_faults"]["faults_by_kind"] == {"isolate_coordinator": 1}
+    assert any(w["type"] == "raft_partition" for w in r.faults)  # a window for I6/I9 too
 
 
 def test_lost_acknowledged_produce(spark: Any, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """A real 3-node kcoord cluster for tests: node processes on 127.0.0.1, SIGKILL and restart.
 
 Kafka ports are free ephemeral ports; Raft ports are picked below the ephemeral range
-(32768+), where an outgoing connection could otherwise grab one of them.
+(32768+), where an outgoing connection could otherwise grab one of them. With ``netns=True``
+each node runs in a network namespace of its own on its own address (``cluster/netns.py``),
+so tests can cut real links between nodes with nftables; ``kill_all`` removes the namespaces.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from cluster.launcher import LocalNode, free_raft_bases, peers_spec, start_nodes
+from cluster import netns
+from cluster.launcher import LocalNode, free_raft_bases, netns_plan, peers_spec, start_nodes
 from tests.cluster.harness import free_port
 
 SECRET = "test-cluster-secret"
@@ -20,20 +23,24 @@ SECRET = "test-cluster-secret"
 
 class Cluster:
     def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3,
-                 per_node: dict[int, dict[str, object]] | None = None) -> None:
+                 per_node: dict[int, dict[str, object]] | None = None, netns: bool = False) -> None:
         self.base_dir = base_dir
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
         self.per_node = {i: {k: str(v) for k, v in d.items()} for i, d in (per_node or {}).items()}
-        bases = free_raft_bases(nodes)
-        self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
+        self.net = _netns_up(nodes) if netns else None
+        if self.net is not None:
+            self.layout = netns_plan(self.net, 9092, 9192, base_dir)
+        else:
+            bases = free_raft_bases(nodes)
+            self.layout = [LocalNode(i, free_port(), bases[i], base_dir / f"node-{i}") for i in range(nodes)]
         self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.kafka_port}" for n in self.layout)
+        return ",".join(f"{n.host}:{n.kafka_port}" for n in self.layout)
 
     def address(self, i: int) -> str:
-        return f"127.0.0.1:{self.layout[i].kafka_port}"
+        return f"{self.layout[i].host}:{self.layout[i].kafka_port}"
 
     def log_path(self, i: int) -> Path:
         return self.base_dir / f"node-{i}.log"
@@ -72,8 +79,17 @@ class Cluster:
     def kill_all(self) -> None:
         for i in range(len(self.layout)):
             self.kill(i)
+        if self.net is not None:
+            netns.teardown(self.net.prefix)
 
     def pid(self, i: int) -> int:
         proc = self.procs[i]
         assert proc is not None
         return proc.pid
+
+
+def _netns_up(nodes: int) -> netns.NetLayout:
+    why = netns.unavailable()
+    if why:
+        raise RuntimeError(f"netns cluster requested: {why}")
+    return netns.up(nodes)

@@ -154,3 +154,34 @@ def test_nothing_is_unpickled_before_authentication_and_a_forged_frame_closes(tm
         assert not hub.connected()
     finally:
         hub.close()
+
+
+def test_mute_loses_one_direction_and_heard_tracks_what_got_through() -> None:
+    a, b = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
+    try:
+        ra, rb = Recorder(), Recorder()
+        a.attach("g", ra, [b.listen])
+        b.attach("g", rb, [a.listen])
+        pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+        a.send(b.listen, "g", "hello")
+        pump([a, b], lambda: ("msg", a.listen, "hello") in rb.events)
+        assert b.peers_heard_within(1.0) == 1
+        a.mute = frozenset({b.listen})  # a's messages to b are lost; b's to a still arrive
+        a.send(b.listen, "g", "lost")
+        time.sleep(0.4)
+        b.send(a.listen, "g", "arrives")
+        pump([a, b], lambda: ("msg", b.listen, "arrives") in ra.events)
+        assert ("msg", a.listen, "lost") not in rb.events
+        assert a.peers_heard_within(0.3) == 1 and b.peers_heard_within(0.3) == 0
+        a.mute = frozenset()
+        a.cut = frozenset({b.listen})  # both ways: nothing from b gets through to a either
+        b.send(a.listen, "g", "cut")
+        for _ in range(2):  # b sends, then a reads
+            for h in (b, a):
+                h.process()
+                h.flush()
+            time.sleep(0.15)
+        assert ("msg", b.listen, "cut") not in ra.events and a.peers_heard_within(0.2) == 0
+    finally:
+        a.close()
+        b.close()
