@@ -50,6 +50,8 @@ KAFKA_NAMES: dict[str, str] = {
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
     "data_dir": "log.dirs",
+    "listeners": "listeners",
+    "advertised_listeners": "advertised.listeners",
 }
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
 
@@ -60,6 +62,31 @@ class Peer:
     host: str
     kafka_port: int
     raft_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(spec: str) -> list[Listener]:
+    """Kafka's form: ``NAME://HOST:PORT,...`` (an empty host binds every interface)."""
+    out: list[Listener] = []
+    for item in (x.strip() for x in spec.split(",")):
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if not sep or not colon or not name or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listener {item!r} is not NAME://HOST:PORT")
+        if not (name.replace("_", "").isalnum() and name.upper() == name):
+            raise ValueError(f"listener name {name!r} must be upper case letters, digits and _")
+        out.append(Listener(name, host.strip("[]"), int(port)))
+    if len({x.name for x in out}) != len(out):
+        raise ValueError("listener names must be unique")
+    return out
 
 
 def parse_peers(spec: str) -> list[Peer]:
@@ -134,11 +161,31 @@ class NodeConfig:
     raft_compaction_bytes: int = 16777216  # a Raft journal (and an offsets tail) this large is compacted at once
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0
+    # Named listeners, Kafka's way: "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:29092". The first
+    # is the node's main one (the address in `peers`, and its host and port replace `host` and
+    # `port`); a client is told the other nodes' addresses on the listener it came in through.
+    listeners: str = ""
+    # What each listener tells clients: "INTERNAL://kcoord-0:9092,EXTERNAL://localhost:9092"
+    # (a listener left out advertises advertised_host, or its own host, and its port).
+    advertised_listeners: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def advertised(self) -> str:
-        return self.advertised_host or self.host
+        main = self.listener_list()[0]
+        return self.advertised_for(main.name)[0]
+
+    def listener_list(self) -> list[Listener]:
+        """Every listener, the main one first (``host:port`` as PLAINTEXT without ``listeners``)."""
+        return parse_listeners(self.listeners) if self.listeners else [Listener("PLAINTEXT", self.host, self.port)]
+
+    def advertised_for(self, name: str) -> tuple[str, int]:
+        """(host, port) clients are told for this node on listener ``name``."""
+        for a in parse_listeners(self.advertised_listeners) if self.advertised_listeners else []:
+            if a.name == name:
+                return a.host, a.port
+        own = next(x for x in self.listener_list() if x.name == name)
+        return self.advertised_host or own.host, own.port
 
     def validate(self) -> NodeConfig:
         def need(cond: bool, name: str, what: str) -> None:
@@ -148,6 +195,19 @@ class NodeConfig:
         need(0 <= self.node_id < 2**31, "node_id", "must be a non-negative int32")
         need(0 <= self.port <= 65535, "port", "must be 0..65535")
         need(0 <= self.metrics_port <= 65535, "metrics_port", "must be 0..65535 (0 = disabled)")
+        try:
+            names = {x.name for x in self.listener_list()}
+            advertised = parse_listeners(self.advertised_listeners) if self.advertised_listeners else []
+        except ValueError as e:
+            raise ConfigError(f"invalid setting listeners/advertised.listeners: {e}") from None
+        if self.listeners:
+            main = self.listener_list()[0]
+            need(self.host == (main.host or "0.0.0.0") and self.port == main.port, "listeners",
+                 "its first listener is the node's main one: host and port must match it (or be left unset)")
+        need({a.name for a in advertised} <= names, "advertised_listeners",
+             f"names a listener not in listeners ({', '.join(sorted(names))})")
+        need(all(a.host and a.host != "0.0.0.0" for a in advertised), "advertised_listeners",
+             "every advertised listener needs a host clients can reach")
         need(bool(self.host), "host", "must not be empty")
         need(bool(self.data_dir), "data_dir", "must not be empty")
         need(self.default_num_partitions >= 1, "default_num_partitions", "must be >= 1")
@@ -284,4 +344,11 @@ def load_config(
             continue
         name = _resolve_name(k, "command line")
         values[name] = _coerce(name, v, "command line")
+    if values.get("listeners"):
+        try:
+            main = parse_listeners(str(values["listeners"]))[0]
+        except (ValueError, IndexError) as e:
+            raise ConfigError(f"invalid setting listeners={values['listeners']!r}: {e or 'empty'}") from None
+        values.setdefault("host", main.host or "0.0.0.0")
+        values.setdefault("port", main.port)
     return NodeConfig(**values).validate()

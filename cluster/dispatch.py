@@ -65,6 +65,7 @@ class RequestContext:
     node: Any  # the composition root (cluster.node.Node)
     client_port: int = 0
     connection_id: int = 0
+    listener: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -124,6 +125,7 @@ class ConnInfo:
     host: str
     port: int
     connection_id: int
+    listener: str = ""  # the name of the listener it came in through (config `listeners`)
 
 
 class Dispatcher:
@@ -207,6 +209,7 @@ class Dispatcher:
             node=self.node,
             client_port=conn.port,
             connection_id=conn.connection_id,
+            listener=conn.listener,
         )
 
     async def _handle_raw(self, spec: ApiSpec, raw: RawHandler, header: RequestHeader, frame: bytes,

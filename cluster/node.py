@@ -121,6 +121,28 @@ class Node:
     def self_info(self) -> BrokerInfo:
         return BrokerInfo(self.config.node_id, self.config.advertised, self.port)
 
+    def _advertised_on(self, listener: str) -> tuple[str, int]:
+        host, port = self.config.advertised_for(listener)
+        if port == 0 and self.server is not None:  # bound to a free port: the one it got
+            port = self.server.ports.get(listener, 0)
+        return host, port
+
+    def through(self, b: Any, listener: str) -> Any:
+        """Broker ``b`` as a client that came in through ``listener`` reaches it: Kafka's
+        advertised listeners (the main listener's addresses are the default)."""
+        if b is None or not listener or self.server is None or listener == self.server.name:
+            return b
+        if b.node_id == self.node_id:
+            if listener not in self.server.ports:
+                return b
+            host, port = self._advertised_on(listener)
+        else:
+            found = self.cluster.endpoint(b.node_id, listener) if self.cluster is not None else None
+            if found is None:
+                return b
+            host, port = found
+        return BrokerInfo(b.node_id, host, port, b.rack)
+
     def brokers(self) -> list[Any]:
         if self.cluster is not None:
             return self.cluster.live_brokers()  # type: ignore[no-any-return]
@@ -273,8 +295,12 @@ class Node:
             max_connections_per_ip=cfg.max_connections_per_ip, idle_ms=cfg.connections_max_idle_ms,
             queued_max_bytes=cfg.queued_max_request_bytes)
         dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
-        self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits)
+        main, *more = cfg.listener_list()
+        self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits, name=main.name,
+                                 more=[(x.name, x.host, x.port) for x in more])
         await self.server.start()
+        if self.cluster is not None and more:
+            self.cluster.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
         from cluster import metrics
 

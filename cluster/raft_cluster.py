@@ -42,7 +42,7 @@ META_SLOT = 0
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}}
+                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}}
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
@@ -50,6 +50,11 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state = {k: op[k] for k in ("cluster_id", "n", "topics", "next_slot")}
             state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
             state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
+            state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
+        elif kind == "endpoints":
+            # A node's further listeners as clients reach them (Kafka's broker registration),
+            # so every node can tell a client the addresses on the listener it came in through.
+            state["endpoints"][int(op["node"])] = {str(k): list(v) for k, v in dict(op["listeners"]).items()}
         elif kind == "pid_block":
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
@@ -171,6 +176,7 @@ class RaftCluster:
         self._missing = False  # a data partition could not be opened yet (retried)
         self._task: asyncio.Task[None] | None = None
         self._faults_task: asyncio.Task[None] | None = None
+        self._register_task: asyncio.Task[None] | None = None
         self.fatal: str | None = None
 
     # ---------------------------------------------------------------- groups
@@ -208,6 +214,27 @@ class RaftCluster:
             return None  # unknown, unreachable (it may be dead) or silent: not available
         peer: Peer | None = self._addr_to_peer.get(addr)
         return peer
+
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        """Node ``node_id``'s advertised address on ``listener`` (None: not registered)."""
+        found = self.state.get("endpoints", {}).get(node_id, {}).get(listener)
+        return (str(found[0]), int(found[1])) if found else None
+
+    def register_endpoints(self, listeners: dict[str, list[Any]]) -> None:
+        """Record this node's further listeners in the metadata log once the cluster is formed
+        (again whenever they changed, e.g. after a restart with a new configuration)."""
+        async def register() -> None:
+            while True:
+                if await self.wait_formed(30.0):
+                    if self.state["endpoints"].get(self.me.node_id) == listeners:
+                        return
+                    try:
+                        await self._submit(_op(op="endpoints", node=self.me.node_id, listeners=listeners))
+                    except ReplicationError as e:
+                        log.warning("event=endpoints_registration_failed error=%r", str(e))
+                await asyncio.sleep(1.0)
+
+        self._register_task = supervised(register(), "register_endpoints")
 
     def cut_off(self) -> bool:
         """This node has not heard from a majority of the cluster (itself included) within the
@@ -252,6 +279,8 @@ class RaftCluster:
             self._task.cancel()
         if self._faults_task is not None:
             self._faults_task.cancel()
+        if self._register_task is not None:
+            self._register_task.cancel()
         await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
 
     async def _follow_metadata(self) -> None:

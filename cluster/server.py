@@ -16,6 +16,7 @@ the responses ready after one read leave in one write.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections import deque
@@ -66,13 +67,18 @@ def auto_max_connections(reserve: int = 1024) -> int:
 
 class WireServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, *,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, name: str = "",
+                 more: list[tuple[str, str, int]] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
+        self.name = name  # the main listener's name
+        self.more = list(more or [])  # further listeners: (name, host, port), sharing the limits
+        self.ports: dict[str, int] = {}
         self.limits = limits or ConnectionLimits()
         self.max_request_bytes = self.limits.max_request_bytes
         self._server: asyncio.AbstractServer | None = None
+        self._more_servers: list[asyncio.AbstractServer] = []
         self._conns: dict[int, _Connection] = {}
         self._per_ip: dict[str, int] = {}
         self._ids = itertools.count(1)
@@ -83,9 +89,15 @@ class WireServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
+        self._server = await loop.create_server(lambda: _Connection(self, self.name), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.ports[self.name] = self.port
+        for name, host, port in self.more:
+            extra = await loop.create_server(functools.partial(_Connection, self, name), host or None, port,
+                                             reuse_address=True)
+            self._more_servers.append(extra)
+            self.ports[name] = extra.sockets[0].getsockname()[1]
         self._sweeper = supervised(self._close_idle(), "idle-connections")
 
     async def stop(self) -> None:
@@ -93,6 +105,8 @@ class WireServer:
             self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
+        for extra in self._more_servers:
+            extra.close()
         for conn in list(self._conns.values()):
             conn.abort()
         if self._server is not None:
@@ -177,10 +191,10 @@ class _Slot:
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, server: WireServer) -> None:
+    def __init__(self, server: WireServer, listener: str = "") -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.info = ConnInfo("?", 0, next(server._ids))
+        self.info = ConnInfo("?", 0, next(server._ids), listener)
         self.buf = bytearray()
         self.frames: deque[bytes] = deque()  # read, not yet started
         self.slots: deque[_Slot] = deque()  # started, in request order, not yet written
@@ -200,7 +214,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername") or ("?", 0)
-        self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id)
+        self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id, self.info.listener)
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
         if not self.server.admit(self):

@@ -41,7 +41,7 @@ def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode
     return ErrorCode.invalid_request, f"Invalid coordinator key type {key_type} for version {version}.", None
 
 
-def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     key_type = int(getattr(request, "key_type", GROUP))
@@ -49,10 +49,12 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
         coords = []
         for key in request.coordinator_keys:
             code, msg, b = (error, None, None) if error is not None else _lookup(node, key, key_type, v)
+            b = node.through(b, listener)
             coords.append(mk(m.Coordinator, key=key, node_id=b.node_id if b else -1, host=b.host if b else "",
                              port=b.port if b else -1, error_code=code, error_message=msg))
         return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
     code, msg, b = (error, None, None) if error is not None else _lookup(node, request.key, key_type, v)
+    b = node.through(b, listener)
     return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
 
@@ -80,7 +82,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(0.02)
-    return build(node, request)
+    return build(node, request, listener=ctx.listener)
 
 
 def register(node: Any) -> None:

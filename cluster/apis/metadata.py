@@ -52,11 +52,11 @@ def _known(m: Any, node: Any, name: str, live: frozenset[int]) -> Any:
     return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1, live=live)
 
 
-def build(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in node.brokers())
+                    for b in (node.through(x, listener) for x in node.brokers()))
     live = frozenset(b.node_id for b in brokers)
     topics: list[Any] = []
     requested = _unique(request.topics)
@@ -134,7 +134,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
             except Exception as e:  # noqa: BLE001 - the client sees LEADER_NOT_AVAILABLE/unknown and retries
                 log.warning("event=topic_auto_create_failed topic=%s error=%r", name, str(e))
-    return build(node, request)
+    return build(node, request, listener=ctx.listener)
 
 
 def register(node: Any) -> None:

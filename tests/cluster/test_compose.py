@@ -43,6 +43,15 @@ def config_as_dict(text: str) -> dict[str, Any]:
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
+def _port(p: Any) -> tuple[str, int, int]:
+    """(host ip, published, target) from either syntax docker-compose may print."""
+    if isinstance(p, dict):
+        return str(p.get("host_ip")), int(p["published"]), int(p["target"])
+    text = str(p).split("/")[0]  # "127.0.0.1:9092:29092/tcp"
+    ip, published, target = text.rsplit(":", 2) if text.count(":") == 2 else ("", *text.split(":"))
+    return ip, int(published), int(target)
+
+
 def test_compose_config_is_valid_and_every_node_env_is_a_valid_node_config() -> None:
     res = compose("--profile", "demo", "config")
     assert res.returncode == 0, res.stderr
@@ -63,7 +72,15 @@ def test_compose_config_is_valid_and_every_node_env_is_a_valid_node_config() -> 
         assert cfg.node_id == i
         assert cfg.cluster_secret == SECRET
         assert cfg.metrics_port == 9404
+        # Kafka's INTERNAL/EXTERNAL pattern: the compose network and the host each get addresses
+        # they can reach, and the host side is published on loopback only
         assert cfg.host == "0.0.0.0" and cfg.advertised == f"kcoord-{i}"
+        assert [x.name for x in cfg.listener_list()] == ["INTERNAL", "EXTERNAL"]
+        assert cfg.advertised_for("INTERNAL") == (f"kcoord-{i}", 9092)
+        assert cfg.advertised_for("EXTERNAL") == ("localhost", 9092 + i)
+        published = {_port(p) for p in svc["ports"]}
+        assert ("127.0.0.1", 9092 + i, 29092) in published, published
+        assert all(ip == "127.0.0.1" for ip, _, _ in published), published
         peers = parse_peers(cfg.peers)
         assert [p.host for p in peers] == ["kcoord-0", "kcoord-1", "kcoord-2"]
         assert peers[i].kafka_port == cfg.port

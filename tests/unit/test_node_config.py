@@ -34,3 +34,23 @@ def test_bad_values_name_the_setting(src, needle) -> None:
 def test_bad_env_value(tmp_path) -> None:
     with pytest.raises(ConfigError, match="KCOORD_GROUP_MAX_SIZE"):
         load_config(None, env={"KCOORD_GROUP_MAX_SIZE": "lots"})
+
+
+def test_listeners_kafka_style() -> None:
+    cfg = load_config(None, env={}, overrides={
+        "listeners": "INTERNAL://0.0.0.0:9092,EXTERNAL://:29092",
+        "advertised.listeners": "INTERNAL://kcoord-0:9092,EXTERNAL://localhost:9092"})
+    assert (cfg.host, cfg.port) == ("0.0.0.0", 9092)  # the first listener is the main one
+    assert [(x.name, x.host, x.port) for x in cfg.listener_list()] == [("INTERNAL", "0.0.0.0", 9092),
+                                                                       ("EXTERNAL", "", 29092)]
+    assert cfg.advertised == "kcoord-0" and cfg.advertised_for("EXTERNAL") == ("localhost", 9092)
+    plain = load_config(None, env={}, overrides={"host": "10.0.0.5", "port": 9099, "advertised_host": "a.example"})
+    assert [x.name for x in plain.listener_list()] == ["PLAINTEXT"]
+    assert plain.advertised_for("PLAINTEXT") == ("a.example", 9099)
+    for bad in ({"listeners": "INTERNAL:9092"}, {"listeners": "internal://h:1"},
+                {"listeners": "A://h:1,A://h:2"}, {"listeners": "A://h:99999"},
+                {"listeners": "A://h:1", "advertised.listeners": "B://x:1"},
+                {"listeners": "A://h:1", "advertised.listeners": "A://0.0.0.0:1"},
+                {"listeners": "A://h:1", "port": 2}):
+        with pytest.raises(ConfigError, match="listeners"):
+            load_config(None, env={}, overrides=bad)
