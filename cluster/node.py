@@ -162,12 +162,13 @@ class Node:
             return self.cluster.broker(peer) if peer is not None else None
         return self.self_info()
 
-    def other_broker(self, key: int) -> Any:
-        """Some node other than this one, spread by ``key`` (None on a single node)."""
-        if self.cluster is None:
+    def likely_offsets_leader(self, partition: int) -> Any:
+        """Who most likely coordinates ``partition``'s groups on the other side of a partition
+        that cut this node off (None on a single node)."""
+        if self.cluster is None or not 0 <= partition < self.offsets_partitions:
             return None
-        others = [p for p in self.cluster.peers if p.node_id != self.node_id]
-        return self.cluster.broker(others[key % len(others)]) if others else None
+        peer = self.cluster.likely_leader_of(self.cluster.offsets_logs[partition])
+        return self.cluster.broker(peer) if peer is not None else None
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
         """``(leader node id or -1, leader epoch)`` of a data partition, for Metadata."""

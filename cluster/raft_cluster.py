@@ -215,6 +215,11 @@ class RaftCluster:
         peer: Peer | None = self._addr_to_peer.get(addr)
         return peer
 
+    def likely_leader_of(self, lg: RaftLog) -> Peer | None:
+        """For a node cut off from the others: who leads ``lg`` on the majority side, most
+        likely (replication/raft.py ``RaftLog.likely_leader``)."""
+        return self._addr_to_peer.get(lg.likely_leader())
+
     def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
         """Node ``node_id``'s advertised address on ``listener`` (None: not registered)."""
         found = self.state.get("endpoints", {}).get(node_id, {}).get(listener)

@@ -214,6 +214,9 @@ class EntryStore:
             self.next_offset = int(state["next"])
 
 
+RANKED_MARGIN_S = 0.1  # see _Group._SyncObj__generateRaftTimeout
+GUESS_PERIOD_S = 3.0  # see RaftLog.likely_leader
+
 # A node this many committed entries short of applying everything may still take leadership
 # over by transfer: it applies them before its announce entry, in a tick or two.
 READY_APPLY_LAG = 256
@@ -247,6 +250,8 @@ class _Group(ElectionGuard, SyncObj):  # type: ignore[misc]
         self.sm = sm
         self.fence = 0
         self.name = self_addr
+        self.order = sorted([self_addr, *peers])  # see successor()
+        self.addr = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         self._keep_tail = False  # see _append_entries_without_needless_truncation
         self._election_init(_pso_monotonic, conf.raftMinTimeout)
@@ -254,6 +259,32 @@ class _Group(ElectionGuard, SyncObj):  # type: ignore[misc]
             super().__init__(self_addr, peers, conf)
         else:
             super().__init__(self_addr, peers, conf, transportClass=transport)
+
+    def _SyncObj__generateRaftTimeout(self) -> float:  # noqa: N802
+        """A follower's election timeout, ranked instead of random: counting from its leader
+        along ``order``, the next node's timer runs out first, the one after it a third of the
+        range later (and so on), each with a little jitter. Whoever survives a leader's failure
+        or isolation stands in a known order, so votes do not split and a node cut off from the
+        others can tell clients who most likely took over (``successor``). Without a known
+        leader the timeout is random, as in pysyncobj."""
+        conf = self.__dict__["_SyncObj__conf"]
+        lo, hi = float(conf.raftMinTimeout), float(conf.raftMaxTimeout)
+        leader = self.__dict__.get("_SyncObj__raftLeader")
+        lid = getattr(leader, "id", None)
+        if lid not in self.order or lid == self.addr:
+            return lo + (hi - lo) * random.random()
+        n = len(self.order)
+        rank = (self.order.index(self.addr) - self.order.index(lid) - 1) % n
+        # The first stands a little after the minimum: a voter refuses a (pre-)vote while it has
+        # heard the leader within the minimum timeout, and the leader's last heartbeat reached
+        # the voters a few ms apart.
+        margin = min(RANKED_MARGIN_S, (hi - lo) / 4)
+        step = (hi - lo - margin) / max(1, n - 1)
+        return lo + margin + rank * step + random.uniform(0.0, min(0.03, step / 4))
+
+    def successor(self, addr: str) -> str:
+        """The node that stands first when ``addr``, as leader, fails or is cut off."""
+        return self.order[(self.order.index(addr) + 1) % len(self.order)]
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
         # A leadership transfer (TimeoutNow) is a courtesy, not a need: decline it until this
@@ -566,6 +597,7 @@ class RaftLog:
         self._transfer_sent = False
         self._leader_seen_connected: str | None = None
         self.peer_addrs = list(peers)
+        self._lost_at = 0.0  # when this node last lost its leadership (monotonic), for likely_leader
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -593,6 +625,22 @@ class RaftLog:
         """This node leads and no other can have been elected meanwhile (a leader lease, see
         replication/election.py): answers read from its state are current."""
         return bool(self.group.lease_valid())
+
+    def likely_leader(self) -> str:
+        """Who leads, or most likely leads now on the other side of a partition: the leader
+        last known if it is another node (it keeps leading wherever it kept a majority), else
+        this node's successor (elected first there when this node is cut off). Should that
+        election have gone another way, the guess moves on to the next node every
+        ``GUESS_PERIOD_S`` after this node lost its leadership (the same answer meanwhile, so a
+        client settles on it)."""
+        leader = self.leader_address()
+        if leader is not None and leader != self.self_addr:
+            return leader
+        order = self.group.order
+        others = [order[(order.index(self.self_addr) + i) % len(order)] for i in range(1, len(order))]
+        lost = self._lost_at if self._announced < 0 else 0.0  # still leading by its own account: first guess
+        turn = int(max(0.0, time.monotonic() - lost) / GUESS_PERIOD_S) if lost else 0
+        return others[turn % len(others)]
 
     def leader_address(self) -> str | None:
         leader = self.group._getLeader()
@@ -702,9 +750,8 @@ class RaftLog:
         """Ticker thread: a follower's next election no sooner than one election timeout away."""
         if self.group._isLeader():
             return
-        t = self.host.timings
         d = self.group.__dict__
-        later = _pso_monotonic() + random.uniform(t.raft_min_timeout, t.raft_max_timeout)
+        later = _pso_monotonic() + self.group._SyncObj__generateRaftTimeout()  # ranked, as ever
         if d["_SyncObj__raftElectionDeadline"] < later:
             d["_SyncObj__raftElectionDeadline"] = later
 
@@ -722,10 +769,10 @@ class RaftLog:
         if self._leader_seen_connected != addr:
             return  # never connected to it (e.g. still starting): keep the normal timeout
         self._leader_seen_connected = None
-        # Survivors go in a fixed order (by address) so they do not split the vote and fall back
-        # to the full election timeout; the first one normally wins before the next starts.
-        survivors = sorted(a for a in self.peer_addrs + [self.self_addr] if a != addr)
-        rank = survivors.index(self.self_addr)
+        # Survivors go in a fixed order (the leader's successors, as for a timeout) so they do
+        # not split the vote; the first one normally wins before the next starts.
+        order = self.group.order
+        rank = (order.index(self.self_addr) - order.index(addr) - 1) % len(order)
         soon = _pso_monotonic() + 0.05 + 0.25 * rank + random.uniform(0.0, 0.03)
         d = self.group.__dict__
         if d["_SyncObj__raftElectionDeadline"] > soon:
@@ -760,6 +807,7 @@ class RaftLog:
         if self._announced < 0:
             return
         self._announced = -1
+        self._lost_at = time.monotonic()
         log.info("event=leadership_lost partition=%s term=%d", self._name, term)
         self._publish(LeadershipChange(self._name, False, term))
 

@@ -26,13 +26,15 @@ def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode
         leader = node.offsets_partition_leader(partition)
         if leader is None:
             # Still unknown after the wait (see handle): this node may be cut off from the
-            # others. Name another node, whose answer will be current: librdkafka asks only the
-            # brokers it is connected to, so "not available" from here could keep it asking the
-            # one node that cannot know. A wrong guess costs the client one NOT_COORDINATOR.
-            other = node.other_broker(partition) if getattr(node, "cluster", None) is not None else None
-            if other is None:
+            # others. Name the node that most likely took over (the leader's successor stands
+            # first in an election): librdkafka asks only the brokers it is connected to, and
+            # "not available" from here kept it asking the one node that cannot know. The guess
+            # must be the same on every ask: a different node each time had librdkafka switch
+            # coordinators a thousand times a second and never commit.
+            likely = node.likely_offsets_leader(partition) if getattr(node, "cluster", None) is not None else None
+            if likely is None:
                 return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
-            return ErrorCode.none, None, other
+            return ErrorCode.none, None, likely
         return ErrorCode.none, None, leader
     if key_type == TRANSACTION:
         return ErrorCode.coordinator_not_available, "Transactions are not supported by this cluster (kcoord).", None
