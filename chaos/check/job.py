@@ -516,8 +516,8 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
 
 
 def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, float]]]:
-    """Per group, intervals ``[start, end + grace]`` of kill_all windows that may have ended the
-    group's client sessions.
+    """Per group, intervals ``[start, end + grace]`` of kill_all windows, and of windows that cut
+    clients off a node, that may have ended the group's client sessions.
 
     Every commit goes to the group coordinator, so the gap between the group's last acknowledged
     commit before a kill_all and its first one after is how long its members could not reach
@@ -525,9 +525,14 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
     loads). Once that gap reaches the session timeout less a heartbeat interval, a client may
     give its partitions up itself, as it would against Kafka: the rebalances and revocations
     that follow are the expected cost of a total outage, not a failover's, so I6 and I7 do not
-    judge them.
+    judge them. Cutting the clients off a node (``partition``) is the same for the groups it
+    coordinates when the commit gap says so, or when the cut lasted half the session timeout
+    and the group could not commit for most of it:
+    a client's own session clock started at its last heartbeat before the cut (kafka-python
+    heartbeats every 3 s) and it reconnects with a back-off after it, so such a cut can end the
+    session of a member whose group still committed through a faster one.
     """
-    windows = [w for w in tb.faults if w["type"] == "kill_all"]
+    windows = [w for w in tb.faults if w["type"] in ("kill_all", "partition")]
     if not windows:
         return {}
     oks: dict[str, list[float]] = {}
@@ -543,7 +548,12 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
             if i == 0:
                 continue  # no commit before it: nothing to lose
             after = times[j] if j < len(times) else tb.t_end
-            if after - times[i - 1] >= need:
+            gap = after - times[i - 1]
+            # a cut of at least half the session timeout that kept this group from committing
+            # (its coordinator's node was the one cut off) for most of it
+            long_cut = (w["type"] == "partition" and w["end"] - w["start"] >= opts.session_timeout / 2
+                        and gap >= 0.8 * (w["end"] - w["start"]))
+            if gap >= need or long_cut:
                 out.setdefault(group, []).append((w["start"], w["end"] + opts.fault_grace))
     return out
 
