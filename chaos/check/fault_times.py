@@ -29,22 +29,24 @@ from coordinator.partitioner import partition_for
 
 IN_FLIGHT_S = 0.25
 OFFSETS_PARTITIONS = 16
-_LEADERSHIP = re.compile(r"^ts=(\S+) .*event=(leader_elected|leadership_lost) partition=(\S+)")
+_LEADERSHIP = re.compile(r"^ts=(\S+) .*event=(leader_elected|leadership_lost|node_started)(?: partition=(\S+))?")
 
 
 def leadership_events(run_dir: str, t0: float) -> list[tuple[float, int, str, str]]:
-    """(run-clock time, node, elected|lost, partition name) from the copied node logs."""
+    """(run-clock time, node, elected|lost|started, partition name) from the copied node logs (a
+    killed node logs no loss: its restart, ``started``, ends everything it led)."""
     out: list[tuple[float, int, str, str]] = []
     for f in sorted(Path(run_dir, "logs").glob("node-*.log")):
         node = int(f.stem.split("-")[1])
         with open(f, encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if "event=lead" not in line:
+                if "event=lead" not in line and "event=node_started" not in line:
                     continue
                 m = _LEADERSHIP.match(line)
                 if m:
                     t = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0
-                    out.append((t, node, "elected" if m.group(2) == "leader_elected" else "lost", m.group(3)))
+                    kind = {"leader_elected": "elected", "leadership_lost": "lost"}.get(m.group(2), "started")
+                    out.append((t, node, kind, m.group(3) or ""))
     return sorted(out)
 
 
@@ -57,7 +59,9 @@ def _led_at(events: list[tuple[float, int, str, str]], node: int, t: float) -> s
     for te, nd, kind, part in events:
         if te > t:
             break
-        if nd == node:
+        if nd == node and kind == "started":
+            led.clear()
+        elif nd == node:
             (led.add if kind == "elected" else led.discard)(part)
     return led
 

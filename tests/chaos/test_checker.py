@@ -126,6 +126,9 @@ class History:
 
             p = f"__consumer_offsets-{partition_for(G, 16)}"
             (run_dir / "logs" / "node-0.log").write_text(
+                # led before a SIGKILL (no loss logged); the restart ends it
+                f"ts={ts(0.1)} level=info event=leader_elected partition=__consumer_offsets-77 epoch=1 term=1\n"
+                f"ts={ts(0.15)} level=info logger=kcoord.node event=node_started node_id=0 host=h port=1\n"
                 f"ts={ts(0.2)} level=info event=leader_elected partition={p} epoch=1 term=1\n"
                 f"ts={ts(0.3)} level=info event=leader_elected partition=__consumer_offsets-99 epoch=1 term=1\n"
                 f"ts={ts(1.8)} level=info event=leadership_lost partition={p} term=1\n"
