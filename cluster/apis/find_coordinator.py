@@ -51,12 +51,12 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: 
         coords = []
         for key in request.coordinator_keys:
             code, msg, b = (error, None, None) if error is not None else _lookup(node, key, key_type, v)
-            b = node.through(b, listener)
+            b = node.through(b, listener) if listener else b
             coords.append(mk(m.Coordinator, key=key, node_id=b.node_id if b else -1, host=b.host if b else "",
                              port=b.port if b else -1, error_code=code, error_message=msg))
         return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
     code, msg, b = (error, None, None) if error is not None else _lookup(node, request.key, key_type, v)
-    b = node.through(b, listener)
+    b = node.through(b, listener) if listener else b
     return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
 

@@ -56,7 +56,7 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: 
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in (node.through(x, listener) for x in node.brokers()))
+                    for b in (node.through(x, listener) if listener else x for x in node.brokers()))
     live = frozenset(b.node_id for b in brokers)
     topics: list[Any] = []
     requested = _unique(request.topics)
