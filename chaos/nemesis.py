@@ -193,17 +193,24 @@ class Nemesis:
         self.heal_partition(i, {"mode": mode, "delay_ms": delay_ms, "scope": "clients", "net": self.net.mode})
         self.ops_done.append("partition")
 
-    def _window(self, kind: str, node: int | None, seconds: float, detail: dict[str, Any]) -> None:
-        """Hold the fault that was just set for ``seconds``, heal every link, log the window."""
+    def _window(self, kind: str, node: int | None, seconds: float, detail: dict[str, Any],
+                hold: Callable[[], None] | None = None) -> None:
+        """Hold the fault that was just set for ``seconds`` (or run ``hold``, which may add to
+        ``detail``), heal every link, log the window."""
         t = run_clock()
         try:
-            self._sleep(seconds)
+            (hold or (lambda: self._sleep(seconds)))()
         finally:
             self.net.heal()
             now = run_clock()
             self.faults.write("raft_partition", node, {"kind": kind, "net": self.net.mode, **detail}, t=t, end=now)
             self.faults.write("raft_heal", node, {"kind": kind}, t=now)
         self.ops_done.append(kind)
+
+    def _isolation(self, k: int) -> dict[int, list[int]]:
+        """Cuts that leave node ``k`` alone (both ends given)."""
+        others = [j for j in range(self.cluster.n) if j != k]
+        return {k: others, **{j: [k] for j in others}}
 
     def cut_raft(self, cuts: dict[int, list[int]], seconds: float, node: int | None = None, kind: str = "cut",
                  **detail: Any) -> None:
@@ -213,8 +220,7 @@ class Nemesis:
         self._window(kind, node, seconds, {"cuts": {str(k): v for k, v in cuts.items()}, **detail})
 
     def isolate(self, k: int, seconds: float, kind: str, **detail: Any) -> None:
-        others = [j for j in range(self.cluster.n) if j != k]
-        self.cut_raft({k: others, **{j: [k] for j in others}}, seconds, node=k, kind=kind, **detail)
+        self.cut_raft(self._isolation(k), seconds, node=k, kind=kind, **detail)
 
     def isolate_coordinator(self, group: str | None = None, seconds: float | None = None) -> None:
         """Cut a group's coordinator off from the other nodes while its clients still reach it."""
@@ -249,25 +255,19 @@ class Nemesis:
         """A node's links to the others go down and up every few hundred ms."""
         seconds = self.rng.uniform(4, 8) if seconds is None else seconds
         k = self.rng.randrange(self.cluster.n)
-        others = [j for j in range(self.cluster.n) if j != k]
         down_ms, up_ms = self.rng.choice([(200, 300), (300, 700), (800, 1200)])
-        t = run_clock()
-        end = time.monotonic() + seconds
-        flips = 0
-        try:
+        detail: dict[str, Any] = {"down_ms": down_ms, "up_ms": up_ms, "flips": 0}
+
+        def flap() -> None:
+            end = time.monotonic() + seconds
             while time.monotonic() < end:
-                self.net.cut({k: others, **{j: [k] for j in others}})
+                self.net.cut(self._isolation(k))
                 self._sleep(min(down_ms / 1000, end - time.monotonic()))
                 self.net.cut({})
-                flips += 1
+                detail["flips"] += 1
                 self._sleep(min(up_ms / 1000, end - time.monotonic()))
-        finally:
-            self.net.heal()
-            now = run_clock()
-            self.faults.write("raft_partition", k, {"kind": "flapping", "net": self.net.mode, "down_ms": down_ms,
-                                                    "up_ms": up_ms, "flips": flips}, t=t, end=now)
-            self.faults.write("raft_heal", k, {"kind": "flapping"}, t=now)
-        self.ops_done.append("flapping")
+
+        self._window("flapping", k, seconds, detail, hold=flap)
 
     def packet_loss(self, seconds: float | None = None) -> None:
         """Every node loses a share (10-40 %) of what the others send it."""
@@ -392,24 +392,12 @@ def _broker_failure(n: Nemesis) -> None:
         n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
 
 
-def _partition_coordinator(n: Nemesis) -> None:
-    while n._gap(3, 6):
-        n.isolate_coordinator()
-
-
-def _partition_bridge(n: Nemesis) -> None:
-    while n._gap(3, 6):
-        n.bridge()
-
-
-def _partition_majority(n: Nemesis) -> None:
-    while n._gap(3, 6):
-        n.majority_split()
-
-
-def _partition_flapping(n: Nemesis) -> None:
-    while n._gap(3, 6):
-        n.flapping()
+def _every_few_seconds(fault: Callable[[Nemesis], None]) -> Callable[[Nemesis], None]:
+    """A scenario that repeats one network fault, 3-6 s apart."""
+    def scenario(n: Nemesis) -> None:
+        while n._gap(3, 6):
+            fault(n)
+    return scenario
 
 
 def _random(n: Nemesis) -> None:
@@ -451,10 +439,10 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "consumer-bounce-hard": _consumer_bounce_hard,
     "static-consumer-bounce": _static_consumer_bounce,
     "broker-failure": _broker_failure,
-    "partition-coordinator": _partition_coordinator,
-    "partition-bridge": _partition_bridge,
-    "partition-majority": _partition_majority,
-    "partition-flapping": _partition_flapping,
+    "partition-coordinator": _every_few_seconds(lambda n: n.isolate_coordinator()),
+    "partition-bridge": _every_few_seconds(lambda n: n.bridge()),
+    "partition-majority": _every_few_seconds(lambda n: n.majority_split()),
+    "partition-flapping": _every_few_seconds(lambda n: n.flapping()),
     "random": _random,
     "bounded": _bounded,
 }

@@ -217,7 +217,6 @@ class CoordinatorDriver:
         return self.runtime.state_of(partition) is not None and partition in self.runtime.active_partitions()
 
     async def call(self, partition: int, request: c.Request) -> c.Response:
-        assert self._loop is not None, "driver not started"
         lease = self._logs(partition).lease_valid
         if self.runtime.epoch_of(partition) is not None and not lease():
             # Leading by our own account but without a lease: a partition may have cut this node

@@ -31,7 +31,7 @@ def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode
             # "not available" from here kept it asking the one node that cannot know. The guess
             # must be the same on every ask: a different node each time had librdkafka switch
             # coordinators a thousand times a second and never commit.
-            likely = node.likely_offsets_leader(partition) if getattr(node, "cluster", None) is not None else None
+            likely = node.likely_offsets_leader(partition)  # None on a single node
             if likely is None:
                 return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
             return ErrorCode.none, None, likely
