@@ -598,6 +598,7 @@ class RaftLog:
         self._leader_seen_connected: str | None = None
         self.peer_addrs = list(peers)
         self._lost_at = 0.0  # when this node last lost its leadership (monotonic), for likely_leader
+        self._match_at_loss: dict[str, int] = {}  # each follower's acknowledged index then, ditto
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -629,15 +630,19 @@ class RaftLog:
     def likely_leader(self) -> str:
         """Who leads, or most likely leads now on the other side of a partition: the leader
         last known if it is another node (it keeps leading wherever it kept a majority), else
-        this node's successor (elected first there when this node is cut off). Should that
-        election have gone another way, the guess moves on to the next node every
-        ``GUESS_PERIOD_S`` after this node lost its leadership (the same answer meanwhile, so a
-        client settles on it)."""
+        the follower that had acknowledged the most of this node's log when it lost its
+        leadership (Raft elects only a node whose log is at least as long as its voters', so the
+        longest one wins), and among equals this node's successor (it stands first there when
+        this node is cut off). Should that election have gone another way, the guess moves on
+        to the next node every ``GUESS_PERIOD_S`` after this node lost its leadership (the same
+        answer meanwhile, so a client settles on it)."""
         leader = self.leader_address()
         if leader is not None and leader != self.self_addr:
             return leader
         order = self.group.order
         others = [order[(order.index(self.self_addr) + i) % len(order)] for i in range(1, len(order))]
+        match = self._match_at_loss
+        others.sort(key=lambda a: -match.get(a, 0))  # stable: successors first among equals
         lost = self._lost_at if self._announced < 0 else 0.0  # still leading by its own account: first guess
         turn = int(max(0.0, time.monotonic() - lost) / GUESS_PERIOD_S) if lost else 0
         return others[turn % len(others)]
@@ -734,6 +739,7 @@ class RaftLog:
             self._announce(term * EPOCH_STRIDE, term)
         if not leader and (self._announced >= 0 or self._announcing >= 0):
             self._announcing = -1
+            self._match_at_loss = {n.id: int(i) for n, i in list(g.__dict__["_SyncObj__raftMatchIndex"].items())}
             self.host.call_in_loop(self._lost_leadership, term)
 
     def tick_after_messages(self) -> bool:

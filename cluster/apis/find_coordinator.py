@@ -77,11 +77,14 @@ def _group_keys(request: Any) -> list[str]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
-    if getattr(node, "cluster", None) is not None and not node.cluster.cut_off():
+    cluster = getattr(node, "cluster", None)
+    if cluster is not None:
         keys = _group_keys(request)
         deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
+        # cut_off() is asked on every turn: a leader steps down for want of a majority at about
+        # the moment it starts to count as cut off, and a hold begun then ran its full 1.5 s
         while any(node.offsets_partition_leader(partition_for(k, node.offsets_partitions)) is None for k in keys):
-            if asyncio.get_running_loop().time() > deadline:
+            if asyncio.get_running_loop().time() > deadline or cluster.cut_off():
                 break
             await asyncio.sleep(0.02)
     return build(node, request, listener=ctx.listener)

@@ -137,3 +137,33 @@ def test_the_leaders_successor_takes_over_and_the_cut_off_node_names_it(tmp_path
             c.stop()
 
     asyncio.run(main())
+
+
+def test_a_cut_off_leader_names_the_follower_with_the_longer_log(tmp_path: Path) -> None:
+    """Raft elects only a node whose log is at least as long as its voters'. When the
+    successor fell behind before the leader was cut off (here its link to the leader was
+    down while an entry committed through the other follower), the other follower wins, and
+    the cut-off leader names it: it remembers what each follower had acknowledged."""
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            old = await c.leader()
+            await asyncio.sleep(1.0)
+            i_old = c.logs.index(old)
+            succ = old.group.successor(old.self_addr)
+            i_succ = c.addrs.index(succ)
+            c.hosts[i_old].hub.cut = frozenset({succ})  # the successor misses the next entry
+            c.hosts[i_succ].hub.cut = frozenset({old.self_addr})
+            await old.append(b"only-one-follower-has-it", old.leader_epoch())
+            _cut(c, i_old, True)
+            others = [lg for k, lg in enumerate(c.logs) if k != i_old]
+            await wait_for(lambda: any(lg.is_leader() for lg in others) and not old.is_leader(), timeout=8.0,
+                           what=lambda: "(no takeover)")
+            new = next(lg for lg in others if lg.is_leader())
+            assert new.self_addr != succ, "the successor's log was shorter: it cannot have won"
+            assert old.likely_leader() == new.self_addr
+        finally:
+            c.stop()
+
+    asyncio.run(main())
