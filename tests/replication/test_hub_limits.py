@@ -81,3 +81,41 @@ def test_a_silent_peer_is_closed_and_a_quiet_one_is_kept(monkeypatch: pytest.Mon
     finally:
         a.close()
         b.close()
+
+
+def test_a_dial_that_gets_no_answer_is_given_up_and_made_again() -> None:
+    # the larger address dials; a dial left unanswered (its SYNs dropped by a partition) would
+    # otherwise wait out TCP's SYN retransmissions (1 s, 3 s, 7 s) after the partition healed
+    a, b = sorted((RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)),
+                  key=lambda h: h.listen, reverse=True)
+    try:
+        a.attach("g1", Recorder(), [b.listen])
+        t0 = time.monotonic()
+        a.maintain(t0)  # dials; never processed, so the connection stays "connecting"
+        first = a._dialing[b.listen]
+        a.maintain(t0 + hub_mod.CONNECT_TIMEOUT / 2)
+        assert a._dialing.get(b.listen) is first
+        a.maintain(t0 + hub_mod.CONNECT_TIMEOUT + 0.01)  # given up and dialled again
+        assert first not in a._conns.values()
+        assert a._dialing.get(b.listen) not in (None, first)
+        pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_injected_cut_keeps_the_silent_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fault injection drops messages on a link kept up; closing it would let a new one through
+    monkeypatch.setattr(hub_mod, "SILENT_PEER_TIMEOUT", 0.3)
+    a, b, _, _ = _pair()
+    try:
+        a.cut = frozenset({b.listen})
+        conn = a._open[b.listen]
+        a.maintain(conn.last_recv + 1.0)
+        assert a.connected() == {b.listen}
+        a.cut = frozenset()
+        a.maintain(conn.last_recv + 1.0)
+        assert a.connected() == set()
+    finally:
+        a.close()
+        b.close()
