@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("chaos.run", "run a chaos scenario on a fresh local 3-node cluster; writes a run directory"),
     "fuzz": ("chaos.fuzz.cli", "fuzz a running cluster's wire protocol beside a healthy client group"),
     "check": ("chaos.check.job", "check a chaos run's history (PySpark): invariants I1-I9, report in RUN_DIR/report"),
+    "parquet": ("chaos.check.columnar", "write Parquet copies of a run's histories and offsets exports (faster checks)"),
 }
 
 
@@ -31,8 +32,14 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fault-grace", type=float, default=15.0, help="I6/I7: seconds a fault's effects may outlast it")
 
 
+def _parquet_arguments(p: argparse.ArgumentParser) -> None:
+    # mirrors chaos.check.columnar.add_arguments, for the same reason
+    p.add_argument("run_dir")
+    p.add_argument("--master", default=None, help="Spark master, e.g. local[2] or spark://host:7077 (default local[*])")
+
+
 # Argument builders that must not import the subcommand's module (heavy imports); others are imported.
-_LIGHT_ARGUMENTS: dict[str, Any] = {"check": _check_arguments}
+_LIGHT_ARGUMENTS: dict[str, Any] = {"check": _check_arguments, "parquet": _parquet_arguments}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

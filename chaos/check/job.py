@@ -4,6 +4,10 @@
     RUN_DIR/faults.jsonl           the fault timeline
     RUN_DIR/offsets-node-*.jsonl   each node's replayed offsets log (optional)
 
+or their Parquet copies (``history.parquet``, ``offsets.parquet``: chaos/check/columnar.py),
+read instead whenever they are complete. RUN_DIR may be any URL Spark's Hadoop file system
+reads (hdfs://, s3a://): the files are listed through it, never through the driver's disk.
+
 It checks invariants I1-I9 (shared/reference/raft-coordinator-anchors.md §2.4), gives a verdict
 per invariant with up to ``max_examples`` counterexamples, and writes RUN_DIR/report/
 (summary.json, summary.txt, index.html with plots). Run it with
@@ -18,7 +22,6 @@ tables: fault windows, generations, counterexamples and a sample of commit laten
 from __future__ import annotations
 
 import bisect
-import glob
 import json
 import os
 import sys
@@ -142,10 +145,14 @@ def spark_session(master: str | None = None, app: str = "kcoord-chaos-check") ->
     return spark
 
 
-def _exists(path_glob: str) -> bool:
-    if "://" in path_glob and not path_glob.startswith("file://"):
-        return True  # remote file system: let Spark decide
-    return bool(glob.glob(path_glob.removeprefix("file://")))
+def _files(spark: SparkSession, path_glob: str) -> list[str]:
+    """The files matching ``path_glob`` on whatever file system it names (local, hdfs://,
+    s3a://, ...), listed through Spark's Hadoop configuration as Spark itself would read them."""
+    sc: Any = spark.sparkContext  # py4j handles: untyped
+    path = sc._jvm.org.apache.hadoop.fs.Path(path_glob)
+    fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
+    found = fs.globStatus(path)
+    return sorted(str(st.getPath().toString()) for st in (found or []) if st.isFile())
 
 
 def _rows(df: DataFrame, n: int) -> list[dict[str, Any]]:
@@ -189,13 +196,44 @@ def _tp(arr: Column, i: int) -> Column:
     return arr.getItem(i)
 
 
-def load(spark: SparkSession, run_dir: str) -> Tables:
-    hist = f"{run_dir.rstrip('/')}/history/*.jsonl"
-    if not _exists(hist):
+# Parquet copies of a run's inputs (chaos/check/columnar.py writes them), read instead of the
+# JSONL when present: JSON parsing is most of the cost of loading a large run.
+HISTORY_PARQUET, OFFSETS_PARQUET = "history.parquet", "offsets.parquet"
+
+
+def history_events(spark: SparkSession, root: str, parquet: bool = True) -> DataFrame:
+    """The run's client events, each with ``seq`` (its place in its file: ties in time keep
+    their order), from the Parquet copy if there is one (and ``parquet``)."""
+    if parquet and _files(spark, f"{root}/{HISTORY_PARQUET}/_SUCCESS"):
+        schema = StructType([*EVENT_SCHEMA.fields, StructField("seq", LongType())])
+        return spark.read.schema(schema).parquet(f"{root}/{HISTORY_PARQUET}")
+    hist = f"{root}/history/*.jsonl"
+    if not _files(spark, hist):
         raise FileNotFoundError(f"no history files: {hist}")
-    ev = (spark.read.schema(EVENT_SCHEMA).option("mode", "PERMISSIVE").json(hist)
+    return (spark.read.schema(EVENT_SCHEMA).option("mode", "PERMISSIVE").json(hist)
+            .withColumn("seq", F.monotonically_increasing_id()))
+
+
+def offsets_records(spark: SparkSession, root: str, parquet: bool = True) -> tuple[DataFrame, int] | None:
+    """Every node's exported offsets records with ``node`` and ``seq`` (file order), and the
+    number of node files; None without exports. From the Parquet copy as above."""
+    if parquet and _files(spark, f"{root}/{OFFSETS_PARQUET}/_SUCCESS"):
+        schema = StructType([*OFFSETS_SCHEMA.fields, StructField("node", StringType()), StructField("seq", LongType())])
+        records = spark.read.schema(schema).parquet(f"{root}/{OFFSETS_PARQUET}")
+        return records, records.select("node").distinct().count()
+    opath = f"{root}/offsets-node-*.jsonl"
+    nodes = len(_files(spark, opath))
+    if not nodes:
+        return None
+    return (spark.read.schema(OFFSETS_SCHEMA).json(opath)
+            .withColumn("node", F.regexp_extract(F.input_file_name(), r"offsets-node-([^/]+)\.jsonl$", 1))
+            .withColumn("seq", F.monotonically_increasing_id())), nodes
+
+
+def load(spark: SparkSession, run_dir: str) -> Tables:
+    root = run_dir.rstrip("/")
+    ev = (history_events(spark, root)
           .where(F.col("type").isNotNull() & F.col("t").isNotNull())
-          .withColumn("seq", F.monotonically_increasing_id())
           .cache())
     t_end = ev.agg(F.max("t")).first()[0] or 0.0  # type: ignore[index]
 
@@ -232,15 +270,15 @@ def load(spark: SparkSession, run_dir: str) -> Tables:
     produced = ev.where(F.col("type") == "produce.ok").select("t", "topic", "partition", "offset", "value")
 
     faults: list[dict[str, Any]] = []
-    fpath = f"{run_dir.rstrip('/')}/faults.jsonl"
-    if _exists(fpath):
+    fpath = f"{root}/faults.jsonl"
+    if _files(spark, fpath):
         frows = spark.read.schema(FAULT_SCHEMA).json(fpath).where(F.col("type").isNotNull()).orderBy("t").collect()
         faults = fault_windows([r.asDict() for r in frows], t_end)
 
     final, divergent = None, None
-    opath = f"{run_dir.rstrip('/')}/offsets-node-*.jsonl"
-    if _exists(opath):
-        final, divergent = _final_offsets(spark, opath)
+    exported = offsets_records(spark, root)
+    if exported is not None:
+        final, divergent = _final_offsets(*exported)
     return Tables(ev, commits, reads, assign_x, poll_x, produced, final, divergent, float(t_end), faults)
 
 
@@ -272,12 +310,10 @@ def fault_windows(rows: list[dict[str, Any]], t_end: float) -> list[dict[str, An
     return out
 
 
-def _final_offsets(spark: SparkSession, opath: str) -> tuple[DataFrame, DataFrame]:
-    """Each node's replayed final state; the value held by a strict majority of node files wins."""
-    o = (spark.read.schema(OFFSETS_SCHEMA).json(opath)
-         .withColumn("node", F.regexp_extract(F.input_file_name(), r"offsets-node-([^/]+)\.jsonl$", 1))
-         .withColumn("seq", F.monotonically_increasing_id()))
-    nodes = o.select("node").distinct().count()
+def _final_offsets(records: DataFrame, nodes: int) -> tuple[DataFrame, DataFrame]:
+    """Each node's replayed final state; the value held by a strict majority of node files wins.
+    The node files are as big as the history (a record per commit): read them once."""
+    o = records
     tomb = o.where(F.col("tombstone")).groupBy("node", "group").agg(F.max("seq").alias("tomb_seq"))
     last = (o.where(~F.coalesce(F.col("tombstone"), F.lit(False)))
             .groupBy("node", "group", "topic", "topic_partition")
@@ -285,7 +321,8 @@ def _final_offsets(spark: SparkSession, opath: str) -> tuple[DataFrame, DataFram
             .join(tomb, ["node", "group"], "left")
             .where(F.col("tomb_seq").isNull() | (F.col("lseq") > F.col("tomb_seq")))
             .withColumnRenamed("topic_partition", "partition"))
-    votes = last.groupBy(*KEY, "offset").agg(F.count("*").alias("n"), F.collect_list("node").alias("nodes"))
+    # a row per key and value: small, and both results below read it
+    votes = last.groupBy(*KEY, "offset").agg(F.count("*").alias("n"), F.collect_list("node").alias("nodes")).cache()
     w = Window.partitionBy(*KEY).orderBy(F.col("n").desc(), F.col("offset").desc())
     ranked = votes.withColumn("rk", F.row_number().over(w))
     # small after aggregation; cached because I1 and I3 both read it (the logs are the biggest input)
@@ -361,18 +398,18 @@ def check_i1(tb: Tables, opts: Options) -> Verdict:
 
 
 def check_i2(tb: Tables, opts: Options) -> Verdict:
-    first = (tb.poll_x.groupBy("group", "member", "generation", "topic", "partition")
-             .agg(F.min(F.struct("t", "offset")).alias("f"))
-             .select("group", "member", "generation", "topic", "partition",
-                     F.col("f.t").alias("t_poll"), F.col("f.offset").alias("first_offset")))
+    # one pass over the polls: each member's first record and furthest offset per generation
+    per_gen = (tb.poll_x.groupBy("group", "member", "generation", "topic", "partition")
+               .agg(F.min(F.struct("t", "offset")).alias("f"), F.max("offset").alias("mx")).cache())
+    first = per_gen.select("group", "member", "generation", "topic", "partition",
+                           F.col("f.t").alias("t_poll"), F.col("f.offset").alias("first_offset"))
     a = (tb.assign_x.groupBy("group", "member", "generation", "topic", "partition")
          .agg(F.min("t").alias("t_assign")))
     j = (a.join(first, ["group", "member", "generation", "topic", "partition"])
          .where(F.col("t_poll") >= F.col("t_assign"))
          .withColumn("oid", F.monotonically_increasing_id()).cache())
     # continuation: the member's own position for the partition from an earlier generation
-    mine = (tb.poll_x.groupBy("group", "member", "topic", "partition", "generation")
-            .agg(F.max("offset").alias("mx")))
+    mine = per_gen.select("group", "member", "topic", "partition", "generation", "mx")
     prev = (j.select("oid", "group", "member", "topic", "partition", F.col("generation").alias("g_now"))
             .join(mine, ["group", "member", "topic", "partition"])
             .where(F.col("generation") < F.col("g_now"))
@@ -406,6 +443,7 @@ def check_i2(tb: Tables, opts: Options) -> Verdict:
                   "with nothing acknowledged before the first poll any start (reset) is allowed"],
                  {"assignments_with_polls": j.count()})
     j.unpersist()
+    per_gen.unpersist()
     return v
 
 
@@ -832,9 +870,17 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
     if write:
         from chaos.check.report import write_report
 
-        report.out_dir = out_dir or os.path.join(str(run_dir), "report")
+        report.out_dir = out_dir or _report_dir(str(run_dir))
         write_report(report, report.out_dir)
     return report
+
+
+def _report_dir(run_dir: str) -> str:
+    """RUN_DIR/report; for a run on another file system (hdfs://, s3a://) ./report-NAME here: the
+    driver writes the report with plain file I/O."""
+    if "://" in run_dir and not run_dir.startswith("file://"):
+        return os.path.abspath(f"report-{run_dir.rstrip('/').rsplit('/', 1)[-1]}")
+    return os.path.join(run_dir.removeprefix("file://"), "report")
 
 
 def _plot_data(tb: Tables, opts: Options, gens: list[dict[str, Any]], durations: list[dict[str, Any]]) -> dict[str, Any]:

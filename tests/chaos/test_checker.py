@@ -344,3 +344,23 @@ def test_i7_a_bounce_just_after_a_kill_all_is_not_judged(spark: Any) -> None:
     # unknown and rejoins, revoking the others: not the static member's doing
     assert _i7(spark, [("kill_all", 33.0, 36.0)]).status == "pass"
     assert _i7(spark, [("kill_all", 3.0, 6.0)]).status == "fail"  # long before: judged
+
+
+@pytest.mark.parametrize("bug", ["lost-commit", "regression"])  # a lost commit: I1 over the offsets copy
+def test_a_parquet_copy_of_a_run_gets_the_same_verdicts(spark: Any, tmp_path: Path, bug: str | None) -> None:
+    """``python -m chaos parquet`` (chaos/check/columnar.py): the checker reads the copies, not
+    the JSONL (deleted here before the second check), and finds the same violations."""
+    from chaos.check.columnar import to_parquet
+
+    run_dir = History(bug).build(tmp_path / (bug or "clean"))
+    before = run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=False)
+    to_parquet(run_dir, master="local[1]")
+    for f in [*Path(run_dir, "history").glob("*.jsonl"), *Path(run_dir).glob("offsets-node-*.jsonl")]:
+        f.unlink()
+    after = run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=False)
+
+    def verdicts(r: Report) -> dict[str, Any]:
+        return {k: (v.status, v.violations, v.counterexamples) for k, v in r.verdicts.items()}
+
+    assert verdicts(after) == verdicts(before)
+    assert after.stats == before.stats
