@@ -26,8 +26,6 @@ from chaos.history import FAULT_TYPES, run_clock
 from chaos.net import ChaosNet
 from coordinator.partitioner import partition_for
 
-OFFSETS_PARTITIONS = 16
-
 
 class FaultLog:
     def __init__(self, path: Path) -> None:
@@ -52,8 +50,9 @@ class FaultLog:
 class Nemesis:
     def __init__(self, seed: int, cluster: ChaosCluster, net: ChaosNet, faults: FaultLog, bootstrap: str,
                  groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None,
-                 data_topic: str | None = None) -> None:
+                 data_topic: str | None = None, *, offsets_partitions: int) -> None:
         self.rng = random.Random(seed)
+        self.offsets_partitions = offsets_partitions  # the nodes' offsets.topic.num.partitions
         self.seed = seed
         self.cluster = cluster
         self.net = net
@@ -77,7 +76,7 @@ class Nemesis:
 
     def coordinator_of(self, group: str) -> int:
         """The leader of the group's ``__consumer_offsets`` partition (random node if unknown)."""
-        return self.leader_of("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
+        return self.leader_of("__consumer_offsets", partition_for(group, self.offsets_partitions))
 
     def leader_of(self, topic: str, p: int) -> int:
         """The leader of a partition, as Metadata names it (random node if unknown)."""
@@ -121,7 +120,7 @@ class Nemesis:
         down = self.rng.uniform(2, 6) if down is None else down
         node = self.coordinator_of(group)
         self.kill_node(node, down, reason="coordinator", group=group,
-                       offsets_partition=partition_for(group, OFFSETS_PARTITIONS))
+                       offsets_partition=partition_for(group, self.offsets_partitions))
         self.ops_done[-1] = "kill_coordinator"
 
     def pause_node(self, i: int | None = None, seconds: float | None = None) -> None:
@@ -152,7 +151,7 @@ class Nemesis:
             self.cluster.resume(node)
             after = run_clock()
             self.faults.write("transfer", node, {"method": "pause-leader", "group": group,
-                                                 "offsets_partition": partition_for(group, OFFSETS_PARTITIONS)},
+                                                 "offsets_partition": partition_for(group, self.offsets_partitions)},
                               t=t, end=after)
             self._sleep(self.rng.uniform(1.0, 2.0))
         self.ops_done.append("transfer")
@@ -231,7 +230,7 @@ class Nemesis:
     def isolate_data_leader(self, seconds: float | None = None) -> None:
         """Cut off the leader of a partition of the workload's topic, under produce load."""
         topic = self.data_topic or "__consumer_offsets"
-        p = self.rng.randrange(OFFSETS_PARTITIONS if topic == "__consumer_offsets" else 6)
+        p = self.rng.randrange(self.offsets_partitions if topic == "__consumer_offsets" else 6)
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         self.isolate(self.leader_of(topic, p), seconds, "isolate_data_leader", topic=topic, partition=p)
 

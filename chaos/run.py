@@ -381,6 +381,15 @@ def node_settings() -> dict[str, object]:
     return settings
 
 
+def offsets_partitions(settings: dict[str, object]) -> int:
+    """The nodes' ``__consumer_offsets`` partition count under ``settings`` (a group's coordinator
+    is found from it)."""
+    from cluster.config import NodeConfig
+
+    value = settings.get("offsets.topic.num.partitions", settings.get("offsets_topic_num_partitions"))
+    return int(str(value)) if value is not None else NodeConfig().offsets_topic_num_partitions
+
+
 def versions() -> dict[str, Any]:
     import confluent_kafka
     import kafka
@@ -437,6 +446,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
                                *([layout.prefix] if layout else [])], cwd=REPO)
     settings = node_settings()
     info["node_settings"] = settings
+    info["offsets_partitions"] = offsets_partitions(settings)
     proxies: ProxySet | None = None
     if layout is None:
         proxy_ports = [free_port() for _ in range(3)]
@@ -476,7 +486,8 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         nemesis = Nemesis(seed, cluster, net, faults, bootstrap, GROUPS,
                           client_ops={"crash_consumer": clients.crash_consumer,
                                       "bounce_group": clients.bounce_group,
-                                      "bounce_static": clients.bounce_static}, data_topic=TOPIC)
+                                      "bounce_static": clients.bounce_static}, data_topic=TOPIC,
+                          offsets_partitions=info["offsets_partitions"])
         nemesis.run(scenario, duration)
         info["nemesis_end"] = round(run_clock(), 3)
         info["ops"] = nemesis.ops_done

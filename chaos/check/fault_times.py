@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from coordinator.partitioner import partition_for
 
 IN_FLIGHT_S = 0.25
-OFFSETS_PARTITIONS = 16
+OFFSETS_PARTITIONS = 16  # for runs whose run.json predates its offsets_partitions
 _LEADERSHIP = re.compile(r"^ts=(\S+) .*event=(leader_elected|leadership_lost|node_started)(?: partition=(\S+))?")
 
 
@@ -75,6 +75,7 @@ def partition_fault_times(spark: SparkSession, run_dir: str, faults: list[dict[s
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     t0 = float(info.get("t0", 0.0))
     groups = list(info.get("groups", []))
+    n_offsets = int(info.get("offsets_partitions", OFFSETS_PARTITIONS))
     events = leadership_events(run_dir, t0) if t0 else []
     wins = spark.createDataFrame([(w["id"], float(w["start"])) for w in windows], "wid long, w_start double")
     first = (commits.where(F.col("status") == "ok").select("group", "t_inv", "t_res")
@@ -103,7 +104,7 @@ def partition_fault_times(spark: SparkSession, run_dir: str, faults: list[dict[s
         for g in groups:
             t_first = served.get((w["id"], g))
             per_group[g] = {"served_s": None if t_first is None else round(t_first - w["start"], 3),
-                            "coordinator_cut_off": f"__consumer_offsets-{partition_for(g, OFFSETS_PARTITIONS)}"
+                            "coordinator_cut_off": f"__consumer_offsets-{partition_for(g, n_offsets)}"
                             in led_names}
         out.append({"id": w["id"], "kind": detail.get("kind"), "net": detail.get("net"), "start": w["start"],
                     "length_s": round(w["end"] - w["start"], 3), "cut_off": cut_off,

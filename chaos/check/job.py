@@ -557,9 +557,9 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
     """Per group, intervals ``[start, end + grace]`` of kill_all windows, and of windows that cut
     clients off a node, that may have ended the group's client sessions.
 
-    Every commit goes to the group coordinator, so the gap between the group's last acknowledged
-    commit before a kill_all and its first one after is how long its members could not reach
-    the coordinator (the window itself ends when the processes are up, before elections and
+    Every commit goes to the group coordinator, so the longest gap between the group's
+    acknowledged commits, from the last before a window to the first after it, is how long its
+    members could not reach the coordinator (the window itself ends when the processes are up, before elections and
     loads). Once that gap reaches the session timeout less a heartbeat interval, a client may
     give its partitions up itself, as it would against Kafka: the rebalances and revocations
     that follow are the expected cost of a total outage, not a failover's, so I6 and I7 do not
@@ -585,8 +585,11 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
             j = bisect.bisect_left(times, w["end"])
             if i == 0:
                 continue  # no commit before it: nothing to lose
-            after = times[j] if j < len(times) else tb.t_end
-            gap = after - times[i - 1]
+            # the longest stretch without an acknowledged commit from the last one before the
+            # window to the first one after it (a cut group may still commit inside the window
+            # if its coordinator was elsewhere; nothing commits inside a kill_all)
+            span = [*times[i - 1:j], times[j] if j < len(times) else tb.t_end]
+            gap = max(b - a for a, b in zip(span, span[1:], strict=False))
             # a cut of at least half the session timeout that kept this group from committing
             # (its coordinator's node was the one cut off) for most of it
             long_cut = (w["type"] == "partition" and w["end"] - w["start"] >= opts.session_timeout / 2

@@ -364,3 +364,17 @@ def test_a_parquet_copy_of_a_run_gets_the_same_verdicts(spark: Any, tmp_path: Pa
 
     assert verdicts(after) == verdicts(before)
     assert after.stats == before.stats
+
+
+def test_i6_a_long_client_cut_off_from_the_coordinator_is_not_judged(spark: Any) -> None:
+    # the clients cut off their coordinator's node for 6.8 s (over half the 10 s session) and the
+    # group could not commit through it (9.5 -> 17.5): a client whose session clock started at its
+    # last heartbeat before the cut may have given up its partitions; the rebalance is not judged
+    cut = [("partition", 10.0, 16.8)]
+    v = _i6(spark, _gens(1.0, 19.0), cut, commits=(9.5, 17.5))
+    assert v.status == "pass" and v.stats["excused_total_outage"] == 1
+    # the group kept committing through the cut (its coordinator was elsewhere): judged
+    v = _i6(spark, _gens(1.0, 19.0), cut, commits=tuple(9.5 + i for i in range(9)))
+    assert v.status == "fail" and v.counterexamples[0]["fault"]["type"] == "partition"
+    # a 3 s cut that stopped its commits for 4 s cannot have ended a 10 s session: judged
+    assert _i6(spark, _gens(1.0, 15.0), [("partition", 10.0, 13.0)], commits=(9.5, 13.5)).status == "fail"
