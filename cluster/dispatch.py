@@ -24,7 +24,6 @@ from typing import Any
 
 from cluster import metrics
 from cluster.codec import (
-    API_VERSIONS_KEY,
     CodecError,
     ErrorCode,
     RequestHeader,
@@ -78,6 +77,9 @@ class ApiSpec:
     advertised_min: int
     error_response: ErrorResponder | None
     raw: RawHandler | None = None
+    # the answer to a version outside the range, when the API has one that every version of a
+    # client can read (ApiVersions: Kafka's v0 UNSUPPORTED_VERSION with the API list)
+    unknown_version: Callable[[], Any] | None = None
 
 
 class ApiRegistry:
@@ -94,6 +96,7 @@ class ApiRegistry:
         advertised_min: int | None = None,
         error_response: ErrorResponder | None = None,
         raw: RawHandler | None = None,
+        unknown_version: Callable[[], Any] | None = None,
     ) -> None:
         if min_version > max_version:
             raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
@@ -103,7 +106,8 @@ class ApiRegistry:
             if request_schema(api_key, v) is None:
                 raise ValueError(f"api {api_key} v{v} has no kio schema")
         adv = min_version if advertised_min is None else advertised_min
-        self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response, raw)
+        self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response, raw,
+                                       unknown_version)
 
     def get(self, api_key: int) -> ApiSpec | None:
         return self._apis.get(api_key)
@@ -226,13 +230,10 @@ class Dispatcher:
         return answer.data
 
     def _unsupported_version(self, spec: ApiSpec, header: RequestHeader, frame: bytes, conn: ConnInfo) -> bytes:
-        if header.api_key == API_VERSIONS_KEY:
-            from cluster.apis.api_versions import unsupported_version_response
-
-            log.info("event=api_versions_unsupported_version conn=%d peer=%s:%d api_version=%d client_id=%r",
-                     conn.connection_id, conn.host, conn.port, header.api_version, header.client_id)
-            return encode_response(API_VERSIONS_KEY, header.correlation_id,
-                                   unsupported_version_response(self.registry))
+        if spec.unknown_version is not None:
+            log.info("event=unknown_version_answered conn=%d peer=%s:%d api_key=%d api_version=%d client_id=%r",
+                     conn.connection_id, conn.host, conn.port, header.api_key, header.api_version, header.client_id)
+            return encode_response(header.api_key, header.correlation_id, spec.unknown_version())
         if spec.error_response is not None and request_schema(header.api_key, header.api_version) is not None:
             try:
                 request = decode_body(header, frame, self.max_array_items)

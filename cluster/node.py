@@ -13,10 +13,10 @@ import asyncio
 import importlib
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from cluster import data_dir
+from cluster.broker_info import BrokerInfo
 from cluster.clock import AnchoredClock
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
@@ -30,14 +30,6 @@ from replication.journal import FlushPolicy, set_flush_policy
 from replication.local import LocalLog
 
 log = logging.getLogger("kcoord.node")
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 class NodeStartError(RuntimeError):

@@ -16,12 +16,12 @@ import asyncio
 import logging
 import os
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from cluster import link_control, metrics
+from cluster.broker_info import BrokerInfo
 from cluster.config import Peer
 from cluster.incarnation import claim_dir
 from cluster.metadata import TopicMeta
@@ -131,14 +131,6 @@ class DataStateMachine:
         state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
         self.data.reset_to(int(state["start"]), state["batches"], state["producers"])
         self._on_applied()
-
-
-@dataclass(slots=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 class RaftCluster:

@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .errors import ErrorCode
 from .records import GroupMetadataValue, MemberMetadata
 
 Token = Hashable
@@ -173,18 +174,19 @@ class ClassicGroup:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def validate_member(self, member_id: str, instance_id: str | None) -> bool | str:
-        """``True`` if valid, else the name of the error ("unknown" or "fenced")."""
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """NONE for a current member, else UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID (the static
+        instance belongs to another member id now)."""
         if instance_id is not None:
             existing = self.static_members.get(instance_id)
             if existing is None:
-                return "unknown"
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if existing != member_id:
-                return "fenced"
-            return True
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
         if member_id not in self.members:
-            return "unknown"
-        return True
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     # ---------------------------------------------------------------- protocols
 

@@ -281,10 +281,9 @@ class GroupCoordinatorShard:
                 # Kafka raises IllegalStateException here: a pending id never carries an instance id.
                 return self._join_error(token, E.UNKNOWN_SERVER_ERROR, member_id)
             return self._add_member_then_rebalance_or_complete_join(group, req, member_id, token)
-        validity = group.validate_member(member_id, req.group_instance_id)
-        if validity is not True:
-            error = E.FENCED_INSTANCE_ID if validity == "fenced" else E.UNKNOWN_MEMBER_ID
-            return self._join_error(token, error, member_id)
+        invalid = group.validate_member(member_id, req.group_instance_id)
+        if invalid:
+            return self._join_error(token, invalid, member_id)
         member = group.members[member_id]
         if group.is_in(S.PREPARING_REBALANCE):
             return self._update_member_then_rebalance_or_complete_join(group, member, req, token,
@@ -565,9 +564,9 @@ class GroupCoordinatorShard:
             return error(E.UNKNOWN_MEMBER_ID)
         if group.is_in(S.DEAD):
             return error(E.COORDINATOR_NOT_AVAILABLE)
-        validity = group.validate_member(req.member_id, req.group_instance_id)
-        if validity is not True:
-            return error(E.FENCED_INSTANCE_ID if validity == "fenced" else E.UNKNOWN_MEMBER_ID)
+        invalid = group.validate_member(req.member_id, req.group_instance_id)
+        if invalid:
+            return error(invalid)
         if req.generation_id != group.generation_id:
             return error(E.ILLEGAL_GENERATION)
         if ((req.protocol_type is not None and req.protocol_type != group.protocol_type)
@@ -619,9 +618,9 @@ class GroupCoordinatorShard:
             return c.HeartbeatResponse(E.UNKNOWN_MEMBER_ID)
         if group.is_in(S.DEAD):
             return c.HeartbeatResponse(E.COORDINATOR_NOT_AVAILABLE)
-        validity = group.validate_member(req.member_id, req.group_instance_id)
-        if validity is not True:
-            return c.HeartbeatResponse(E.FENCED_INSTANCE_ID if validity == "fenced" else E.UNKNOWN_MEMBER_ID)
+        invalid = group.validate_member(req.member_id, req.group_instance_id)
+        if invalid:
+            return c.HeartbeatResponse(invalid)
         if req.generation_id != group.generation_id:
             return c.HeartbeatResponse(E.ILLEGAL_GENERATION)
         if group.is_in(S.EMPTY):
@@ -659,14 +658,13 @@ class GroupCoordinatorShard:
                 results.append(c.LeaveMemberResult(ident.member_id, ident.group_instance_id, E.NONE))
                 removed_any = True
             else:
-                validity = group.validate_member(ident.member_id, ident.group_instance_id)
-                if validity is True:
+                invalid = group.validate_member(ident.member_id, ident.group_instance_id)
+                if not invalid:
                     self._remove_current_member(group, ident.member_id)
                     results.append(c.LeaveMemberResult(ident.member_id, ident.group_instance_id, E.NONE))
                     removed_any = True
                 else:
-                    err = E.FENCED_INSTANCE_ID if validity == "fenced" else E.UNKNOWN_MEMBER_ID
-                    results.append(c.LeaveMemberResult(ident.member_id, ident.group_instance_id, err))
+                    results.append(c.LeaveMemberResult(ident.member_id, ident.group_instance_id, invalid))
         if removed_any:
             if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
                 self._maybe_prepare_rebalance_or_complete_join(group, "members left the group")
@@ -689,9 +687,9 @@ class GroupCoordinatorShard:
         if req.generation_id < 0 and group.is_in(S.EMPTY):
             return E.NONE
         if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            validity = group.validate_member(req.member_id, req.group_instance_id)
-            if validity is not True:
-                return E.FENCED_INSTANCE_ID if validity == "fenced" else E.UNKNOWN_MEMBER_ID
+            invalid = group.validate_member(req.member_id, req.group_instance_id)
+            if invalid:
+                return invalid
             if req.generation_id != group.generation_id:
                 return E.ILLEGAL_GENERATION
         elif not group.is_in(S.EMPTY):

@@ -38,4 +38,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def register(node: Any) -> None:
     node.registry.register(API_KEY, 0, 4, handle,
-                           error_response=lambda req, code: build_response(node.registry, version_of(req), code))
+                           error_response=lambda req, code: build_response(node.registry, version_of(req), code),
+                           unknown_version=lambda: unsupported_version_response(node.registry))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.errors import ErrorCode
 from coordinator.group import ClassicGroup, GroupState, IllegalStateTransition, Member
 
 from .harness import consumer_subscription
@@ -205,11 +206,11 @@ def test_validate_member_and_rebalance_timeout() -> None:
     m2 = member("m2", "range")
     m2.rebalance_timeout_ms = 30_000
     g.add(m2)
-    assert g.validate_member("m1", "i1") is True
-    assert g.validate_member("x", "i1") == "fenced"
-    assert g.validate_member("m1", "i9") == "unknown"
-    assert g.validate_member("m2", None) is True
-    assert g.validate_member("zz", None) == "unknown"
+    assert g.validate_member("m1", "i1") == ErrorCode.NONE
+    assert g.validate_member("x", "i1") == ErrorCode.FENCED_INSTANCE_ID
+    assert g.validate_member("m1", "i9") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_member("m2", None) == ErrorCode.NONE
+    assert g.validate_member("zz", None) == ErrorCode.UNKNOWN_MEMBER_ID
     assert g.rebalance_timeout_ms() == 30_000
 
 
