@@ -599,6 +599,10 @@ class RaftLog:
         self.peer_addrs = list(peers)
         self._lost_at = 0.0  # when this node last lost its leadership (monotonic), for likely_leader
         self._match_at_loss: dict[str, int] = {}  # each follower's acknowledged index then, ditto
+        # Event loop: appends proposed under the current leadership and not yet resolved. A leader
+        # that steps down (a lost quorum) fails them at once: pysyncobj would resolve them only
+        # when it learns the new leader's commit index, i.e. after the cut heals.
+        self._in_flight: set[asyncio.Future[int]] = set()
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -669,7 +673,11 @@ class RaftLog:
             self.host.call_in_loop(_resolve, fut, result, error)
 
         self.group.append(epoch, payload, callback=done)
-        result = await fut
+        self._in_flight.add(fut)
+        try:
+            result = await fut
+        finally:
+            self._in_flight.discard(fut)
         if result == FENCED:
             raise StaleEpochError(f"{self._name}: append at epoch {epoch} was fenced")
         if result == APPLY_FAILED:
@@ -815,6 +823,10 @@ class RaftLog:
         self._announced = -1
         self._lost_at = time.monotonic()
         log.info("event=leadership_lost partition=%s term=%d", self._name, term)
+        for fut in self._in_flight:
+            if not fut.done():  # outcome unknown: the entry may still commit under the next leader
+                fut.set_exception(NotLeaderError(f"{self._name}: leadership lost before the entry committed"))
+        self._in_flight.clear()
         self._publish(LeadershipChange(self._name, False, term))
 
     def set_ready_to_lead(self, check: Callable[[], bool]) -> None:

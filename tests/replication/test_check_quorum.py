@@ -167,3 +167,37 @@ def test_a_cut_off_leader_names_the_follower_with_the_longer_log(tmp_path: Path)
             c.stop()
 
     asyncio.run(main())
+
+
+def test_an_append_in_flight_at_the_step_down_fails_then_not_at_the_heal(tmp_path: Path) -> None:
+    """An entry the cut-off leader proposed cannot commit on its side; its caller (a produce, a
+    commit) learns so when the leader steps down, not when the cut heals and the new leader's
+    commit index reaches it (a produce to an isolated leader hung for the whole cut)."""
+
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        try:
+            old = await c.leader()
+            epoch = old.leader_epoch()
+            await old.append(b"before", epoch)
+            i_old = c.logs.index(old)
+            cut_at = time.monotonic()
+            _cut(c, i_old, True)
+            pending = asyncio.ensure_future(old.append(b"during-the-cut", epoch))
+            try:
+                await asyncio.wait_for(asyncio.shield(pending), 6.0)
+                raise AssertionError("an isolated leader acknowledged a write")
+            except NotLeaderError:
+                failed_after = time.monotonic() - cut_at
+            except TimeoutError:
+                raise AssertionError("the append still hangs 6 s after the cut "
+                                     f"(old leader still leads: {old.is_leader()})") from None
+            assert not old.is_leader()
+            print(f"the in-flight append failed {failed_after:.2f}s after the cut")
+            assert failed_after < 2.5, failed_after
+            _cut(c, i_old, False)
+        finally:
+            c.stop()
+
+    asyncio.run(main())
