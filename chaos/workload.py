@@ -108,8 +108,14 @@ def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
                       on_delivery=callback(op, value))
         except BufferError as e:
             h.write("produce.fail", op=op, value=value, error=f"BufferError: {e}")
-        next_at += interval
-        p.poll(max(0.0, next_at - time.monotonic()))
+        # poll() returns as soon as it has served a callback, so one call per message let the
+        # schedule run ahead of the clock while deliveries flowed, and the next stall of
+        # deliveries (any fault) then held the producer in poll() for the whole lead (9 s seen).
+        # Wait out each slot; after a stall catch up at most a second's worth of messages.
+        next_at = max(next_at + interval, time.monotonic() - 1.0)
+        p.poll(0)
+        while (wait := next_at - time.monotonic()) > 0 and not STOP.is_set():
+            p.poll(wait)
         if fatal.is_set():
             # A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE) ends this producer:
             # what it still holds is unknown, and a new producer (new producer id) goes on.
