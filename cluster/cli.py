@@ -59,8 +59,7 @@ def _run(config: NodeConfig) -> int:
 
 
 # Subcommands that live in their own modules: each has ``add_parser(subparsers)`` and ``run(args) -> int``.
-TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.tools.net",
-                "cluster.bench.cli")
+TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.tools.net")
 
 
 def _tools() -> dict[str, Any]:
@@ -75,8 +74,8 @@ def _tools() -> dict[str, Any]:
                 continue  # not built yet
             raise
         found[mod.COMMAND] = mod
-    # Plug-ins registered as entry points (e.g. `kcoord chaos`): loaded by name, never imported
-    # statically, so the rule that nothing imports chaos/ still holds.
+    # Plug-ins registered as entry points (`kcoord chaos`, `kcoord bench`): loaded by name, never
+    # imported statically, so the rule that nothing imports chaos/ or bench/ still holds.
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="kcoord.commands"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from chaos.check.job import Report
+    from chaos.check.model import Report
 
 
 def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None = None, **kw: Any) -> Report:

@@ -17,7 +17,13 @@ import sys
 import time
 from typing import Any
 
-from chaos.check.job import HISTORY_PARQUET, OFFSETS_PARQUET, history_events, offsets_records, spark_session
+from chaos.check.tables import (
+    HISTORY_PARQUET,
+    OFFSETS_PARQUET,
+    history_events,
+    offsets_records,
+    spark_session,
+)
 
 
 def to_parquet(run_dir: str, master: str | None = "local[*]") -> dict[str, Any]:

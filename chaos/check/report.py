@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from chaos.check.job import Report
+    from chaos.check.model import Report
 
 STATUS_MARK = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP", "inconclusive": "????"}
 

@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
-from chaos.check.job import Options, Report, run_check  # noqa: E402
+from chaos.check.job import run_check  # noqa: E402
+from chaos.check.model import Options, Report  # noqa: E402
 from coordinator.partitioner import partition_for  # noqa: E402
 
 T, G = "t", "g"
@@ -240,7 +241,7 @@ def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float
     the group's acknowledged commits."""
     from types import SimpleNamespace
 
-    from chaos.check.job import _generations, check_i6
+    from chaos.check.invariants import _generations, check_i6
 
     rows = [{"t": e["t"], "type": e["type"], "group": G, "member": e["member"], "generation": e.get("generation"),
              "partitions": e.get("partitions", [[T, "0"]])} for e in events]
@@ -307,7 +308,7 @@ def test_i6_dates_a_rebalance_by_its_first_revocation(spark: Any) -> None:
 
 def test_i9_bound_counts_fault_free_time_only() -> None:
     """A fault that starts before the group recovered holds recovery back for as long as it lasts."""
-    from chaos.check.job import _fault_free_deadline
+    from chaos.check.invariants import _fault_free_deadline
 
     faults = [{"id": 0, "start": 0.0, "end": 10.0}, {"id": 1, "start": 20.0, "end": 30.0},
               {"id": 2, "start": 25.0, "end": 28.0}, {"id": 3, "start": 100.0, "end": 110.0}]
@@ -320,7 +321,7 @@ def _i7(spark: Any, windows: list[tuple[str, float, float]]) -> Any:
     """check_i7 on a static member s1 bounced at 38 s (back at 40 s) while dynamic m2 revokes at 39 s."""
     from types import SimpleNamespace
 
-    from chaos.check.job import check_i7
+    from chaos.check.invariants import check_i7
 
     rows = [(1.0, "assign", G, "s1", "i1", [[T, "0"]]), (1.0, "assign", G, "m2", None, [[T, "1"]]),
             (38.0, "leave", G, "s1", "i1", []), (39.0, "revoke", G, "m2", None, [[T, "1"]]),

@@ -7,6 +7,7 @@ figures are there and positive, and no acknowledged commit was lost.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -99,3 +100,20 @@ def test_bench_heartbeat_start_cluster_small() -> None:
     assert r["loadgen_cpu_pct"] >= 0 and r["nodes_cpu_pct"] > 0, r
     assert len(r["nodes_cpu_pct_per_node"]) == 3, r
     assert out["ok"] is (r["errors"] == 0 and r["timeouts"] == 0 and r["achieved_pct"] >= 95), out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None, reason="needs Java 17 and Maven")
+def test_bench_commit_against_apache_kafka(node: NodeProcess) -> None:
+    """``--peer kafka``: a 3-broker KRaft Apache Kafka started from Maven Central's jars runs the same
+    commit workload; both sides' figures and the ratios are there, and neither lost a commit."""
+    out = bench("commit", "--bootstrap", node.bootstrap, "--peer", "kafka", "--clients", "2", "--duration", "2",
+                "--phases", "sync-1,async-1", timeout=900)
+    assert out["ok"] is True and out["errors"] == {}, out
+    assert out["ratio_of"] == "kcoord/kafka" and set(out["results"]) == {"kcoord", "kafka"}, out
+    assert len(out["targets"]["kafka"].split(",")) == 3, out["targets"]
+    for name in ("kcoord", "kafka"):
+        r = out["results"][name]
+        assert r["sync-1.commits_per_s"] > 0 and r["async-1.commits_per_s"] > 0, (name, r)
+        assert r["lost_commits"] == 0 and r["acked_commits"] > 0, (name, r)
+    assert out["ratios"]["sync-1.commits_per_s"] > 0, out["ratios"]

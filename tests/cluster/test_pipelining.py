@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from cluster.bench.cluster3 import commit_error, offset_commit_v2, offset_fetch_v2, parse_offset_fetch_v2
-from cluster.bench.common import create_topic
+from bench.cluster3 import commit_error, offset_commit_v2, offset_fetch_v2, parse_offset_fetch_v2
+from bench.common import create_topic
 
 
 def _read_frames(sock: socket.socket, n: int) -> list[bytes]:

@@ -24,9 +24,9 @@ import threading
 import time
 from typing import Any
 
-from cluster.bench.brokers import BenchError
-from cluster.bench.common import CLIENT_DEFAULTS, create_topic, run_id
-from cluster.bench.report import Metric, Reporter, rnd
+from bench.brokers import BenchError
+from bench.common import CLIENT_DEFAULTS, create_topic, run_id
+from bench.report import Metric, Reporter, rnd
 
 METRICS = [
     Metric("initial_s", "initial: subscribe -> complete assignment", "s", "lower"),

@@ -1,13 +1,16 @@
 """``kcoord bench SCENARIO``: run a workload against kcoord and, with a peer, the same workload
 against the peer broker in the same run; print a rich table with ratios and one JSON line.
 
-    kcoord bench commit --start-kcoord --start-peer
+    kcoord bench commit --start-kcoord --peer tansu
+    kcoord bench commit --start-kcoord --peer kafka
     kcoord bench rebalance --bootstrap 127.0.0.1:9092 --peer 127.0.0.1:19092 --members 50 --partitions 60
     kcoord bench e2e --start-kcoord --start-peer --profile /tmp/kcoord-e2e.svg
 
 ``--start-kcoord`` starts a single kcoord node (initial rebalance delay 0) when no
-``--bootstrap`` is given; ``--start-peer`` starts tansu with memory storage on a free
-port. Both are stopped afterwards. Ratios are kcoord / peer for every figure.
+``--bootstrap`` is given. ``--peer tansu`` (or ``--start-peer``) starts tansu with memory
+storage on a free port; ``--peer kafka`` starts Apache Kafka, 3 KRaft brokers with the offsets
+topic replicated 3 times (Java 17 and Maven needed; the jars are cached outside the repository).
+Everything started is stopped afterwards. Ratios are kcoord / peer for every figure.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import sys
 import time
 from typing import Any
 
-from cluster.bench import cluster3, commit, e2e, heartbeat, rebalance
-from cluster.bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
-from cluster.bench.report import Reporter, ratios_of
+from bench import cluster3, commit, e2e, heartbeat, kafka_peer, rebalance
+from bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
+from bench.report import Reporter, ratios_of
 
 COMMAND = "bench"
+STARTABLE_PEERS = ("tansu", "kafka")
 SCENARIOS: dict[str, Any] = {
     "commit": commit,
     "rebalance": rebalance,
@@ -52,9 +56,12 @@ def add_parser(subparsers: Any) -> None:
                    help="start a single kcoord node on a free port when no --bootstrap is given")
     g.add_argument("--kcoord-set", action="append", default=[], metavar="NAME=VALUE",
                    help="extra --set for the node started by --start-kcoord (repeatable)")
-    g.add_argument("--peer", help="peer broker (e.g. tansu) bootstrap host:port: run the same workload there")
-    g.add_argument("--start-peer", action="store_true", help="start tansu (memory storage) on a free port")
-    g.add_argument("--peer-name", default=None, help="label of the peer in the table (default tansu/peer)")
+    g.add_argument("--peer", help="run the same workload on a peer: 'tansu' or 'kafka' to start one, "
+                                  "or the bootstrap host:port of a running broker")
+    g.add_argument("--start-peer", action="store_true", help="start tansu (memory storage): --peer tansu")
+    g.add_argument("--kafka-version", default=kafka_peer.KAFKA_VERSION,
+                   help=f"Apache Kafka version for --peer kafka (default {kafka_peer.KAFKA_VERSION})")
+    g.add_argument("--peer-name", default=None, help="label of the peer in the table (default tansu/kafka/peer)")
     g.add_argument("--peer-first", action="store_true", help="run the peer before kcoord")
     g.add_argument("--profile", metavar="FILE",
                    help="py-spy record the kcoord node during the kcoord run (.svg flamegraph, "
@@ -109,6 +116,7 @@ def _run(args: Any, rep: Reporter) -> int:
         raise BenchError("give either --bootstrap or --start-kcoord")
     if args.peer and args.start_peer:
         raise BenchError("give either --peer or --start-peer")
+    start_peer = "tansu" if args.start_peer else args.peer if args.peer in STARTABLE_PEERS else None
     if not args.bootstrap and not args.start_kcoord:
         raise BenchError("need --bootstrap ADDR (a running kcoord) or --start-kcoord")
     if hasattr(scen, "precheck") and args.bootstrap:
@@ -123,13 +131,20 @@ def _run(args: Any, rep: Reporter) -> int:
             rep.note(f"started kcoord node pid={node.pid} on {node.bootstrap} (log {node.log_path})")
             if hasattr(scen, "precheck"):
                 scen.precheck(subject_addr, args)
-        peer_addr = args.peer
-        peer_name = args.peer_name or ("tansu" if args.start_peer else "peer")
-        if args.start_peer:
+        peer_addr = None if start_peer else args.peer
+        peer_name = args.peer_name or start_peer or "peer"
+        if start_peer == "tansu":
             t = start_tansu()
             started.append(t)
             peer_addr = t.bootstrap
             rep.note(f"started tansu pid={t.pid} on {t.bootstrap} (log {t.log_path})")
+        elif start_peer == "kafka":
+            rep.note(f"starting Apache Kafka {args.kafka_version}: 3 KRaft brokers")
+            brokers = kafka_peer.start_kafka(version=args.kafka_version)
+            started.extend(brokers)
+            peer_addr = brokers[0].bootstrap
+            rep.note(f"started kafka pids={[b.pid for b in brokers]} on {peer_addr} "
+                     f"(logs in {brokers[0].log_path.parent})")
         subject = "kcoord"
         if peer_addr is not None and peer_name == subject:
             peer_name = "peer"

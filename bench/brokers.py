@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 KCOORD_READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")
 
 
@@ -70,6 +70,7 @@ class Started:
     proc: subprocess.Popen[str]
     log_path: Path
     tmp: str | None = None
+    kill_on_stop: bool = False  # SIGKILL at once: a peer whose clean shutdown waits on its stopped peers
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -81,7 +82,7 @@ class Started:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGKILL if self.kill_on_stop else signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -20,9 +20,9 @@ import struct
 import time
 from typing import Any
 
-from cluster.bench.brokers import BenchError
-from cluster.bench.common import CLIENT_DEFAULTS, create_topic, mp_context, run_id
-from cluster.bench.report import Metric, Reporter, percentile, rnd
+from bench.brokers import BenchError
+from bench.common import CLIENT_DEFAULTS, create_topic, mp_context, run_id
+from bench.report import Metric, Reporter, percentile, rnd
 
 HEADER = struct.Struct(">dBq")  # send time (time.time()), phase, sequence
 

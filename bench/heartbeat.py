@@ -47,10 +47,10 @@ import time
 from array import array
 from typing import Any
 
-from cluster.bench.brokers import BenchError
-from cluster.bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
-from cluster.bench.common import host_cpu, mp_context, run_id
-from cluster.bench.report import Metric, Reporter, rnd
+from bench.brokers import BenchError
+from bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
+from bench.common import host_cpu, mp_context, run_id
+from bench.report import Metric, Reporter, rnd
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any
 
-from cluster.bench.brokers import BenchError
+from bench.brokers import BenchError
 
 CLIENT_DEFAULTS: dict[str, Any] = {"socket.nagle.disable": True}
 

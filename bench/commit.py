@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Any
 
-from cluster.bench.brokers import BenchError
-from cluster.bench.common import CLIENT_DEFAULTS, create_topic, host_cpu, mp_context, run_id
-from cluster.bench.report import Metric, Reporter, percentile, rnd
+from bench.brokers import BenchError
+from bench.common import CLIENT_DEFAULTS, create_topic, host_cpu, mp_context, run_id
+from bench.report import Metric, Reporter, percentile, rnd
 
 PHASES = {  # name -> (offsets per commit, asynchronous)
     "sync-1": (1, False),

@@ -43,9 +43,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cluster.bench.brokers import BenchError, free_port
-from cluster.bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
-from cluster.bench.report import Metric, Reporter, rnd
+from bench.brokers import BenchError, free_port
+from bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
+from bench.report import Metric, Reporter, rnd
 from cluster.launcher import LocalNode, free_raft_bases, peers_spec, start_nodes
 from coordinator.partitioner import partition_for
 

@@ -1,0 +1,92 @@
+"""What the chaos checker concludes, without Spark: the invariants, a verdict per invariant, the
+report, the options, and the fault windows (pure Python over the fault timeline). The report
+writer (chaos/check/report.py) imports only this."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+INVARIANTS = {
+    "I1": "committed offsets never regress",
+    "I2": "the resume point after assignment is a committed offset (or the start)",
+    "I3": "ambiguous commits accepted both ways; failed commits never take effect",
+    "I4": "commit <= position, commits and records only for assigned partitions",
+    "I5": "at most one owner per partition at any moment (and per generation); stale commits rejected",
+    "I6": "no rebalance caused by a coordinator failover",
+    "I7": "a bounced static member causes no revocation on the others",
+    "I8": "delivery: no lost ack'd produce, no duplicates, no inconsistent offsets, no aborted reads",
+    "I9": "liveness: progress within a bound after each fault window ends",
+}
+# start type -> the type that ends its window (same node unless the start has no node)
+WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all",
+               "raft_partition": "raft_heal"}
+
+
+@dataclass
+class Verdict:
+    id: str
+    title: str
+    status: str  # pass | fail | skipped | inconclusive
+    violations: int = 0
+    counterexamples: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    run_dir: str
+    ok: bool
+    verdicts: dict[str, Verdict]
+    stats: dict[str, Any]
+    timings: dict[str, float]
+    faults: list[dict[str, Any]]
+    out_dir: str | None = None
+    partition_faults: list[dict[str, Any]] = field(default_factory=list)  # chaos/check/fault_times.py
+    plots: dict[str, Any] = field(default_factory=dict, repr=False)  # data for the HTML plots
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("plots", None)
+        return d
+
+
+@dataclass
+class Options:
+    max_examples: int = 10
+    fault_grace: float = 15.0       # a fault's effects may outlast its window by this much (I6, I7)
+    liveness_bound: float = 35.0    # I9: max(35 s, 2 x session timeout), Kafka's harness default
+    session_timeout: float = 10.0   # I6/I7: the workload's session timeout
+    heartbeat_interval: float = 1.0  # I6/I7: the workload's heartbeat interval
+    latency_sample: int = 20000
+    progress: bool = False          # one stderr line per phase (the CLI sets it)
+
+
+
+def fault_windows(rows: list[dict[str, Any]], t_end: float) -> list[dict[str, Any]]:
+    """Pair fault starts with their ends (``end`` field, else the matching end event)."""
+    out: list[dict[str, Any]] = []
+    open_: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["t"]):
+        typ, node = r["type"], r.get("node")
+        if typ in WINDOW_ENDS or typ == "transfer":
+            w = {"id": len(out), "type": typ, "node": node, "detail": r.get("detail"), "start": r["t"],
+                 "end": r.get("end"), "open": False}
+            if w["end"] is None and typ == "transfer":
+                w["end"] = r["t"]
+            out.append(w)
+            if w["end"] is None:
+                open_[(WINDOW_ENDS[typ], node)] = w
+        else:
+            w2 = open_.pop((typ, node), None)
+            if w2 is None:  # an end without a node (heal, restart_all) closes any open start of its kind
+                for k in [k for k in open_ if k[0] == typ]:
+                    w2 = open_.pop(k)
+                    break
+            if w2 is not None:
+                w2["end"] = r["t"]
+    for w in out:
+        if w["end"] is None:
+            w["end"], w["open"] = t_end, True
+    return out
