@@ -269,6 +269,14 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
                     partitions=_parts(revoked), instance=args.instance_id)
             st.owned -= {(tp.topic, tp.partition) for tp in revoked}
 
+        def on_partitions_lost(self, lost: Any) -> None:
+            # kafka-python 3 (KIP-429): the member was already expired or fenced; its default
+            # calls on_partitions_revoked, which would hide from the checker that the partitions
+            # were taken away before the client knew (a zombie, as librdkafka's on_lost reports).
+            h.write("revoke", group=args.group, member=MEMBER, generation=st.generation,
+                    partitions=_parts(lost), lost=True, instance=args.instance_id)
+            st.owned -= {(tp.topic, tp.partition) for tp in lost}
+
         def on_partitions_assigned(self, assigned: Any) -> None:
             st.assigns += 1
             gen, member_id = generation()
