@@ -211,8 +211,15 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
         st.owned -= {(tp.topic, tp.partition) for tp in parts}
 
     c.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    fatal_seen = False
     while not STOP.is_set():
-        msgs = [m for m in c.consume(num_messages=500, timeout=0.5) if m.error() is None]
+        got = c.consume(num_messages=500, timeout=0.5)
+        msgs = [m for m in got if m.error() is None]
+        errors = [e for e in (m.error() for m in got) if e is not None]
+        fatal = next((e for e in errors if e.fatal()), None)
+        if fatal is not None and not fatal_seen:  # e.g. FENCED_INSTANCE_ID: librdkafka stops here
+            fatal_seen = True
+            logging.getLogger("chaos").error("fatal consumer error: %s", fatal)
         if not msgs:
             continue
         h.write("poll", group=args.group, member=MEMBER, generation=st.generation,

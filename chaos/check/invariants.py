@@ -371,6 +371,19 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
         return Verdict("I7", INVARIANTS["I7"], "skipped", notes=["no static members (no `instance` field) in history"])
     bounces = (ev.where(F.col("type").isin("leave", "crash")).select("group", "member", F.col("t").alias("t_b"))
                .join(static, ["group", "member"]))
+    # A static member that held nothing when it went (never assigned, or its last assign/revoke
+    # was a lost revoke: expired or fenced) comes back as a join, and a join rebalances in Kafka
+    # too: not a bounce to judge. (A clean close revokes too, but not as lost.)
+    lost = (F.col("type") == "revoke") & F.coalesce(F.col("lost"), F.lit(False))
+    held = (ev.where(F.col("type").isin("assign", "revoke"))
+            .select("group", "member", F.col("t").alias("t_h"), lost.alias("h_lost"), "seq")
+            .join(bounces.select("group", "member", "t_b"), ["group", "member"])
+            .where(F.col("t_h") <= F.col("t_b"))
+            .groupBy("group", "member", "t_b").agg(F.max_by("h_lost", F.struct("t_h", "seq")).alias("last_lost"))
+            .where(~F.col("last_lost")).drop("last_lost"))
+    empty_handed = bounces.count()
+    bounces = bounces.join(held, ["group", "member", "t_b"], "left_semi")
+    empty_handed -= bounces.count()
     rejoin = (ev.where((F.col("type") == "assign") & F.col("instance").isNotNull())
               .select("group", F.col("instance").alias("r_instance"), F.col("t").alias("t_r")))
     b = (bounces.join(rejoin, (bounces["group"] == rejoin["group"]) & (bounces["instance"] == rejoin["r_instance"])
@@ -405,8 +418,9 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
     return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
                     ["bounces overlapping another member's leave/crash are not judged",
                      f"bounces within {opts.fault_grace:g} s of a kill_all are not judged (unstored generations are lost)",
-                     "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
-                    {"static_bounces": b.count()})
+                     "a static member that held nothing when it went (never assigned, or lost) is not judged",
+                    "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
+                    {"static_bounces": b.count(), "bounces_holding_nothing": empty_handed})
 
 
 def check_i8(tb: Tables, opts: Options) -> Verdict:

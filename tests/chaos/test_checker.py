@@ -317,17 +317,19 @@ def test_i9_bound_counts_fault_free_time_only() -> None:
     assert _fault_free_deadline(faults[3], faults, 35.0) == 145.0  # nothing after it
 
 
-def _i7(spark: Any, windows: list[tuple[str, float, float]]) -> Any:
+def _i7(spark: Any, windows: list[tuple[str, float, float]], before: tuple[tuple[Any, ...], ...] = ()) -> Any:
     """check_i7 on a static member s1 bounced at 38 s (back at 40 s) while dynamic m2 revokes at 39 s."""
     from types import SimpleNamespace
 
     from chaos.check.invariants import check_i7
 
-    rows = [(1.0, "assign", G, "s1", "i1", [[T, "0"]]), (1.0, "assign", G, "m2", None, [[T, "1"]]),
+    rows = [(1.0, "assign", G, "s1", "i1", [[T, "0"]]), (1.0, "assign", G, "m2", None, [[T, "1"]]), *before,
             (38.0, "leave", G, "s1", "i1", []), (39.0, "revoke", G, "m2", None, [[T, "1"]]),
             (40.0, "assign", G, "s1b", "i1", [[T, "0"]])]
+    # (t, type, group, member, instance, partitions[, lost]) -> with seq and lost
+    rows = [(*r[:6], n, bool(r[6]) if len(r) > 6 else None) for n, r in enumerate(rows)]
     ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, instance string, "
-                                     "partitions array<array<string>>")
+                                     "partitions array<array<string>>, seq long, lost boolean")
     oks = spark.createDataFrame([(G, t, "ok") for t in (30.0, 36.5, 41.0)], "`group` string, t_res double, status string")
     faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
               for i, (ty, s, e) in enumerate(windows)]
@@ -338,6 +340,20 @@ def _i7(spark: Any, windows: list[tuple[str, float, float]]) -> Any:
 def test_i7_flags_a_revocation_on_a_static_bounce(spark: Any) -> None:
     v = _i7(spark, [("kill", 10.0, 12.0)])
     assert v.status == "fail" and v.counterexamples[0]["revoked_member"] == "m2"
+
+
+def test_i7_a_static_member_that_held_nothing_when_it_went_is_not_judged(spark: Any) -> None:
+    # s1 lost its partitions at 20 s (expired while it could not reach its coordinator) and never
+    # got new ones: its restart is a join, which rebalances the others in Kafka too
+    lost = ((20.0, "revoke", G, "s1", "i1", [[T, "0"]], True),)
+    v = _i7(spark, [("kill", 10.0, 12.0)], before=lost)
+    assert v.status == "pass" and v.stats["bounces_holding_nothing"] == 1, v
+    # assigned again before the bounce: judged
+    v = _i7(spark, [("kill", 10.0, 12.0)], before=(*lost, (25.0, "assign", G, "s1", "i1", [[T, "0"]])))
+    assert v.status == "fail" and v.stats["bounces_holding_nothing"] == 0, v
+    # a clean close revokes (not lost) just before it leaves: judged
+    v = _i7(spark, [("kill", 10.0, 12.0)], before=((37.9, "revoke", G, "s1", "i1", [[T, "0"]], False),))
+    assert v.status == "fail" and v.stats["bounces_holding_nothing"] == 0, v
 
 
 def test_i7_a_bounce_just_after_a_kill_all_is_not_judged(spark: Any) -> None:
