@@ -170,6 +170,10 @@ class Node:
         if lg is None:
             return -1, -1
         peer = self.cluster.leader_of(lg)
+        if peer is None and not lg.is_leader() and self.cluster.cut_off():
+            # Cut off from the others: name the likely leader on their side (as FindCoordinator
+            # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong.
+            peer = self.cluster.likely_leader_of(lg)
         # Leader epoch -1: clients then skip KIP-320 position validation (OffsetForLeaderEpoch, which
         # kcoord does not serve); committed Raft entries are never truncated, so there is nothing to detect.
         return (peer.node_id if peer is not None else -1), -1

@@ -245,6 +245,10 @@ class RaftCluster:
         return BrokerInfo(peer.node_id, host, peer.kafka_port)
 
     def live_brokers(self) -> list[BrokerInfo]:
+        if self.cut_off():
+            # It cannot tell who is up; listing only itself made clients (librdkafka) drop the
+            # other brokers and ask only it, for leaders it cannot name, until the cut healed.
+            return [self.broker(p) for p in self.peers]
         connected = self.meta_log.connected_peers()
         return [self.broker(p) for p in self.peers
                 if p.node_id == self.me.node_id or self.raft_addr(p, META_SLOT) in connected]

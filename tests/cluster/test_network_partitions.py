@@ -301,6 +301,8 @@ def _scenario(tmp_path: Path, kind: str) -> None:
             time.sleep(0.02)
         after = [t - cut_at for t, _n in rec.commits if t > cut_at + cutter.lag]
         produced_after = [t - cut_at for t in rec.produce_acks if t > cut_at + cutter.lag]
+        # what the cut-off node tells a client that asks it (it is still reachable) about the topic
+        cut_view = _leaders_seen_by(cluster.address(k), TOPIC)
         cutter.apply({})
         healed_at = time.monotonic()
         probe.close()
@@ -348,6 +350,10 @@ def _scenario(tmp_path: Path, kind: str) -> None:
             assert agreed < 3.0, f"the nodes named the leaders again only {agreed:.2f}s after healing"
         else:
             assert hb_refused is not None and hb_refused < 2.0, hb_refused
+            # it names a leader on the other side for every partition (its best guess, listed among
+            # its brokers), never itself and never none: a client that asks only it (librdkafka
+            # after a NOT_LEADER_OR_FOLLOWER) would otherwise wait for the heal
+            assert k not in cut_view.values() and -1 not in cut_view.values(), (k, cut_view)
             if data_led:
                 assert fetch_refused is not None and fetch_refused < 2.0, fetch_refused
             # Typically 1.5 s: the cut-off leader's pending commit fails at its step-down (1.4 s)
