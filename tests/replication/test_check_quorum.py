@@ -92,6 +92,9 @@ def test_a_follower_cut_off_for_a_while_does_not_unseat_the_leader(tmp_path: Pat
             await leader.append(b"a", leader.leader_epoch())
             term = leader.current_term()
             k = next(i for i, lg in enumerate(c.logs) if lg is not leader)
+            # the follower to cut off must have heard this leader (and its term) first: the entry
+            # commits with the other follower's acknowledgement alone
+            await wait_for(lambda: distinct(c.logs[k]) == [b"a"], timeout=5.0, what=lambda: f"{distinct(c.logs[k])}")
             _cut(c, k, True)
             await asyncio.sleep(4.0)  # several election timeouts
             cut_off = c.logs[k]
