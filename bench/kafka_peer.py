@@ -38,14 +38,15 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 </project>
 """
 
+# To stdout, which goes to the broker's one log file with whatever the JVM itself prints on a
+# failed start (a log4j file of its own held only the former).
 LOG4J2 = """status = error
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {path}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
-rootLogger.appenderRef.file.ref = file
+rootLogger.appenderRef.out.ref = out
 logger.server.name = kafka.server.KafkaServer
 logger.server.level = INFO
 logger.broker.name = kafka.server.BrokerServer
@@ -126,14 +127,14 @@ def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 1
     for i in range(nodes):
         cfg = tmp / f"server-{i}.properties"
         cfg.write_text(_properties(i, ports, controller_ports, tmp / f"data-{i}"))
-        log4j = tmp / f"log4j2-{i}.properties"
-        log4j.write_text(LOG4J2.format(path=tmp / f"kafka-{i}.log"))
-        configs.append((cfg, log4j))
+        configs.append(cfg)
+    log4j = tmp / "log4j2.properties"
+    log4j.write_text(LOG4J2)
 
     def fmt(i: int) -> subprocess.CompletedProcess[str]:
-        cfg, log4j = configs[i]
         return subprocess.run(_jvm(libs, log4j) + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                                   "-c", str(cfg)], capture_output=True, text=True, timeout=120)
+                                                   "-c", str(configs[i])], capture_output=True, text=True,
+                              timeout=120)
 
     with ThreadPoolExecutor(nodes) as pool:
         formats = list(pool.map(fmt, range(nodes)))
@@ -142,13 +143,13 @@ def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 1
             shutil.rmtree(tmp, ignore_errors=True)
             raise BenchError(f"kafka storage format of broker {i} failed:\n{(res.stdout + res.stderr)[-2000:]}")
     started: list[Started] = []
-    for i, (cfg, log4j) in enumerate(configs):
-        out_path = tmp / f"kafka-{i}.out"
-        with open(out_path, "w") as out:
+    for i, cfg in enumerate(configs):
+        log_path = tmp / f"kafka-{i}.log"
+        with open(log_path, "w") as out:
             proc = subprocess.Popen(_jvm(libs, log4j) + ["kafka.Kafka", str(cfg)], stdout=out,
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
         # The last broker owns the temporary directory, so it is removed once all have stopped.
-        started.append(Started(f"kafka-{i}", bootstrap, proc, tmp / f"kafka-{i}.log",
+        started.append(Started(f"kafka-{i}", bootstrap, proc, log_path,
                                str(tmp) if i == nodes - 1 else None, kill_on_stop=True))
     try:
         deadline = time.monotonic() + timeout
