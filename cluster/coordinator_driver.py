@@ -1,9 +1,10 @@
 """The asyncio driver of the pure coordinator runtime: I/O, real timers, group commit.
 
-It turns runtime effects into actions: ``Respond`` resolves the caller's future;
-``Append`` records are coalesced per partition into one replicated entry while the
-previous entry of that partition is in flight (group commit); ``Reload`` re-reads the
-partition. Leadership changes of the ``__consumer_offsets`` logs load and unload shards.
+It interprets runtime effects: ``Respond`` resolves the caller's future; ``Append`` is
+encoded and appended to the partition's replicated log, its outcome reported back (the
+runtime decides what goes into each Append: group commit is its policy, not the driver's);
+``Reload`` re-reads the partition. Leadership changes of the ``__consumer_offsets`` logs load
+and unload shards.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from cluster import metrics
@@ -38,16 +38,6 @@ READY_LAG_ENTRIES = 500  # a follower this close to the log's end may be handed 
 YIELD_EVERY_RECORDS = 5000  # decode this many records, then let requests and other partitions run
 
 
-@dataclass(slots=True)
-class _Outbox:
-    """Records of one partition waiting for the next replicated entry."""
-
-    epoch: int = -1
-    records: list[Record] = field(default_factory=list)
-    end_offset: int = 0
-    in_flight: bool = False
-
-
 # Answers read from the coordinator's state rather than made durable by the answer itself.
 _READS = (c.OffsetFetchRequest, c.HeartbeatRequest, c.SyncGroupRequest, c.JoinGroupRequest, c.DescribeGroupsRequest,
           c.ListGroupsRequest)
@@ -63,7 +53,6 @@ class CoordinatorDriver:
         self._commit_timeout_s = commit_timeout_ms / 1000
         self.max_entry_bytes = MAX_ENTRY_BYTES  # replicated entries are split below this
         self._futures: dict[object, asyncio.Future[c.Response]] = {}
-        self._outboxes: dict[int, _Outbox] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -120,7 +109,6 @@ class CoordinatorDriver:
             current = self.runtime.epoch_of(partition)
             if current is not None:
                 self._run(self.runtime.unload(partition, max(change.epoch, current)))
-                self._outboxes.pop(partition, None)
                 log.info("event=shard_unloaded partition=%d epoch=%d", partition, change.epoch)
 
     async def _load(self, partition: int, epoch: int) -> None:
@@ -139,7 +127,6 @@ class CoordinatorDriver:
         async for batch in self._decoded(partition, source):
             records.extend(batch)
             entries += 1
-        self._outboxes[partition] = _Outbox(epoch=epoch)
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
         took = self._now_ms() - started
         self.load_times_ms[partition] = took
@@ -257,18 +244,10 @@ class CoordinatorDriver:
                     fut.set_result(e.response)
             elif isinstance(e, Append):
                 timers_may_change = True
-                box = self._outboxes.setdefault(e.partition, _Outbox(epoch=e.epoch))
-                if box.epoch != e.epoch:
-                    box.epoch, box.records = e.epoch, []
-                box.records.extend(e.records)
-                box.end_offset = e.end_offset
-                if not box.in_flight:
-                    box.in_flight = True
-                    self._spawn(self._flush(e.partition, box))
+                self._spawn(self._append(e))
             elif isinstance(e, Reload):
                 timers_may_change = True
                 log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
-                self._outboxes[e.partition] = _Outbox(epoch=e.epoch)
                 refence = getattr(self._logs(e.partition), "refence", None)
                 if refence is not None and refence():
                     # A new epoch fences whatever the failed append left in flight; its
@@ -278,40 +257,34 @@ class CoordinatorDriver:
         if timers_may_change or self._timer is None:
             self._arm_timer()
 
-    async def _flush(self, partition: int, box: _Outbox) -> None:
-        """Send what the outbox holds as one entry; repeat while more arrived meanwhile."""
+    async def _append(self, append: Append) -> None:
+        """Append one Append's records: usually one entry; records coalesced past the entry limit
+        go as several, each reported as it commits (a request waits for its last record)."""
+        partition, epoch = append.partition, append.epoch
         lg = self._logs(partition)
         try:
-            while box.records and self._outboxes.get(partition) is box:
-                records, end, epoch = box.records, box.end_offset, box.epoch
-                box.records = []
-                try:
-                    # Usually one entry; what many requests coalesced past the entry limit goes as
-                    # several, each released as it commits (a request waits for its last record).
-                    entries = encode_batches(records, self.max_entry_bytes)
-                except EntryTooLarge as exc:  # the coordinator's size limits keep records smaller
-                    log.error("event=append_refused partition=%d epoch=%d error=%r", partition, epoch, str(exc))
-                    self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.UNKNOWN_SERVER_ERROR))
-                    return
-                done = end - len(records)
-                for payload, count in entries:
-                    started = time.perf_counter()  # metrics: commit latency of this entry
-                    try:
-                        await asyncio.wait_for(lg.append(payload, epoch), self._commit_timeout_s)
-                    except (NotLeaderError, StaleEpochError):
-                        metrics.observe_commit(time.perf_counter() - started, ok=False)
-                        self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                        return
-                    except (ReplicationError, TimeoutError) as exc:
-                        metrics.observe_commit(time.perf_counter() - started, ok=False)
-                        log.warning("event=append_failed partition=%d epoch=%d error=%r", partition, epoch, str(exc))
-                        self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.REQUEST_TIMED_OUT))
-                        return
-                    metrics.observe_commit(time.perf_counter() - started, ok=True)
-                    done += count
-                    self._run(self.runtime.on_committed(partition, epoch, done))
-        finally:
-            box.in_flight = False
+            entries = encode_batches(list(append.records), self.max_entry_bytes)
+        except EntryTooLarge as exc:  # the coordinator's size limits keep records smaller
+            log.error("event=append_refused partition=%d epoch=%d error=%r", partition, epoch, str(exc))
+            self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.UNKNOWN_SERVER_ERROR))
+            return
+        done = append.end_offset - len(append.records)
+        for payload, count in entries:
+            started = time.perf_counter()  # metrics: commit latency of this entry
+            try:
+                await asyncio.wait_for(lg.append(payload, epoch), self._commit_timeout_s)
+            except (NotLeaderError, StaleEpochError):
+                metrics.observe_commit(time.perf_counter() - started, ok=False)
+                self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                return
+            except (ReplicationError, TimeoutError) as exc:
+                metrics.observe_commit(time.perf_counter() - started, ok=False)
+                log.warning("event=append_failed partition=%d epoch=%d error=%r", partition, epoch, str(exc))
+                self._run(self.runtime.on_append_failed(partition, epoch, ErrorCode.REQUEST_TIMED_OUT))
+                return
+            metrics.observe_commit(time.perf_counter() - started, ok=True)
+            done += count
+            self._run(self.runtime.on_committed(partition, epoch, done))
 
     # ---------------------------------------------------------------- timers
 

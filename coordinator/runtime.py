@@ -3,12 +3,18 @@
 The runtime owns one context per ``__consumer_offsets`` partition this node leads.
 Every call returns effects for the driver (which does the I/O):
 
-- ``Append``: write these records to partition p at epoch e. ``end_offset`` is the
-  runtime's own count of records written so far; report it back through
-  ``on_committed`` once the log holds them (many Appends may go into one entry).
+- ``Append``: write these records to partition p at epoch e as one replicated entry (or
+  several, if they exceed the entry size). ``end_offset`` is the runtime's own count of
+  records written up to the last of them; report it back through ``on_committed`` once the
+  log holds them, or ``on_append_failed``.
 - ``Respond``: send this response for this request token.
 - ``Reload``: the shard was thrown away (failed append); read the partition's
   committed log again and call ``complete_load``.
+
+Group commit is the runtime's too: a partition has at most ``max_in_flight`` Appends
+outstanding; records produced meanwhile wait in its outbox and leave together as the next
+Append when one commits. Every interpreter (the asyncio driver, the simulator, the test
+harnesses) therefore runs the same coalescing.
 
 Rule: a response leaves only when every record written before it was produced is
 committed. Reads and no-op writes are therefore ordered behind earlier writes, and no
@@ -65,15 +71,22 @@ class _Context:
     epoch: int
     state: ContextState = ContextState.LOADING
     shard: GroupCoordinatorShard | None = None
-    written: int = 0
+    written: int = 0  # records produced by the shard (sent or still in the outbox)
+    sent: int = 0  # end offset of the last Append emitted
     committed: int = 0
+    outbox: list[Record] = field(default_factory=list)
+    in_flight: deque[int] = field(default_factory=deque)  # end offsets of Appends not yet committed
     gated: deque[tuple[int, Token, c.Response]] = field(default_factory=deque)
     outstanding: dict[Token, c.Request] = field(default_factory=dict)
 
 
 class CoordinatorRuntime:
-    def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None) -> None:
+    def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None,
+                 max_in_flight: int = 1) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.config = config or GroupConfig()
+        self.max_in_flight = max_in_flight
         self._new_id = new_id
         self._contexts: dict[int, _Context] = {}
 
@@ -105,6 +118,11 @@ class CoordinatorRuntime:
         ctx = self._contexts.get(partition)
         return ctx.written - ctx.committed if ctx else 0
 
+    def unsent(self, partition: int) -> tuple[Record, ...]:
+        """Records in the outbox: produced, waiting for an outstanding Append to commit."""
+        ctx = self._contexts.get(partition)
+        return tuple(ctx.outbox) if ctx else ()
+
     # ---------------------------------------------------------------- ownership
 
     def begin_load(self, partition: int, epoch: int) -> list[Effect]:
@@ -126,7 +144,7 @@ class CoordinatorRuntime:
         shard, result = GroupCoordinatorShard.load(records, now_ms, self.config, self._new_id, image)
         ctx.shard = shard
         ctx.state = ContextState.ACTIVE
-        ctx.written = ctx.committed = 0
+        ctx.written = ctx.sent = ctx.committed = 0
         effects = self._apply(partition, ctx, result)
         effects += self._fire_due(partition, ctx, now_ms)
         return effects
@@ -161,16 +179,19 @@ class CoordinatorRuntime:
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.epoch != epoch or ctx.state is not ContextState.ACTIVE:
             return []
-        if end_offset > ctx.written:
-            end_offset = ctx.written
+        if end_offset > ctx.sent:
+            end_offset = ctx.sent  # the outbox's records are not in the log yet
         if end_offset <= ctx.committed:
             return []
         ctx.committed = end_offset
+        while ctx.in_flight and ctx.in_flight[0] <= end_offset:
+            ctx.in_flight.popleft()
         effects: list[Effect] = []
         while ctx.gated and ctx.gated[0][0] <= ctx.committed:
             _, token, response = ctx.gated.popleft()
             if ctx.outstanding.pop(token, None) is not None:
                 effects.append(Respond(token, response))
+        effects += self._send(partition, ctx)
         return effects
 
     def on_append_failed(self, partition: int, epoch: int, error: ErrorCode) -> list[Effect]:
@@ -214,10 +235,7 @@ class CoordinatorRuntime:
         return effects
 
     def _apply(self, partition: int, ctx: _Context, result: Result) -> list[Effect]:
-        effects: list[Effect] = []
-        if result.records:
-            ctx.written += len(result.records)
-            effects.append(Append(partition, ctx.epoch, tuple(result.records), ctx.written))
+        effects = self._write(partition, ctx, result.records)
         for token, response in result.completions:
             if token not in ctx.outstanding:
                 continue
@@ -227,6 +245,22 @@ class CoordinatorRuntime:
             else:
                 ctx.gated.append((ctx.written, token, response))
         return effects
+
+    def _write(self, partition: int, ctx: _Context, records: list[Record]) -> list[Effect]:
+        if records:
+            ctx.written += len(records)
+            ctx.outbox.extend(records)
+        return self._send(partition, ctx)
+
+    def _send(self, partition: int, ctx: _Context) -> list[Effect]:
+        """Everything in the outbox as one Append, unless the partition already has
+        ``max_in_flight`` outstanding (then it goes when one of them commits)."""
+        if not ctx.outbox or len(ctx.in_flight) >= self.max_in_flight:
+            return []
+        records, ctx.outbox = tuple(ctx.outbox), []
+        ctx.sent = ctx.written
+        ctx.in_flight.append(ctx.sent)
+        return [Append(partition, ctx.epoch, records, ctx.sent)]
 
     @staticmethod
     def _fail_all(ctx: _Context, error: ErrorCode) -> list[Effect]:

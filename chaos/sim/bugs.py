@@ -12,16 +12,13 @@ from typing import Any
 
 from coordinator.image import DurableImage
 from coordinator.records import OffsetCommitKey, Record
-from coordinator.runtime import Append, CoordinatorRuntime, Effect, Respond
+from coordinator.runtime import CoordinatorRuntime, Effect, Respond
 
 BUGS = ("release-before-commit", "lose-commit-on-load")
 
 
 def _release_before_commit(self: CoordinatorRuntime, partition: int, ctx: Any, result: Any) -> list[Effect]:
-    effects: list[Effect] = []
-    if result.records:
-        ctx.written += len(result.records)
-        effects.append(Append(partition, ctx.epoch, tuple(result.records), ctx.written))
+    effects = self._write(partition, ctx, result.records)
     for token, response in result.completions:
         if ctx.outstanding.pop(token, None) is not None:
             effects.append(Respond(token, response))  # no commit gate

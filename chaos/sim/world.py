@@ -121,7 +121,7 @@ class Simulator:
         self.stats: dict[str, int] = {k: 0 for k in (
             "requests", "responses", "lost_messages", "timeouts", "acked_commits", "fetches", "elections",
             "crashes", "isolations", "transfers", "client_crashes", "client_leaves", "reloads",
-            "append_rejections", "failover_checks", "stable_syncs", "max_generation")}
+            "writes", "appends", "append_rejections", "failover_checks", "stable_syncs", "max_generation")}
         # --- the model of the committed logs, and what clients were told
         self.model_offsets: dict[tuple[str, TP], int] = {}
         self.offset_history: dict[tuple[str, TP], set[int]] = {}
@@ -228,6 +228,7 @@ class Simulator:
     def _on_append(self, node: Node, e: Append) -> None:
         log = self.logs[e.partition]
         self.touched.add(e.partition)
+        self.stats["appends"] += 1
         origin: Origin = (node.nid, node.gen, e.epoch, node.inc[e.partition], e.end_offset)
         if self.rng.random() < 0.01 and log.leader == node.nid:
             # The log refused it before appending anything (queue full): a definite failure.
@@ -273,7 +274,7 @@ class Simulator:
         if isinstance(request, c.OffsetCommitRequest) and isinstance(response, c.OffsetCommitResponse):
             if not all(err == E.NONE for _, ps in response.topics for _, err in ps):
                 return
-            index = self.origin_index.get((p, (node.nid, node.gen, node.believes.get(p, -1), gate.inc, gate.offset)))
+            index = self._entry_holding(p, (node.nid, node.gen, node.believes.get(p, -1), gate.inc), gate.offset)
             log = self.logs[p]
             if index is None or index >= log.committed:
                 self._fail("ack-not-committed", f"commit {request} acknowledged but its entry is not committed")
@@ -297,6 +298,14 @@ class Simulator:
                                    "explicit lower commit or deletion in between")
                     self.observed_fetch[key] = f.offset
 
+    def _entry_holding(self, p: int, incarnation: tuple[int, int, int, int], offset: int) -> int | None:
+        """The log index of the entry that carries record ``offset`` of this runtime incarnation:
+        the first of its Appends that ends at or after it (the runtime coalesces many requests'
+        records into one Append)."""
+        ends = [(o[4], i) for (q, o), i in self.origin_index.items() if q == p and o[:4] == incarnation
+                and o[4] >= offset]
+        return min(ends)[1] if ends else None
+
     def _instrument(self, node: Node, p: int, shard: GroupCoordinatorShard) -> None:
         """Note, for each completion the shard produces, the offset its records end at."""
         handle, fire_due = shard.handle, shard.fire_due
@@ -306,6 +315,7 @@ class Simulator:
 
         def note(result: Result | None) -> Result | None:
             if result is not None:
+                self.stats["writes"] += bool(result.records)  # > appends: the runtime coalesced
                 gate = node.committed_end.get(p, 0) + rt.uncommitted(p) + len(result.records)
                 for token, response in result.completions:
                     self.gates[token] = Gate(node.nid, node.gen, p, inc, gate, response)  # type: ignore[index]

@@ -43,10 +43,11 @@ class ToyLog:
 
 
 class Node:
-    def __init__(self, log: ToyLog | None = None, epoch: int = 1, now: int = 0, load: bool = True) -> None:
+    def __init__(self, log: ToyLog | None = None, epoch: int = 1, now: int = 0, load: bool = True,
+                 max_in_flight: int = 1) -> None:
         self.log = log or ToyLog()
         ids = itertools.count(1)
-        self.rt = CoordinatorRuntime(CONFIG, new_id=lambda: f"{next(ids)}")
+        self.rt = CoordinatorRuntime(CONFIG, new_id=lambda: f"{next(ids)}", max_in_flight=max_in_flight)
         self.epoch = epoch
         self.now = now
         self.responses: dict[int, Any] = {}
@@ -235,6 +236,54 @@ def test_commit_notice_beyond_what_was_written_is_clamped() -> None:
     node.run(node.rt.on_committed(P, node.epoch, 99))  # more than written: clamped
     b = node.offset_commit(offset=2)
     assert b not in node.responses and node.rt.uncommitted(P) == 1
+
+
+# ==================================================================== group commit
+
+
+def test_writes_made_while_an_append_is_in_flight_leave_together_when_it_commits() -> None:
+    node = Node()
+    a = node.offset_commit(offset=1)
+    b = node.offset_commit(offset=2)
+    c2 = node.offset_commit(group="h", offset=3)
+    assert [len(x.records) for x in node.appends] == [1]  # b and c wait in the outbox
+    assert node.rt.unsent(P) and node.rt.uncommitted(P) == 3
+    node.commit()
+    assert a in node.responses and b not in node.responses and c2 not in node.responses
+    assert [(len(x.records), x.end_offset) for x in node.appends] == [(1, 1), (2, 3)]
+    node.commit()
+    assert b in node.responses and c2 in node.responses and not node.rt.unsent(P)
+
+
+def test_with_two_in_flight_a_second_append_leaves_at_once_and_a_third_waits() -> None:
+    node = Node(max_in_flight=2)
+    node.offset_commit(offset=1)
+    b = node.offset_commit(offset=2)
+    node.offset_commit(offset=3)
+    node.offset_commit(offset=4)
+    assert [x.end_offset for x in node.appends] == [1, 2]
+    node.commit(1)
+    assert [x.end_offset for x in node.appends] == [1, 2, 4]  # the outbox went when one slot freed
+    assert b not in node.responses
+    node.commit()
+    assert node.rt.uncommitted(P) == 0 and node.rt.pending(P) == 0
+
+
+def test_a_commit_notice_covers_only_what_was_sent() -> None:
+    node = Node()
+    node.offset_commit(offset=1)
+    b = node.offset_commit(offset=2)  # in the outbox, not in the log
+    node.run(node.rt.on_committed(P, node.epoch, 2))
+    assert b not in node.responses and node.rt.uncommitted(P) == 1
+
+
+def test_a_failed_append_drops_the_outbox_with_it() -> None:
+    node = Node()
+    node.offset_commit(offset=1)
+    b = node.offset_commit(offset=2)
+    node.fail(E.NOT_LEADER_OR_FOLLOWER)
+    assert node.answer(b).topics == (("t", ((0, E.NOT_COORDINATOR),)),)
+    assert node.rt.unsent(P) == () and len(node.appends) == 1
 
 
 # ==================================================================== failed appends and reload

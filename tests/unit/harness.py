@@ -89,8 +89,9 @@ class Harness:
                 self.reloads.append(e)
 
     def commit_all(self) -> None:
-        pending, self.uncommitted = self.uncommitted, []
-        for e in pending:
+        """Commit every append, including those the runtime sends as earlier ones commit."""
+        while self.uncommitted:
+            e = self.uncommitted.pop(0)
             self._handle(self.rt.on_committed(e.partition, e.epoch, e.end_offset))
 
     def fail_appends(self, error: Any) -> None:

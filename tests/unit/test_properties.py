@@ -106,7 +106,8 @@ class World:
 
     @property
     def log(self) -> list[Record]:
-        return self.committed_log + [r for a in self.pending for r in a.records]
+        # The runtime's outbox too: the live shard has applied it, the next Append carries it.
+        return self.committed_log + [r for a in self.pending for r in a.records] + list(self.rt.unsent(P))
 
     def _complete_load(self) -> None:
         self.pending, self.written, self.committed = [], 0, 0
@@ -179,7 +180,12 @@ class World:
         return token
 
     def commit(self, count: int | None = None) -> None:
-        """Commit the first ``count`` pending appends (all when None)."""
+        """Commit the first ``count`` pending appends (when None: all, including those the
+        runtime sends from its outbox as earlier ones commit)."""
+        if count is None:
+            while self.pending:
+                self.commit(len(self.pending))
+            return
         n = len(self.pending) if count is None else min(count, len(self.pending))
         if n == 0:
             return
@@ -260,7 +266,7 @@ class World:
                 assert list(reloaded.members) == list(group.members)
                 assert {m: x.assignment for m, x in reloaded.members.items()} == {
                     m: x.assignment for m, x in group.members.items()}
-        assert self.rt.uncommitted(P) == self.written - self.committed
+        assert self.rt.uncommitted(P) == self.written + len(self.rt.unsent(P)) - self.committed
 
     def check_end(self) -> None:
         """Once all is committed, every token is answered or parked; after a long quiet
@@ -521,10 +527,7 @@ def test_gate_check_catches_early_release(monkeypatch: pytest.MonkeyPatch) -> No
     """Check (d) is not vacuous: a runtime that releases responses at once is caught."""
 
     def broken_apply(self: CoordinatorRuntime, partition: int, ctx: Any, result: Any) -> list[Any]:
-        effects: list[Any] = []
-        if result.records:
-            ctx.written += len(result.records)
-            effects.append(Append(partition, ctx.epoch, tuple(result.records), ctx.written))
+        effects: list[Any] = self._write(partition, ctx, result.records)
         for token, response in result.completions:
             if ctx.outstanding.pop(token, None) is not None:
                 effects.append(Respond(token, response))  # released before its records commit
@@ -540,10 +543,7 @@ def test_gate_check_catches_a_read_overtaking_a_write(monkeypatch: pytest.Monkey
     uncommitted write; the checker sees it."""
 
     def leaky_apply(self: CoordinatorRuntime, partition: int, ctx: Any, result: Any) -> list[Any]:
-        effects: list[Any] = []
-        if result.records:
-            ctx.written += len(result.records)
-            effects.append(Append(partition, ctx.epoch, tuple(result.records), ctx.written))
+        effects: list[Any] = self._write(partition, ctx, result.records)
         for token, response in result.completions:
             if token not in ctx.outstanding:
                 continue
