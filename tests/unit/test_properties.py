@@ -561,7 +561,7 @@ def test_gate_check_catches_a_read_overtaking_a_write(monkeypatch: pytest.Monkey
 
 
 def test_regression_a_parked_sync_answered_by_a_rebalance_rearms_the_session() -> None:
-    """Found while writing these properties (shard._prepare_rebalance): a member whose session
+    """Found while writing these properties (classic_groups.prepare_rebalance): a member whose session
     timer fired while its SyncGroup was parked (ignored: it is waiting) was answered
     REBALANCE_IN_PROGRESS without re-arming the timer, so it could never expire; an absent
     static member then kept its group in PreparingRebalance forever. Kafka's

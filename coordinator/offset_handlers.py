@@ -1,0 +1,190 @@
+"""Committed offsets on one shard: OffsetCommit, OffsetFetch, OffsetDelete, and which offsets
+have expired (KIP-211), as Kafka's OffsetMetadataManager.
+
+``offsets`` is durable state, changed only by replaying the records written here.
+"""
+
+from __future__ import annotations
+
+from . import commands as c
+from .classic_groups import ClassicGroupHandlers
+from .config import GroupConfig
+from .errors import ErrorCode
+from .group import ClassicGroup, GroupState
+from .records import OffsetCommitKey, OffsetCommitValue, Record
+from .write_context import WriteContext
+
+E = ErrorCode
+S = GroupState
+
+
+def _commit_size(req: c.OffsetCommitRequest) -> int:
+    """About what the offset records of one commit take (a little more, never less)."""
+    size = 0
+    group = len(req.group_id.encode())
+    for topic, partitions in req.topics:
+        per = group + len(topic.encode()) + 64
+        for p in partitions:
+            size += per + (len(p.metadata.encode()) if p.metadata else 0)
+    return size
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+class OffsetHandlers:
+    def __init__(self, config: GroupConfig, groups: dict[str, ClassicGroup],
+                 offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]], classic: ClassicGroupHandlers,
+                 w: WriteContext) -> None:
+        self.config = config
+        self.groups = groups
+        self.offsets = offsets
+        self.classic = classic
+        self.w = w
+
+    # ================================================================ offsets
+
+    def _validate_offset_commit(self, group: ClassicGroup, req: c.OffsetCommitRequest) -> ErrorCode:
+        if group.is_in(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.is_in(S.EMPTY):
+            return E.NONE
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            invalid = group.validate_member(req.member_id, req.group_instance_id)
+            if invalid:
+                return invalid
+            if req.generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif not group.is_in(S.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_in(S.COMPLETING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def offset_commit(self, req: c.OffsetCommitRequest) -> c.OffsetCommitResponse:
+        def all_partitions(e: ErrorCode) -> c.OffsetCommitResponse:
+            return c.OffsetCommitResponse(tuple((t, tuple((p.partition, e) for p in ps)) for t, ps in req.topics))
+
+        if _commit_size(req) > self.config.max_record_batch_bytes:
+            return all_partitions(E.INVALID_COMMIT_OFFSET_SIZE)  # Kafka's answer to RECORD_LIST_TOO_LARGE
+
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                return all_partitions(E.GROUP_ID_NOT_FOUND if req.group_id_not_found_error
+                                      else E.ILLEGAL_GENERATION)
+            group = ClassicGroup(req.group_id, current_state_timestamp=self.w.now)
+            self.groups[req.group_id] = group
+        else:
+            error = self._validate_offset_commit(group, req)
+            if error is not E.NONE:
+                return all_partitions(error)
+            if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+                member = group.members.get(req.member_id)
+                if member is not None:
+                    self.classic.reschedule_heartbeat(group, member)
+        expire = self.w.now + req.retention_time_ms if req.retention_time_ms != -1 else -1
+        topics_out = []
+        for topic, partitions in req.topics:
+            results = []
+            for p in partitions:
+                metadata = p.metadata or ""
+                if _utf16_len(metadata) > self.config.offset_metadata_max_bytes:
+                    results.append((p.partition, E.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                value = OffsetCommitValue(
+                    offset=p.offset,
+                    leader_epoch=p.leader_epoch,
+                    metadata=metadata,
+                    commit_timestamp=p.commit_timestamp if p.commit_timestamp != -1 else self.w.now,
+                    expire_timestamp=expire,
+                )
+                self.w.write(Record(OffsetCommitKey(req.group_id, topic, p.partition), value))
+                results.append((p.partition, E.NONE))
+            topics_out.append((topic, tuple(results)))
+        return c.OffsetCommitResponse(tuple(topics_out))
+
+    def offset_fetch(self, req: c.OffsetFetchRequest) -> c.OffsetFetchResponse:
+        group = self.groups.get(req.group_id)
+        committed = self.offsets.get(req.group_id, {})
+        if group is None or group.is_in(S.DEAD):
+            committed = {}
+        if req.topics is None:
+            by_topic: dict[str, list[c.FetchedOffset]] = {}
+            for (topic, partition), v in sorted(committed.items()):
+                by_topic.setdefault(topic, []).append(
+                    c.FetchedOffset(partition, v.offset, v.leader_epoch, v.metadata))
+            return c.OffsetFetchResponse(E.NONE, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
+        out = []
+        for topic, partitions in req.topics:
+            fetched = []
+            for partition in partitions:
+                found = committed.get((topic, partition))
+                if found is None:
+                    fetched.append(c.FetchedOffset(partition, -1, -1, ""))
+                else:
+                    fetched.append(c.FetchedOffset(partition, found.offset, found.leader_epoch, found.metadata))
+            out.append((topic, tuple(fetched)))
+        return c.OffsetFetchResponse(E.NONE, tuple(out))
+
+    def offset_delete(self, req: c.OffsetDeleteRequest) -> c.OffsetDeleteResponse:
+        if not req.group_id:
+            return c.OffsetDeleteResponse(E.INVALID_GROUP_ID)
+        group = self.groups.get(req.group_id)
+        if group is None or group.is_in(S.DEAD):
+            return c.OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
+        if not group.is_in(S.EMPTY) and group.protocol_type != "consumer":
+            return c.OffsetDeleteResponse(E.NON_EMPTY_GROUP)
+        committed = self.offsets.get(req.group_id, {})
+        topics_out = []
+        for topic, partitions in req.topics:
+            if not group.is_in(S.EMPTY) and group.is_subscribed_to_topic(topic):
+                topics_out.append((topic, tuple((p, E.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions)))
+                continue
+            for p in partitions:
+                if (topic, p) in committed:
+                    self.w.write(Record(OffsetCommitKey(req.group_id, topic, p), None))
+            topics_out.append((topic, tuple((p, E.NONE) for p in partitions)))
+        return c.OffsetDeleteResponse(E.NONE, tuple(topics_out))
+
+    # ================================================================ expiry (KIP-211)
+
+    def expiration_base(self, group: ClassicGroup) -> str | None:
+        """Which timestamp offsets of this group expire from, or None if they never do."""
+        if group.protocol_type is None:
+            return "commit"
+        if group.is_in(S.EMPTY):
+            return "state" if group.current_state_timestamp is not None else "commit"
+        if group.protocol_type == "consumer" and group.is_in(S.STABLE) and group.subscribed_topics is not None:
+            return "commit"
+        return None
+
+    def delete_all_offsets(self, group_id: str) -> None:
+        for topic, partition in sorted(self.offsets.get(group_id, {})):
+            self.w.write(Record(OffsetCommitKey(group_id, topic, partition), None))
+
+    def expire_offsets(self, group_id: str, group: ClassicGroup) -> bool:
+        """Write tombstones for the group's expired offsets; whether none is left."""
+        committed = self.offsets.get(group_id)
+        if not committed:
+            return True
+        base = self.expiration_base(group)
+        if base is None:
+            return False
+        all_expired = True
+        for (topic, partition), v in sorted(committed.items()):
+            if group.is_subscribed_to_topic(topic) and not group.is_in(S.EMPTY):
+                all_expired = False
+                continue
+            if v.expire_timestamp != -1:
+                expired = self.w.now >= v.expire_timestamp
+            else:
+                start = (group.current_state_timestamp if base == "state"
+                         and group.current_state_timestamp is not None else v.commit_timestamp)
+                expired = self.w.now - start >= self.config.offsets_retention_ms
+            if expired:
+                self.w.write(Record(OffsetCommitKey(group_id, topic, partition), None))
+            else:
+                all_expired = False
+        return all_expired
