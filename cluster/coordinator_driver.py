@@ -26,9 +26,9 @@ from coordinator.records import Record
 from coordinator.runtime import Append, CoordinatorRuntime, Effect, Reload, Respond
 from replication.api import (
     MAX_ENTRY_BYTES,
+    CoordinatorLog,
     LeadershipChange,
     NotLeaderError,
-    ReplicatedLog,
     ReplicationError,
     StaleEpochError,
 )
@@ -44,7 +44,7 @@ _READS = (c.OffsetFetchRequest, c.HeartbeatRequest, c.SyncGroupRequest, c.JoinGr
 
 
 class CoordinatorDriver:
-    def __init__(self, config: GroupConfig, logs: Callable[[int], ReplicatedLog], num_partitions: int,
+    def __init__(self, config: GroupConfig, logs: Callable[[int], CoordinatorLog], num_partitions: int,
                  now_ms: Callable[[], int], commit_timeout_ms: int = 5000, prereplay_interval_ms: int = 500) -> None:
         self.runtime = CoordinatorRuntime(config, new_id=lambda: str(uuid.uuid4()))
         self._logs = logs
@@ -69,9 +69,8 @@ class CoordinatorDriver:
         for p in range(self.num_partitions):
             lg = self._logs(p)
             lg.subscribe(self._listener(p))
-            set_ready = getattr(lg, "set_ready_to_lead", None)
-            if set_ready is not None and self._prereplay_interval_s > 0:
-                set_ready(self._ready_check(p))
+            if self._prereplay_interval_s > 0:
+                lg.set_ready_to_lead(self._ready_check(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
         if self._prereplay_interval_s > 0:
@@ -115,8 +114,7 @@ class CoordinatorDriver:
         started = self._now_ms()
         lg = self._logs(partition)
         image = self._images.pop(partition, None)
-        since = getattr(lg, "read_since", None)
-        got = since(image.next_offset) if image is not None and since is not None else None
+        got = lg.read_since(image.next_offset) if image is not None else None
         if got is None:
             image = None
             source: Any = lg.read_committed(0)
@@ -178,9 +176,7 @@ class CoordinatorDriver:
                     await self._prereplay(p)
 
     async def _prereplay(self, partition: int) -> None:
-        since = getattr(self._logs(partition), "read_since", None)
-        if since is None:
-            return
+        since = self._logs(partition).read_since
         # Taken out while it is brought up to date: a load that starts meanwhile must not get an
         # image whose dicts are still changing (it then reads the whole log instead).
         image = self._images.pop(partition, None)
@@ -248,8 +244,7 @@ class CoordinatorDriver:
             elif isinstance(e, Reload):
                 timers_may_change = True
                 log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
-                refence = getattr(self._logs(e.partition), "refence", None)
-                if refence is not None and refence():
+                if self._logs(e.partition).refence():
                     # A new epoch fences whatever the failed append left in flight; its
                     # LeadershipChange then loads the shard at that epoch.
                     continue

@@ -25,7 +25,7 @@ from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, To
 from cluster.offsets_compaction import compact_offsets
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.supervise import supervised
-from replication.api import ReplicatedLog
+from replication.api import CoordinatorLog
 from replication.journal import FlushPolicy, set_flush_policy
 from replication.local import LocalLog
 
@@ -60,7 +60,7 @@ class Node:
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
         self.group_api: Any = None
-        self._offsets_logs: dict[int, ReplicatedLog] = {}
+        self._offsets_logs: dict[int, LocalLog] = {}
         self._producer_id_next = 0
         self._producer_id_end = 0
         self._tasks: list[asyncio.Task[Any]] = []
@@ -188,8 +188,8 @@ class Node:
         if self.stop_requested is not None:
             self.stop_requested.set()
 
-    def offsets_log(self, partition: int) -> ReplicatedLog:
-        """The ReplicatedLog of ``__consumer_offsets`` partition ``partition`` (opened once)."""
+    def offsets_log(self, partition: int) -> CoordinatorLog:
+        """The log of ``__consumer_offsets`` partition ``partition`` (opened once)."""
         if self.cluster is not None:
             return self.cluster.offsets_logs[partition]  # type: ignore[no-any-return]
         lg = self._offsets_logs.get(partition)

@@ -27,7 +27,7 @@ from cluster.incarnation import claim_dir
 from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
-from replication.api import ReplicationError
+from replication.api import PeerLog, ReplicationError
 from replication.data_log import DataLog
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
 from replication.record_batch import parse_header
@@ -154,7 +154,7 @@ class RaftCluster:
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
         self.meta_log = self._group("__cluster_metadata", META_SLOT, self.meta_store)
         n = node.offsets_partitions
-        self.offsets_logs = [
+        self.offsets_logs: list[RaftLog] = [
             self._group(f"__consumer_offsets-{p}", 1 + p,
                         EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries,
                                    compact_bytes=cfg.raft_compaction_bytes))
@@ -195,7 +195,7 @@ class RaftCluster:
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         return lg
 
-    def leader_of(self, lg: RaftLog) -> Peer | None:
+    def leader_of(self, lg: PeerLog) -> Peer | None:
         """The leader to name in Metadata and FindCoordinator, or None (not available): this node
         only while it holds a lease, another only if it is reachable and was heard from lately
         (a node cut off from the others must not keep sending clients to a deposed leader)."""
@@ -207,7 +207,7 @@ class RaftCluster:
         peer: Peer | None = self._addr_to_peer.get(addr)
         return peer
 
-    def likely_leader_of(self, lg: RaftLog) -> Peer | None:
+    def likely_leader_of(self, lg: PeerLog) -> Peer | None:
         """For a node cut off from the others: who leads ``lg`` on the majority side, most
         likely (replication/raft.py ``RaftLog.likely_leader``)."""
         return self._addr_to_peer.get(lg.likely_leader())

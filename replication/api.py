@@ -2,7 +2,11 @@
 
 Everything above this module (the coordinator driver, the data plane) talks to a
 ``ReplicatedLog`` per partition. Implementations: ``memory.InMemoryLog`` (tests,
-simulation), ``local.LocalLog`` (one node, file-backed), and later a pysyncobj log.
+simulation), ``local.LocalLog`` (one node, file-backed) and ``raft.RaftLog`` (pysyncobj).
+Each further ability a caller uses is declared here as a protocol, so that the callers are
+type-checked against the seam rather than a concrete log: ``CoordinatorLog`` (what the group
+coordinator driver needs: pre-replay, re-fencing, readiness to lead) and ``PeerLog`` (a log
+replicated between nodes: who leads, who is connected, appends from any node).
 
 Offsets are entry indexes: the first entry of a log has offset 0, and
 ``append`` resolves with the offset the entry got once a majority holds it
@@ -85,4 +89,50 @@ class ReplicatedLog(Protocol):
 
     def subscribe(self, listener: LeadershipListener) -> None:
         """Call ``listener`` on every leadership change of this log."""
+        ...
+
+
+class CoordinatorLog(ReplicatedLog, Protocol):
+    """A ``__consumer_offsets`` partition's log, as the coordinator driver uses it."""
+
+    def read_since(self, start: int) -> tuple[Iterable[LogEntry], int] | None:
+        """``(committed entries from start, next offset)``, for keeping a follower's image
+        current; None when that range is no longer held (read again from 0) or the log keeps
+        no entries to read this way."""
+        ...
+
+    def refence(self) -> bool:
+        """After a failed append: start a new epoch of this node's leadership, fencing whatever
+        the failed append left in flight (its LeadershipChange then reloads the shard). False
+        when the log has no such notion (the caller reloads at the same epoch)."""
+        ...
+
+    def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
+        """Take leadership over by transfer only while ``ready()`` (called from any thread)."""
+        ...
+
+
+class PeerLog(ReplicatedLog, Protocol):
+    """A log replicated between nodes (Raft): its leadership and its links, as the cluster's
+    metadata and routing use them."""
+
+    async def submit(self, payload: bytes) -> int:
+        """Append from any node, without fencing (idempotent operations); resolves with the
+        entry's offset once committed."""
+        ...
+
+    def leader_address(self) -> str | None:
+        """The leader's address in this log's group, as this node last heard (None: unknown)."""
+        ...
+
+    def connected_peers(self) -> set[str]:
+        """Addresses of the peers this node's member of the group is connected to."""
+        ...
+
+    def leader_heard_lately(self) -> bool:
+        """A follower heard its leader within the longest election timeout."""
+        ...
+
+    def likely_leader(self) -> str:
+        """Who leads, or most likely leads on the majority side of a partition."""
         ...

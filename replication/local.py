@@ -20,11 +20,12 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import crc32c as _crc32c
 import msgpack
 
-from replication.api import LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
+from replication.api import CoordinatorLog, LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
 from replication.durable import append_at, replace_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.journal import flush_policy
@@ -186,6 +187,15 @@ class LocalLog:
         return [LogEntry(i, epoch, payload) for i, (epoch, payload) in enumerate(self._entries(data))
                 if i >= start]
 
+    def read_since(self, start: int) -> tuple[Iterable[LogEntry], int] | None:
+        return None  # always leader: nothing to keep an image of ahead of a load
+
+    def refence(self) -> bool:
+        return False  # one node, one epoch: the caller reloads at the same epoch
+
+    def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
+        pass  # always leader: leadership is never handed over
+
     # -- compaction ------------------------------------------------------------------------------
 
     def _maybe_compact(self) -> None:
@@ -265,3 +275,7 @@ def _remove(path: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
+
+
+if TYPE_CHECKING:  # mypy checks LocalLog against the seam it implements
+    _is_coordinator_log: type[CoordinatorLog] = LocalLog

@@ -8,9 +8,11 @@ By default it is the leader at epoch 1 and commits every append immediately. Wit
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from replication.api import (
+    CoordinatorLog,
     LeadershipChange,
     LeadershipListener,
     LogEntry,
@@ -30,6 +32,7 @@ class InMemoryLog:
         self._committed = 0
         self._waiters: list[tuple[int, asyncio.Future[int]]] = []
         self._listeners: list[LeadershipListener] = []
+        self.ready_to_lead: Callable[[], bool] = lambda: True
 
     @property
     def name(self) -> str:
@@ -89,6 +92,17 @@ class InMemoryLog:
     def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
         return list(self._entries[max(start, 0) : self._committed])
 
+    def read_since(self, start: int) -> tuple[Iterable[LogEntry], int] | None:
+        if not 0 <= start <= self._committed:
+            return None
+        return self.read_committed(start), self._committed
+
+    def refence(self) -> bool:
+        return False  # no epochs of its own making: the caller reloads at the same epoch
+
+    def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
+        self.ready_to_lead = ready  # nobody hands leadership over here; kept for tests to call
+
     def set_leadership(self, is_leader: bool, epoch: int | None = None) -> None:
         """Change leadership (tests); pending appends fail with NotLeaderError on loss."""
         if epoch is not None:
@@ -109,3 +123,7 @@ class InMemoryLog:
         change = LeadershipChange(self._name, self._leader, self._epoch)
         for listener in list(self._listeners):
             listener(change)
+
+
+if TYPE_CHECKING:  # mypy checks InMemoryLog against the seam it implements
+    _is_coordinator_log: type[CoordinatorLog] = InMemoryLog

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 import pysyncobj.syncobj as _pso
@@ -43,10 +43,12 @@ from pysyncobj.transport import Transport
 
 from replication.api import (
     MAX_ENTRY_BYTES,
+    CoordinatorLog,
     LeadershipChange,
     LeadershipListener,
     LogEntry,
     NotLeaderError,
+    PeerLog,
     ReplicationError,
     StaleEpochError,
 )
@@ -1115,3 +1117,8 @@ class RaftHost:
             hub.flush()
             self._hand_over_calls()
         master.close()
+
+
+if TYPE_CHECKING:  # mypy checks RaftLog against the seam it implements
+    _is_coordinator_log: type[CoordinatorLog] = RaftLog
+    _is_peer_log: type[PeerLog] = RaftLog
