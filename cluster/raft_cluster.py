@@ -28,9 +28,8 @@ from cluster.metadata import TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
 from replication.api import PeerLog, ReplicationError
-from replication.data_log import DataLog
+from replication.data_state_machine import DataStateMachine
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
-from replication.record_batch import parse_header
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -89,49 +88,6 @@ def _op(**fields: Any) -> bytes:
 
 
 # ------------------------------------------------------------------ data partitions
-
-class DataStateMachine:
-    """A data partition's replicated state: its DataLog (batches, producer state)."""
-
-    def __init__(self, data: DataLog, on_applied: Any) -> None:
-        self.data = data
-        self._on_applied = on_applied
-
-    def apply(self, epoch: int, payload: bytes) -> int:
-        base = parse_header(payload).base_offset
-        if base < self.data.log_start_offset:
-            # Replaying the journal over a log that retention has since cut: this batch was
-            # applied before and deleted; reading it back is impossible and not needed.
-            return base
-        if base < self.data.log_end_offset:
-            # A restarted node replays its Raft journal over the segments it kept (the DataLog
-            # is durable state of its own): the very same batch is already there. Anything else
-            # at that offset is a different batch that was given a taken offset: refuse it, so
-            # its producer gets an error instead of an acknowledgement for data never written.
-            stored = self.data.read(base, len(payload), min_one=True)
-            if stored[: len(payload)] == payload:
-                return base
-            log.error("event=data_apply_refused dir=%s error='offset %d already holds another batch'",
-                      self.data.directory, base)
-            return -2
-        try:
-            hdr = self.data.append(payload)
-        except ValueError as e:  # a gap: refuse, never crash the ticker
-            log.error("event=data_apply_refused dir=%s error=%r", self.data.directory, str(e))
-            return -2
-        self._on_applied()
-        return hdr.base_offset
-
-    def snapshot(self) -> bytes:
-        start, batches, producers = self.data.snapshot()
-        return bytes(msgpack.packb({"start": start, "batches": batches, "producers": producers},
-                                   use_bin_type=True))
-
-    def restore(self, blob: bytes) -> None:
-        state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-        self.data.reset_to(int(state["start"]), state["batches"], state["producers"])
-        self._on_applied()
-
 
 class RaftCluster:
     def __init__(self, node: Any) -> None:
