@@ -13,7 +13,8 @@ This is the only module that imports pysyncobj. What it adds to the library:
   rename) and a corrected dump loader that keeps every journal entry after the snapshot.
   Snapshots are written by our own serializer: the state machine's bytes plus the Raft
   position, replaced atomically.
-- **One ticker thread** drives every group of the process (``autoTick=False``).
+- **One driver** ticks every group of the process (``autoTick=False``), on the asyncio
+  event loop by default (see ``RaftHost``).
 - **A cluster secret** (pysyncobj's ``password``) is mandatory: without it the Raft port
   would unpickle whatever any TCP client sends.
 - **Leadership balancing**: each group has a preferred node; a leader hands leadership
@@ -915,12 +916,18 @@ def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
 
 
 class RaftHost:
-    """All Raft groups of one node process, ticked by one thread."""
+    """All Raft groups of one node process, ticked by one driver: on the asyncio event loop
+    (``driver="loop"``, the default: no Raft thread, no hand-off between threads on the commit
+    path) or on a thread of its own (``driver="thread"``, the former design, kept for comparison
+    in benchmarks: ``KCOORD_RAFT_DRIVER=thread``)."""
 
     def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0,
-                 listen: str | None = None) -> None:
+                 listen: str | None = None, driver: str | None = None) -> None:
         if not secret:
             raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
+        self.driver = driver or os.environ.get("KCOORD_RAFT_DRIVER", "loop")
+        if self.driver not in ("loop", "thread"):
+            raise ValueError(f"unknown Raft driver {self.driver!r} (loop or thread)")
         self.secret = secret
         self.timings = timings or RaftTimings()
         self._listen = listen
@@ -934,6 +941,7 @@ class RaftHost:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ticker: _Ticker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._balance_every = balance_every
         self._last_balance = 0.0
@@ -975,10 +983,12 @@ class RaftHost:
             if lg in self._logs:
                 self._logs.remove(lg)
                 self._logs_version += 1
-            running = self._thread is not None and self._thread.is_alive()
+            running = self._ticker is not None and not self._stop.is_set()
             if running:
                 self._removed.append((lg, delete_dir))
-        if not running:
+        if running:
+            self.wake()
+        else:
             _close_and_delete(lg, delete_dir)
 
     def removal_pending(self, directory: str) -> bool:
@@ -991,15 +1001,23 @@ class RaftHost:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._ticker = _Ticker(self)
+        if self.driver == "loop":
+            self._ticker_ident = threading.get_ident()  # start() runs on the loop
+            self._ticker.attach(loop)
+            return
         # A ticker that died would leave the node serving without Raft: stop the node instead.
         self._thread = threading.Thread(target=guarded("raft_ticker", self._run), name="raft-ticker", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop ticking and close every group (from the loop or any other thread)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(5)
+        elif self._ticker is not None and self._loop is not None:
+            self._ticker.detach(self._loop)
         with self._lock:
             removed, self._removed = self._removed, []
         for lg in self.logs():
@@ -1010,113 +1028,215 @@ class RaftHost:
             self._hub.close()
 
     def wake(self) -> None:
+        """Tick every group soon (a group was added or removed, or its state changed)."""
         self._wake.set()
+        if self._ticker is not None and self.driver == "loop" and self._loop is not None:
+            self._ticker.soon(self._loop)
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` on the event loop. From the ticker thread the calls of one pass go
-        over together at its end (one wake-up of the loop, not one per answered append)."""
+        """Run ``fn(*args)`` on the event loop. From the ticker the calls of one pass run
+        together at its end (on the loop: directly; from the thread: one wake-up of the loop,
+        not one per answered append)."""
         if threading.get_ident() == self._ticker_ident:
             self._calls.append((fn, args))
         elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn, *args)
 
     def _hand_over_calls(self) -> None:
-        if self._calls and self._loop is not None and not self._loop.is_closed():
-            calls, self._calls = self._calls, []
+        if not self._calls:
+            return
+        calls, self._calls = self._calls, []
+        if self.driver == "loop":
+            _run_calls(calls)
+        elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(_run_calls, calls)
 
     def _run(self) -> None:
-        """Tick every group each period; in between, tick a group as soon as the hub delivers
-        its messages (or pysyncobj's submit pipe has something), so replication does not wait a
-        period. What the groups sent during a pass leaves in one frame per peer at its end."""
-        period = self.timings.tick_period
-        hub = self.hub
+        """The thread driver: wait for messages or the next round, then make a pass."""
+        assert self._ticker is not None
         self._ticker_ident = threading.get_ident()
-        seen_version = -1
-        master = select.epoll()
-        master.register(hub.fileno(), select.EPOLLIN)
-        watched: dict[int, RaftLog] = {}
-        next_round = 0.0
-        last_pass = time.monotonic()
-        while not self._stop.is_set():
-            with self._lock:
-                logs, version = list(self._logs), self._logs_version
-                removed = list(self._removed)
-            for gone, directory in removed:  # no longer in ``logs``: nothing ticks them after this
-                _close_and_delete(gone, directory)
-            if removed:
-                with self._lock:
-                    self._removed = self._removed[len(removed):]
-            if time.monotonic() - last_pass > self.timings.raft_min_timeout / 2:
-                # This thread did not run for a while (the process was stopped, or starved of CPU).
-                # pysyncobj checks election deadlines before it reads its messages, so every follower
-                # would start an election before seeing the leader's heartbeats waiting in the socket,
-                # and unseat a healthy leader (it has no pre-vote). Give them one timeout to hear first.
-                for lg in logs:
-                    lg.postpone_election()
-            last_pass = time.monotonic()
-            hub.apply_detached()
-            if seen_version != version:
-                seen_version = version
-                current = {lg.group._poller.fileno(): lg for lg in logs}
-                for fd in set(watched) - set(current):
-                    try:
-                        master.unregister(fd)
-                    except OSError:
-                        pass
-                for fd in set(current) - set(watched):
-                    master.register(fd, select.EPOLLIN)
-                watched = current
-            now = time.monotonic()
-            hub_ready = False
-            if now >= next_round:
-                due = logs
-                hub_ready = True
-                next_round = now + period
-                hub.maintain(now)
-                for lg in logs:
-                    lg.compact_if_large()
-                if self._last_balance == 0.0:
-                    self._last_balance = now + 3.0  # let the cluster settle before balancing
-                if self.balance and now - self._last_balance >= self._balance_every:
-                    self._last_balance = now
-                    for lg in logs:
-                        if lg.wants_transfer():
-                            lg.start_transfer(now)
-            else:
-                due = []
-                for fd, _ in master.poll(max(0.0, next_round - now)):
-                    if fd in watched:
-                        due.append(watched[fd])
-                    else:
-                        hub_ready = True
-                if self._wake.is_set():
-                    self._wake.clear()
-                    due = logs
-            if hub_ready:
-                touched = hub.process()
-                if touched and due is not logs:
-                    seen = set(map(id, due))
-                    due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen
-                                 and lg.tick_after_messages()]
-            for lg in due:
+        try:
+            while not self._stop.is_set():
+                self._ticker.run_pass(wait=True)
+        finally:
+            self._ticker.close()
+
+
+class _Ticker:
+    """Passes over a host's groups. Every ``tick_period`` a round ticks every group (elections,
+    heartbeats, compaction, leadership balance); in between, a group is ticked as soon as the hub
+    delivers its messages or pysyncobj's submit pipe has a proposal for it, so replication never
+    waits for a round, and a leader's tick right after the acknowledgements that make a majority
+    commits, applies and answers. What the groups sent during a pass leaves in one frame per
+    peer at its end.
+
+    The loop driver registers the one epoll (the hub's and every group's pipe) as a reader and
+    arms a timer for the next round; the thread driver blocks in it."""
+
+    def __init__(self, host: RaftHost) -> None:
+        self.host = host
+        self.master = select.epoll()
+        self.master.register(host.hub.fileno(), select.EPOLLIN)
+        self.watched: dict[int, RaftLog] = {}
+        self.seen_version = -1
+        self.next_round = 0.0
+        self.last_pass = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+        self._soon: asyncio.Handle | None = None
+        self._attached = False
+
+    # ---------------------------------------------------------------- loop driver
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.add_reader(self.master.fileno(), self._on_loop)
+        self._attached = True
+        self.soon(loop)
+
+    def detach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop the loop driver: on the loop at once, from another thread through the loop."""
+        if not self._attached or loop.is_closed():
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._detach_now(loop)
+            return
+        done = threading.Event()
+
+        def detach_and_signal() -> None:
+            self._detach_now(loop)
+            done.set()
+
+        try:
+            loop.call_soon_threadsafe(detach_and_signal)
+        except RuntimeError:  # the loop closed meanwhile
+            return
+        done.wait(5)
+
+    def _detach_now(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._attached:
+            return
+        self._attached = False
+        loop.remove_reader(self.master.fileno())
+        for handle in (self._timer, self._soon):
+            if handle is not None:
+                handle.cancel()
+        self.close()
+
+    def soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A pass at the next turn of the loop (once, however many ask)."""
+        if self._soon is None and self._attached and threading.get_ident() == self.host._ticker_ident:
+            self._soon = loop.call_soon(self._on_loop)
+        elif self._attached and threading.get_ident() != self.host._ticker_ident:
+            loop.call_soon_threadsafe(self._on_loop)
+
+    def _on_loop(self) -> None:
+        self._soon = None
+        if not self._attached or self.host._stop.is_set():
+            return
+        guarded("raft_ticker", self.run_pass)()
+        loop = self.host._loop
+        if loop is None or not self._attached:
+            return
+        delay = max(0.0, self.next_round - time.monotonic())
+        if self._timer is None or self._timer.when() > loop.time() + delay + 0.001:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_later(delay, self._on_round)
+
+    def _on_round(self) -> None:
+        self._timer = None
+        self._on_loop()
+
+    # ---------------------------------------------------------------- one pass
+
+    def close(self) -> None:
+        self.master.close()
+
+    def run_pass(self, wait: bool = False) -> None:
+        """Tick what is due: every group at a round, else those with messages or proposals
+        (``wait``: block until one has, or the round comes; the thread driver)."""
+        host = self.host
+        hub = host.hub
+        with host._lock:
+            logs, version = list(host._logs), host._logs_version
+            removed = list(host._removed)
+        for gone, directory in removed:  # no longer in ``logs``: nothing ticks them after this
+            _close_and_delete(gone, directory)
+        if removed:
+            with host._lock:
+                host._removed = host._removed[len(removed):]
+        if time.monotonic() - self.last_pass > host.timings.raft_min_timeout / 2:
+            # No pass for a while (the process was stopped, or starved of CPU). pysyncobj checks
+            # election deadlines before it reads its messages, so every follower would start an
+            # election before seeing the leader's heartbeats waiting in the socket, and unseat a
+            # healthy leader (it has no pre-vote). Give them one timeout to hear first.
+            for lg in logs:
+                lg.postpone_election()
+        self.last_pass = time.monotonic()
+        hub.apply_detached()
+        if self.seen_version != version:
+            self.seen_version = version
+            current = {lg.group._poller.fileno(): lg for lg in logs}
+            for fd in set(self.watched) - set(current):
                 try:
-                    # Acknowledgements the hub handled above are counted by this tick, which
-                    # also applies what they committed and answers the callers.
-                    lg.group.doTick(0.0)
-                    if not lg.attached and lg.transport is not None:
-                        lg.attached = True
-                        hub.attach(lg.name, lg.transport, lg.transport.hub_peers())
-                    lg.check_leadership()
-                    lg.step_transfer(now)
-                except OSError as e:  # a journal or snapshot write failed: nothing may be acknowledged now
-                    fail_stop("raft_tick", f"{lg.name}: {type(e).__name__}: {e}")
-                except Exception:  # noqa: BLE001 - one group's failure must not stop the others
-                    log.exception("event=raft_tick_failed partition=%s", lg.name)
-            sync_due(before_send=True)  # durability = "fsync": journals on disk before messages leave
-            hub.flush()
-            self._hand_over_calls()
-        master.close()
+                    self.master.unregister(fd)
+                except OSError:
+                    pass
+            for fd in set(current) - set(self.watched):
+                self.master.register(fd, select.EPOLLIN)
+            self.watched = current
+        now = time.monotonic()
+        hub_ready = False
+        if now >= self.next_round:
+            due = logs
+            hub_ready = True
+            self.next_round = now + host.timings.tick_period
+            hub.maintain(now)
+            for lg in logs:
+                lg.compact_if_large()
+            if host._last_balance == 0.0:
+                host._last_balance = now + 3.0  # let the cluster settle before balancing
+            if host.balance and now - host._last_balance >= host._balance_every:
+                host._last_balance = now
+                for lg in logs:
+                    if lg.wants_transfer():
+                        lg.start_transfer(now)
+        else:
+            due = []
+            for fd, _ in self.master.poll(max(0.0, self.next_round - now) if wait else 0.0):
+                if fd in self.watched:
+                    due.append(self.watched[fd])
+                else:
+                    hub_ready = True
+            if host._wake.is_set():
+                host._wake.clear()
+                due = logs
+        if hub_ready:
+            touched = hub.process()
+            if touched and due is not logs:
+                seen = set(map(id, due))
+                due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen
+                             and lg.tick_after_messages()]
+        for lg in due:
+            try:
+                # Acknowledgements the hub handled above are counted by this tick, which
+                # also applies what they committed and answers the callers.
+                lg.group.doTick(0.0)
+                if not lg.attached and lg.transport is not None:
+                    lg.attached = True
+                    hub.attach(lg.name, lg.transport, lg.transport.hub_peers())
+                lg.check_leadership()
+                lg.step_transfer(now)
+            except OSError as e:  # a journal or snapshot write failed: nothing may be acknowledged now
+                fail_stop("raft_tick", f"{lg.name}: {type(e).__name__}: {e}")
+            except Exception:  # noqa: BLE001 - one group's failure must not stop the others
+                log.exception("event=raft_tick_failed partition=%s", lg.name)
+        sync_due(before_send=True)  # durability = "fsync": journals on disk before messages leave
+        hub.flush()
+        host._hand_over_calls()
 
 
 if TYPE_CHECKING:  # mypy checks RaftLog against the seam it implements
