@@ -4,7 +4,7 @@ For each ``<data_dir>/raft/__consumer_offsets-P/``: the Raft snapshot (``raft.sn
 written by ``replication.raft``'s serializer: the EntryStore's compacted payloads and the
 fence epoch) followed by the journal entries after it up to the node's commit index
 (``raft.kcj`` + ``raft.kcj.meta`` + ``raft.kcj.commit``, read with ``SafeJournal``), replayed the way the
-partition's ``_Group`` applies them: ``announce`` raises the fence, ``append`` applies only
+partition's Raft group applies them: ``announce`` raises the fence, ``append`` applies only
 at the current fence, ``submit`` always applies. Every payload is a coordinator record
 batch (``coordinator.codec.decode_batch``).
 
@@ -29,24 +29,14 @@ import msgpack
 from coordinator.codec import decode_batch
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from replication.journal import SafeJournal
-from replication.raft import _Group
+from replication.raft import replicated_method_names
 
 _REGULAR = 0  # pysyncobj _COMMAND_TYPE.REGULAR
 
 
-def _method_names() -> dict[int, str]:
-    """pysyncobj numbers replicated methods by sorted (version, name) of the versioned aliases."""
-    found = []
-    for m in dir(_Group):
-        fn = getattr(_Group, m)
-        if getattr(fn, "replicated", False) and m != getattr(fn, "origName", m):
-            found.append((getattr(fn, "ver", 0), m, fn.origName))
-    return {i: orig for i, (_, _, orig) in enumerate(sorted(found))}
-
-
 def partition_payloads(part_dir: Path) -> list[bytes]:
     """The committed payloads of one offsets partition, in apply order."""
-    names = _method_names()
+    names = replicated_method_names()
     fence = 0
     last_idx = 0
     payloads: list[bytes] = []

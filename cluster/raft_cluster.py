@@ -165,7 +165,7 @@ class RaftCluster:
 
     def likely_leader_of(self, lg: PeerLog) -> Peer | None:
         """For a node cut off from the others: who leads ``lg`` on the majority side, most
-        likely (replication/raft.py ``RaftLog.likely_leader``)."""
+        likely (``replication.raft.log.RaftLog.likely_leader``)."""
         return self._addr_to_peer.get(lg.likely_leader())
 
     def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:

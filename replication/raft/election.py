@@ -4,7 +4,7 @@ pysyncobj 0.3.17 campaigns whenever a node's election timer runs out and it is c
 anyone, and any higher-term RequestVote makes every node (the leader included) adopt the term
 and drop its leader. So a follower cut off for a while, or on a flapping link, comes back with
 an inflated term and deposes a healthy leader, and every deposition fails in-flight commands
-and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft._Group``) adds:
+and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft.pysyncobj_adapter.RaftGroup``) adds:
 
 - **Pre-vote**: a node whose timer ran out first asks the others whether they would vote for it
   at ``term + 1``, without changing any term. It campaigns only when a majority says yes.
@@ -22,7 +22,7 @@ and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft._Group`
   are answered only under it (``lease_valid``).
 
 Only pysyncobj's state is used, through the instance ``__dict__`` and its private methods
-(``_SyncObj__…``); this module does not import pysyncobj (only ``replication.raft`` does).
+(``_SyncObj__…``); this module does not import pysyncobj (only ``pysyncobj_adapter`` does).
 """
 
 from __future__ import annotations

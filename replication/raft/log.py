@@ -1,0 +1,432 @@
+"""``RaftLog``: the ReplicatedLog seam over one pysyncobj group (fencing, leadership events,
+leader lease, likely leader, leadership transfer)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from replication.api import (
+    MAX_ENTRY_BYTES,
+    CoordinatorLog,
+    LeadershipChange,
+    LeadershipListener,
+    LogEntry,
+    NotLeaderError,
+    PeerLog,
+    ReplicationError,
+    StaleEpochError,
+)
+from replication.hub import RaftHub
+from replication.journal import SafeJournal
+from replication.raft.entry_store import StateMachine
+from replication.raft.pysyncobj_adapter import (
+    FAIL_REASON,
+    FOLLOWER,
+    HubTransport,
+    RaftGroup,
+    SyncObjConf,
+    make_serializer,
+    monotonic,
+)
+from replication.raft.settings import APPLY_FAILED, EPOCH_STRIDE, FENCED, GUESS_PERIOD_S, RaftTimings
+
+log = logging.getLogger("kcoord.raft")
+
+
+class LogHost(Protocol):
+    """What a RaftLog needs of the host that drives it (``host.RaftHost``)."""
+
+    @property
+    def timings(self) -> RaftTimings: ...
+
+    @property
+    def hub(self) -> RaftHub: ...
+
+    def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None: ...
+
+
+class RaftLog:
+    """A ReplicatedLog over one Raft group; created and driven by a ``host.RaftHost``."""
+
+    def __init__(self, host: LogHost, name: str, self_addr: str, peers: list[str], preferred: str,
+                 data_dir: str, sm: StateMachine, hubs: dict[str, str]) -> None:
+        self.host = host
+        self._name = name
+        self.self_addr = self_addr
+        self.preferred = preferred
+        self.sm = sm
+        self._preferred_since: float | None = None
+        os.makedirs(data_dir, exist_ok=True)
+        holder: dict[str, RaftGroup] = {}
+        ser, deser = make_serializer(lambda: holder.get("g"))
+        t = host.timings
+        conf = SyncObjConf(
+            autoTick=False,  # the secret authenticates the hub's connections (replication/hub.py)
+            journalFile=os.path.join(data_dir, "raft.kcj"),
+            fullDumpFile=os.path.join(data_dir, "raft.snapshot"),
+            serializer=ser,
+            deserializer=deser,
+            appendEntriesUseBatch=False,
+            # pysyncobj 0.3.17 splits an entry larger than this into chunks and ends the chunking
+            # early (it compares chunk positions with the command's length, not the pickled
+            # entry's), so the follower unpickles a truncated entry and stops replicating. Keep
+            # every entry below the limit: callers cap payloads at MAX_ENTRY_BYTES.
+            appendEntriesBatchSizeBytes=4 * MAX_ENTRY_BYTES,
+            appendEntriesPeriod=t.append_entries_period,
+            raftMinTimeout=t.raft_min_timeout,
+            raftMaxTimeout=t.raft_max_timeout,
+            connectionTimeout=max(1000.0, t.raft_max_timeout),  # unused by the hub; pysyncobj validates it
+            logCompactionMinEntries=t.compaction_min_entries,
+            logCompactionMinTime=t.compaction_min_time,
+            logCompactionSplit=t.compaction_split,
+            leaderFallbackTimeout=t.check_quorum or t.raft_max_timeout,
+            useFork=False,
+            commandsWaitLeader=False,
+        )
+        self.transport: HubTransport | None = None
+        self._conf = conf
+        self._compaction_bytes = t.compaction_bytes
+        self._compaction_split = t.compaction_split
+
+        def transport(sync_obj: Any, self_node: Any, other_nodes: Any) -> HubTransport:
+            self.transport = HubTransport(sync_obj, self_node, other_nodes, host.hub, name, hubs)
+            return self.transport
+
+        self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
+        self.group = RaftGroup(self_addr, peers, conf, sm, transport)
+        self.group.name = name
+        holder["g"] = self.group
+        listen_first = monotonic() + t.connection_retry + 2 * t.raft_max_timeout
+        if len(self.group.__dict__["_SyncObj__raftLog"]) > 1:
+            # A restarted member first listens for the current leader instead of starting an
+            # election on its first timeout (it would win a higher term and unseat a healthy
+            # leader: pysyncobj has no pre-vote). Reconnecting takes up to connection_retry.
+            self.group.__dict__["_SyncObj__raftElectionDeadline"] = listen_first
+        else:
+            # A new group (a new topic's partition, or a new cluster): its preferred node stands
+            # first, so it starts balanced instead of being moved by a transfer seconds later,
+            # while clients are already using it. The others stand only if it does not win.
+            # (Followers of the metadata log create the group up to a heartbeat later.)
+            self.group.__dict__["_SyncObj__raftElectionDeadline"] = (
+                monotonic() + t.append_entries_period + random.uniform(0.0, 0.05)
+                if self_addr == preferred else listen_first)
+        self._listeners: list[LeadershipListener] = []
+        self._announced = -1  # epoch announced and applied while leader (-1: none)
+        self._announcing = -1
+        self._paused_until = 0.0
+        self._transfer_sent = False
+        self._leader_seen_connected: str | None = None
+        self.peer_addrs = list(peers)
+        self._lost_at = 0.0  # when this node last lost its leadership (monotonic), for likely_leader
+        self._match_at_loss: dict[str, int] = {}  # each follower's acknowledged index then, ditto
+        # Event loop: appends proposed under the current leadership and not yet resolved. A leader
+        # that steps down (a lost quorum) fails them at once: pysyncobj would resolve them only
+        # when it learns the new leader's commit index, i.e. after the cut heals.
+        self._in_flight: set[asyncio.Future[int]] = set()
+
+    # ---------------------------------------------------------------- ReplicatedLog
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def is_leader(self) -> bool:
+        return self._announced >= 0
+
+    def leader_epoch(self) -> int:
+        return self._announced
+
+    def committed_offset(self) -> int:
+        return int(getattr(self.sm, "next_offset", 0))
+
+    def current_term(self) -> int:
+        return int(self.group.raftCurrentTerm)
+
+    def leader_heard_lately(self) -> bool:
+        """A follower got its leader's AppendEntries within the longest election timeout."""
+        return bool(self.group.leader_heard_within(self.host.timings.raft_max_timeout))
+
+    def lease_valid(self) -> bool:
+        """This node leads and no other can have been elected meanwhile (a leader lease, see
+        replication/raft/election.py): answers read from its state are current."""
+        return bool(self.group.lease_valid())
+
+    def likely_leader(self) -> str:
+        """Who leads, or most likely leads now on the other side of a partition: the leader
+        last known if it is another node (it keeps leading wherever it kept a majority), else
+        the follower that had acknowledged the most of this node's log when it lost its
+        leadership (Raft elects only a node whose log is at least as long as its voters', so the
+        longest one wins), and among equals this node's successor (it stands first there when
+        this node is cut off). Should that election have gone another way, the guess moves on
+        to the next node every ``GUESS_PERIOD_S`` after this node lost its leadership (the same
+        answer meanwhile, so a client settles on it)."""
+        leader = self.leader_address()
+        if leader is not None and leader != self.self_addr:
+            return leader
+        order = self.group.order
+        others = [order[(order.index(self.self_addr) + i) % len(order)] for i in range(1, len(order))]
+        match = self._match_at_loss
+        others.sort(key=lambda a: -match.get(a, 0))  # stable: successors first among equals
+        lost = self._lost_at if self._announced < 0 else 0.0  # still leading by its own account: first guess
+        turn = int(max(0.0, time.monotonic() - lost) / GUESS_PERIOD_S) if lost else 0
+        return others[turn % len(others)]
+
+    def leader_address(self) -> str | None:
+        leader = self.group._getLeader()
+        return leader.id if leader is not None else None
+
+    async def append(self, payload: bytes, epoch: int) -> int:
+        if len(payload) > MAX_ENTRY_BYTES:
+            raise ReplicationError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
+        if self._announced < 0:
+            raise NotLeaderError(f"{self._name}: not the leader")
+        if epoch != self._announced:
+            raise StaleEpochError(f"{self._name}: epoch {epoch} is not the current {self._announced}")
+        while time.monotonic() < self._paused_until:
+            await asyncio.sleep(0.005)  # quiesced for a leadership transfer
+            if self._announced != epoch:
+                raise NotLeaderError(f"{self._name}: leadership moved")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.host.call_in_loop(_resolve, fut, result, error)
+
+        self.group.append(epoch, payload, callback=done)
+        self._in_flight.add(fut)
+        try:
+            result = await fut
+        finally:
+            self._in_flight.discard(fut)
+        if result == FENCED:
+            raise StaleEpochError(f"{self._name}: append at epoch {epoch} was fenced")
+        if result == APPLY_FAILED:
+            raise ReplicationError(f"{self._name}: the entry could not be applied (skipped)")
+        return int(result)
+
+    async def submit(self, payload: bytes) -> int:
+        """Append from any node, without fencing (for idempotent metadata operations)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.host.call_in_loop(_resolve, fut, result, error)
+
+        self.group.submit(payload, callback=done)
+        return int(await fut)
+
+    def connected_peers(self) -> set[str]:
+        """Raft addresses of the peers this group is connected to (best effort, any thread)."""
+        try:
+            return {n.id for n in list(self.group._SyncObj__connectedNodes)}
+        except RuntimeError:  # the set changed while we copied it
+            return set()
+
+    def read_committed(self, start: int = 0) -> Iterable[LogEntry]:
+        entries = getattr(self.sm, "entries", None)
+        return entries(start) if entries is not None else []
+
+    def read_since(self, start: int) -> tuple[list[LogEntry], int] | None:
+        """``(committed entries from start, next offset)`` (see ``EntryStore.entries_since``);
+        None when that range is gone or the state machine keeps no entries."""
+        since = getattr(self.sm, "entries_since", None)
+        return since(start) if since is not None else None
+
+    def subscribe(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
+        if self._announced >= 0:
+            listener(LeadershipChange(self._name, True, self._announced))
+
+    # ---------------------------------------------------------------- ticker side
+
+    def _publish(self, change: LeadershipChange) -> None:
+        for listener in list(self._listeners):
+            self.host.call_in_loop(listener, change)
+
+    def compact_if_large(self) -> None:
+        """Compact a journal past ``compaction_bytes`` now (the entry and time triggers let a
+        journal of large entries grow for ten minutes, and its file and the snapshot to come with it). Not in this
+        node's turn of the split schedule either: a journal that size cannot wait for it."""
+        journal = self.group.__dict__.get("_SyncObj__raftLog")
+        if not isinstance(journal, SafeJournal):
+            return
+        large = journal.size_bytes > self._compaction_bytes
+        self._conf.logCompactionSplit = self._compaction_split and not large
+        if large and not self.group.__dict__.get("_SyncObj__forceLogCompaction", False):
+            self.group.forceLogCompaction()
+
+    def check_leadership(self) -> None:
+        """Ticker thread: notice leadership changes and fence them with an announce."""
+        g = self.group
+        leader = g._isLeader()
+        term = g.raftCurrentTerm
+        if not leader:
+            self._hasten_election_if_leader_gone()
+        if leader and self._announcing != term and self._announced // EPOCH_STRIDE != term:
+            self._announcing = term
+            self._announce(term * EPOCH_STRIDE, term)
+        if not leader and (self._announced >= 0 or self._announcing >= 0):
+            self._announcing = -1
+            self._match_at_loss = {n.id: int(i) for n, i in list(g.__dict__["_SyncObj__raftMatchIndex"].items())}
+            self.host.call_in_loop(self._lost_leadership, term)
+
+    def tick_after_messages(self) -> bool:
+        """Ticker thread: whether messages just handled call for a tick now. A follower with a
+        leader has already answered them (pysyncobj replies as it receives); applying what
+        they committed can wait for the periodic round. That saves each follower a tick per
+        replicated entry. A leader (acknowledgements commit) and a candidate (votes) tick, and
+        so does a follower whose election is due (a transfer's TimeoutNow)."""
+        d = self.group.__dict__
+        return bool(d["_SyncObj__raftState"] != FOLLOWER or d["_SyncObj__raftLeader"] is None
+                    or d["_SyncObj__raftElectionDeadline"] <= monotonic())
+
+    def postpone_election(self) -> None:
+        """Ticker thread: a follower's next election no sooner than one election timeout away."""
+        if self.group._isLeader():
+            return
+        d = self.group.__dict__
+        later = monotonic() + self.group._SyncObj__generateRaftTimeout()  # ranked, as ever
+        if d["_SyncObj__raftElectionDeadline"] < later:
+            d["_SyncObj__raftElectionDeadline"] = later
+
+    def _hasten_election_if_leader_gone(self) -> None:
+        """The leader's connection dropped (its process died or closed): elect soon instead of
+        waiting out the full election timeout. Elections are always safe in Raft; this only
+        moves the first one earlier, once per lost leader."""
+        leader = self.group._getLeader()
+        addr = leader.id if leader is not None else None
+        if addr is None or addr == self.self_addr:
+            return
+        if addr in self.connected_peers():
+            self._leader_seen_connected = addr
+            return
+        if self._leader_seen_connected != addr:
+            return  # never connected to it (e.g. still starting): keep the normal timeout
+        self._leader_seen_connected = None
+        # Survivors go in a fixed order (the leader's successors, as for a timeout) so they do
+        # not split the vote; the first one normally wins before the next starts.
+        order = self.group.order
+        rank = (order.index(self.self_addr) - order.index(addr) - 1) % len(order)
+        soon = monotonic() + 0.05 + 0.25 * rank + random.uniform(0.0, 0.03)
+        d = self.group.__dict__
+        if d["_SyncObj__raftElectionDeadline"] > soon:
+            d["_SyncObj__raftElectionDeadline"] = soon
+
+    def _announce(self, epoch: int, term: int) -> None:
+        g = self.group
+
+        def announced(result: Any, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS and g._isLeader() and g.raftCurrentTerm == term:
+                self.host.call_in_loop(self._became_leader, epoch)
+
+        g.announce(epoch, callback=announced)
+
+    def refence(self) -> bool:
+        """Event loop: start a new epoch under the same leadership, so that appends still in
+        flight from the old one can never apply (used after a failed or timed-out append).
+        The new epoch is published like a new leadership; returns False if not leader."""
+        if self._announced < 0:
+            return False
+        self._announce(self._announced + 1, self._announced // EPOCH_STRIDE)
+        return True
+
+    def _became_leader(self, epoch: int) -> None:
+        if epoch <= self._announced:
+            return
+        self._announced = epoch
+        log.info("event=leader_elected partition=%s epoch=%d term=%d", self._name, epoch, epoch // EPOCH_STRIDE)
+        self._publish(LeadershipChange(self._name, True, epoch))
+
+    def _lost_leadership(self, term: int) -> None:
+        if self._announced < 0:
+            return
+        self._announced = -1
+        self._lost_at = time.monotonic()
+        log.info("event=leadership_lost partition=%s term=%d", self._name, term)
+        for fut in self._in_flight:
+            if not fut.done():  # outcome unknown: the entry may still commit under the next leader
+                fut.set_exception(NotLeaderError(f"{self._name}: leadership lost before the entry committed"))
+        self._in_flight.clear()
+        self._publish(LeadershipChange(self._name, False, term))
+
+    def set_ready_to_lead(self, check: Callable[[], bool]) -> None:
+        """``check()`` (called on the ticker thread) says whether this node would accept
+        leadership handed over by a transfer now."""
+        self.group.ready_to_lead = check
+
+    def wants_transfer(self) -> bool:
+        """Ticker thread: leader here, preferred node elsewhere and connected for a while
+        (a node that just came back first catches up, then takes its partitions back)."""
+        g = self.group
+        if not g._isLeader() or self.preferred == self.self_addr:
+            self._preferred_since = None
+            return False
+        status = g.getStatus()
+        if status.get("partner_node_status_server_" + self.preferred) != 2:
+            self._preferred_since = None
+            return False
+        now = time.monotonic()
+        if self._preferred_since is None:
+            self._preferred_since = now
+        return now - self._preferred_since >= self.host.timings.transfer_settle
+
+    def start_transfer(self, now: float) -> None:
+        """Quiesce new appends for a moment so the preferred node can match our log."""
+        if self._paused_until == 0.0:
+            self._paused_until = now + 0.5
+            self._transfer_sent = False
+
+    def step_transfer(self, now: float) -> None:
+        """Ticker thread while quiesced: ask for the transfer once the target matches our log.
+
+        pysyncobj denies (REQUEST_DENIED) until the target's match index equals our last
+        index; once it accepts, the target starts an election and we wait for the outcome.
+        """
+        if self._paused_until == 0.0:
+            return
+        g = self.group
+        if not g._isLeader() or now > self._paused_until:
+            self._paused_until = 0.0  # done, or give up until the next balancing round
+            return
+        if self._transfer_sent:
+            return
+
+        def transferred(result: Any, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS:
+                self._transfer_sent = True
+                log.debug("event=leadership_transfer partition=%s to=%s", self._name, self.preferred)
+
+        g.transferLeadership(self.preferred, callback=transferred)
+
+    def destroy(self) -> None:
+        try:
+            self.group.destroy()
+            self.group._destroy()
+        except Exception:  # noqa: BLE001 - shutting down anyway
+            pass
+
+
+
+def _resolve(fut: asyncio.Future[int], result: Any, error: int) -> None:
+    if fut.done():
+        return
+    if error == FAIL_REASON.SUCCESS:
+        fut.set_result(result)
+    elif error in (FAIL_REASON.NOT_LEADER, FAIL_REASON.MISSING_LEADER, FAIL_REASON.LEADER_CHANGED,
+                   FAIL_REASON.DISCARDED):
+        fut.set_exception(NotLeaderError(f"raft append failed: {error}"))
+    else:
+        fut.set_exception(ReplicationError(f"raft append failed: {error}"))
+
+
+
+
+if TYPE_CHECKING:  # mypy checks RaftLog against the seam it implements
+    _is_coordinator_log: type[CoordinatorLog] = RaftLog
+    _is_peer_log: type[PeerLog] = RaftLog

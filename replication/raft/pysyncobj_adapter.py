@@ -1,0 +1,402 @@
+"""The pysyncobj adapter: the only module that imports pysyncobj.
+
+Everything kcoord changes in the library is here, each with a test: the crash-safe journal
+(``SafeJournal`` plugged in through ``createJournal``) and dump loader, an epoll poller so that
+one driver waits on every group, the follower-side append without needless truncation, ranked
+election timeouts and election guards, fenced appends and announces, snapshots written by our
+own serializer, and the transport that carries a group's messages over the node's hub.
+Private pysyncobj names (``_SyncObj__...``) are touched only here and in ``log`` through the
+accessors this module gives ``RaftLog``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import select
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import pysyncobj.syncobj as _pso
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.monotonic import monotonic
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.transport import Transport
+
+from replication.failstop import fail_stop
+from replication.hub import RaftHub
+from replication.journal import SafeJournal
+from replication.raft.election import ElectionGuard
+from replication.raft.entry_store import StateMachine
+from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG
+
+log = logging.getLogger("kcoord.raft")
+
+# What ``log`` uses of pysyncobj, named here so that it imports no pysyncobj itself.
+__all__ = ["FAIL_REASON", "FOLLOWER", "HubTransport", "RaftGroup", "SyncObjConf", "make_serializer", "monotonic"]
+
+_original_create_journal = _pso.createJournal
+
+
+def _create_journal(journal_file: str | None = None) -> Any:
+    if journal_file is not None and journal_file.endswith(".kcj"):
+        return SafeJournal(journal_file)
+    return _original_create_journal(journal_file)
+
+
+_pso.createJournal = _create_journal
+
+
+class _EpollPoller:
+    """pysyncobj's poller interface on an epoll object, so one ticker can wait on all groups."""
+
+    def __init__(self) -> None:
+        self.epoll = select.epoll()
+        self._callbacks: dict[int, Callable[[int, int], None]] = {}
+
+    def fileno(self) -> int:
+        return self.epoll.fileno()
+
+    def subscribe(self, descr: int, callback: Callable[[int, int], None], event_mask: int) -> None:
+        mask = 0
+        if event_mask & POLL_EVENT_TYPE.READ:
+            mask |= select.EPOLLIN
+        if event_mask & POLL_EVENT_TYPE.WRITE:
+            mask |= select.EPOLLOUT
+        if event_mask & POLL_EVENT_TYPE.ERROR:
+            mask |= select.EPOLLERR
+        fd = descr if isinstance(descr, int) else descr.fileno()
+        if fd in self._callbacks:
+            self.epoll.modify(fd, mask)
+        else:
+            self.epoll.register(fd, mask)
+        self._callbacks[fd] = callback
+
+    def unsubscribe(self, descr: int) -> None:
+        fd = descr if isinstance(descr, int) else descr.fileno()
+        if self._callbacks.pop(fd, None) is not None:
+            try:
+                self.epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def poll(self, timeout: float) -> None:
+        for fd, event in self.epoll.poll(timeout):
+            mask = 0
+            if event & select.EPOLLIN:
+                mask |= POLL_EVENT_TYPE.READ
+            if event & select.EPOLLOUT:
+                mask |= POLL_EVENT_TYPE.WRITE
+            if event & (select.EPOLLERR | select.EPOLLHUP):
+                mask |= POLL_EVENT_TYPE.ERROR
+            callback = self._callbacks.get(fd)
+            if callback is not None:
+                callback(fd, mask)
+
+
+_pso.createPoller = lambda poller_type: _EpollPoller()
+
+
+class _QuirkFilter(logging.Filter):
+    """pysyncobj logs CRITICAL when a leader re-sends entries a follower already holds
+    (pysyncobj-notes §1e); the entries are identical, so the line is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "truncating already-applied log entries" not in record.getMessage()
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
+
+FOLLOWER = _pso._RAFT_STATE.FOLLOWER
+
+class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
+    """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
+
+    def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine,
+                 transport: Callable[..., Any] | None = None) -> None:
+        self.sm = sm
+        self.fence = 0
+        self.name = self_addr
+        self.order = sorted([self_addr, *peers])  # see successor()
+        self.addr = self_addr
+        self.ready_to_lead: Callable[[], bool] = lambda: True
+        self._keep_tail = False  # see _append_entries_without_needless_truncation
+        self._election_init(monotonic, conf.raftMinTimeout)
+        if transport is None:
+            super().__init__(self_addr, peers, conf)
+        else:
+            super().__init__(self_addr, peers, conf, transportClass=transport)
+
+    def _SyncObj__generateRaftTimeout(self) -> float:  # noqa: N802
+        """A follower's election timeout, ranked instead of random: counting from its leader
+        along ``order``, the next node's timer runs out first, the one after it a third of the
+        range later (and so on), each with a little jitter. Whoever survives a leader's failure
+        or isolation stands in a known order, so votes do not split and a node cut off from the
+        others can tell clients who most likely took over (``successor``). Without a known
+        leader the timeout is random, as in pysyncobj."""
+        conf = self.__dict__["_SyncObj__conf"]
+        lo, hi = float(conf.raftMinTimeout), float(conf.raftMaxTimeout)
+        leader = self.__dict__.get("_SyncObj__raftLeader")
+        lid = getattr(leader, "id", None)
+        if lid not in self.order or lid == self.addr:
+            return lo + (hi - lo) * random.random()
+        n = len(self.order)
+        rank = (self.order.index(self.addr) - self.order.index(lid) - 1) % n
+        # The first stands a little after the minimum: a voter refuses a (pre-)vote while it has
+        # heard the leader within the minimum timeout, and the leader's last heartbeat reached
+        # the voters a few ms apart.
+        margin = min(RANKED_MARGIN_S, (hi - lo) / 4)
+        step = (hi - lo - margin) / max(1, n - 1)
+        return lo + margin + rank * step + random.uniform(0.0, min(0.03, step / 4))
+
+    def successor(self, addr: str) -> str:
+        """The node that stands first when ``addr``, as leader, fails or is cut off."""
+        return self.order[(self.order.index(addr) + 1) % len(self.order)]
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+        # A leadership transfer (TimeoutNow) is a courtesy, not a need: decline it until this
+        # node could serve at once (e.g. its coordinator state is caught up), so balancing never
+        # hands a partition to a node that would then spend seconds loading it. Elections after
+        # a leader fails are not affected.
+        if isinstance(message, dict) and message.get("type") == "timeout_now" and not self._ready():
+            return
+        if isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message \
+                and "transmission" not in message:
+            self._append_entries_without_needless_truncation(node, message)
+            return
+        super()._SyncObj__onMessageReceived(node, message)
+
+    def _append_entries_without_needless_truncation(self, node: Any, message: dict[str, Any]) -> None:
+        """Raft's rule, where pysyncobj 0.3.17 truncates everything after ``prevLogIdx`` whatever
+        the message holds: entries this node already has (same index, same term) are kept, and
+        only a real conflict truncates. A delayed or duplicated AppendEntries (a resend after a
+        reconnect, the burst at the end of a partition) used to cut entries this follower had
+        acknowledged, which the leader may already count in a majority.
+
+        The entries already held are dropped from the message; when nothing is left to append,
+        the message is handled as a heartbeat at its last entry that truncates nothing (see
+        ``_SyncObj__getEntries``), and the commit index is not moved past what it covered."""
+        journal = self.__dict__["_SyncObj__raftLog"]
+        entries = message.get("entries") or []
+        if not isinstance(journal, SafeJournal) or not len(journal) or message["term"] < self.raftCurrentTerm:
+            super()._SyncObj__onMessageReceived(node, message)
+            return
+        first, held = journal.index_at(0), len(journal)
+        matched = 0
+        for _command, idx, term in entries:
+            pos = idx - first
+            if not (0 <= pos < held and journal.term_at(pos) == term):
+                break
+            matched += 1
+        if matched < len(entries):
+            if matched:  # append from the first entry not held (deleting from there: a conflict)
+                _c, idx, term = entries[matched - 1]
+                message = dict(message, prevLogIdx=idx, prevLogTerm=term, entries=entries[matched:])
+            super()._SyncObj__onMessageReceived(node, message)
+            return
+        if matched:
+            _c, idx, term = entries[-1]
+            message = dict(message, prevLogIdx=idx, prevLogTerm=term, entries=[])
+        covered = message["prevLogIdx"]
+        commit_before = self.__dict__.get("_SyncObj__raftCommitIndex", 0)
+        self._keep_tail = True
+        try:
+            super()._SyncObj__onMessageReceived(node, message)
+        finally:
+            self._keep_tail = False
+        commit = self.__dict__.get("_SyncObj__raftCommitIndex", 0)
+        bound = max(commit_before, min(message["commit_index"], covered))
+        if commit > bound:  # entries past ``covered`` are not known to match the leader's
+            self._SyncObj__raftCommitIndex = bound
+            journal.setRaftCommitIndex(bound)
+
+    def _SyncObj__getEntries(self, fromIDx: Any, count: Any = None, maxSizeBytes: Any = None) -> Any:  # noqa: N802,N803
+        # pysyncobj slices the journal to its end and then trims the slice to the batch size: a
+        # journal that reads old entries from disk bounds the range before reading instead.
+        journal = self.__dict__["_SyncObj__raftLog"]
+        if not isinstance(journal, SafeJournal):
+            return super()._SyncObj__getEntries(fromIDx, count, maxSizeBytes)
+        if fromIDx is None or not len(journal):
+            return []
+        first = journal.index_at(0)
+        if fromIDx < first:
+            return []
+        start = fromIDx - first
+        if self._keep_tail and count is None and maxSizeBytes is None:
+            count = 1  # AppendEntries handling: the entries after prevLogIdx are not to be deleted
+        return journal.entries(start, None if count is None else start + count, maxSizeBytes)
+
+    def _ready(self) -> bool:
+        """Committed entries applied here but for the last few (a restarted node applies its
+        journal over many ticks), and the owner of the state says it is ready too. A follower
+        applies what the latest AppendEntries committed only at its next tick, so under steady
+        appends it is nearly always a few entries short: asking for all of them declined every
+        transfer of a busy partition."""
+        d = self.__dict__
+        commit = max(d.get("_SyncObj__raftCommitIndex", 0), d.get("_SyncObj__leaderCommitIndex") or 0)
+        return bool(d.get("_SyncObj__raftLastApplied", 0) + READY_APPLY_LAG >= commit and self.ready_to_lead())
+
+    @replicated  # type: ignore[untyped-decorator]
+    def announce(self, epoch: int) -> int:
+        if epoch > self.fence:
+            self.fence = epoch
+        return self.fence
+
+    @replicated  # type: ignore[untyped-decorator]
+    def append(self, epoch: int, payload: bytes) -> int:
+        if epoch != self.fence:
+            return FENCED
+        return self._apply(epoch, payload)
+
+    @replicated  # type: ignore[untyped-decorator]
+    def submit(self, payload: bytes) -> int:
+        """Unfenced: any node may submit (pysyncobj forwards it to the leader)."""
+        return self._apply(self.fence, payload)
+
+    def _apply(self, epoch: int, payload: bytes) -> int:
+        """Applying is total: pysyncobj retries an entry whose apply raised on every tick, after
+        dropping its callbacks, so one bad entry would freeze the partition for good. An entry the
+        state machine refuses is skipped (every replica refuses it alike) and its caller told; a
+        fault of the environment (ENOSPC, EMFILE, EIO) stops the node instead."""
+        try:
+            return self.sm.apply(epoch, payload)
+        except OSError as e:
+            fail_stop("raft_apply", f"{self.name}: applying an entry failed: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - see above: never let an apply raise into pysyncobj
+            log.error("event=apply_failed group=%s bytes=%d error=%r action=skipped", self.name, len(payload),
+                      f"{type(e).__name__}: {e}")
+            return APPLY_FAILED
+
+    # pysyncobj 0.3.17 clears the journal when it does not start exactly at the snapshot,
+    # dropping acknowledged entries that follow it. Keep the journal if it holds the
+    # snapshot's last entry; replace it only when it cannot continue from the snapshot.
+    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:  # noqa: N802,N803
+        try:
+            data = self._SyncObj__serializer.deserialize()
+            last, prev = data[1], data[2]
+            journal = self._SyncObj__raftLog
+            keep = False
+            if not clearJournal and len(journal) > 0:
+                pos = last[1] - journal[0][1]
+                if 0 <= pos < len(journal) and journal[pos][1] == last[1] and journal[pos][2] == last[2]:
+                    keep = True
+            if not keep:
+                journal.clear()
+                journal.add(*prev)
+                journal.add(*last)
+            self._SyncObj__raftLastApplied = last[1]
+            end = journal[len(journal) - 1][1]
+            commit: int = self.__dict__["_SyncObj__raftCommitIndex"]
+            if commit > end:
+                self._SyncObj__raftCommitIndex = end
+                journal.setRaftCommitIndex(end)
+            self._SyncObj__onSetCodeVersion(0)
+        except Exception:
+            log.exception("event=snapshot_load_failed")
+
+
+def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[..., None], Callable[[str], Any]]:
+    def serialize(path: str, raft_data: Any) -> None:
+        g = group()
+        assert g is not None
+        last, prev, cluster = raft_data
+        blob = {"last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
+                "fence": g.fence, "state": g.sm.snapshot()}
+        try:
+            with open(path, "wb") as f:  # pysyncobj renames it over the last snapshot
+                f.write(msgpack.packb(blob, use_bin_type=True))
+                f.flush()
+                os.fsync(f.fileno())  # the journal's rewrite, next, fsyncs the directory
+        except OSError as e:
+            fail_stop("snapshot", f"{path}: write failed: {type(e).__name__}: {e}")
+
+    def deserialize(path: str) -> Any:
+        g = group()
+        assert g is not None
+        with open(path, "rb") as f:
+            blob = msgpack.unpackb(f.read(), raw=False)
+        g.fence = max(g.fence, int(blob["fence"]))
+        g.sm.restore(blob["state"])
+        return (tuple(blob["last"]), tuple(blob["prev"]), set())
+
+    return serialize, deserialize
+
+
+
+class HubTransport(Transport):  # type: ignore[misc]
+    """pysyncobj's transport interface over the node's ``RaftHub``: a group's peers are named
+    by per-group (logical) addresses; the hub carries the messages to the peer's node."""
+
+    def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, hub: RaftHub, gid: str,
+                 hubs: dict[str, str]) -> None:
+        super().__init__(sync_obj, self_node, other_nodes)
+        self._sync_obj = sync_obj
+        self._hub = hub
+        self._gid = gid
+        self._hub_of = {n.id: hubs.get(n.id, n.id) for n in other_nodes}
+        self._node_of = {self._hub_of[n.id]: n for n in other_nodes}
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    def tryGetReady(self) -> None:  # noqa: N802 - pysyncobj's interface
+        pass
+
+    def waitReady(self) -> None:  # noqa: N802
+        pass
+
+    def addNode(self, node: Any) -> None:  # noqa: N802 - membership is static here
+        pass
+
+    def dropNode(self, node: Any) -> None:  # noqa: N802
+        pass
+
+    def send(self, node: Any, message: Any) -> bool:
+        kind = message.get("type")
+        g = self._sync_obj
+        if kind == "append_entries":
+            message = dict(message, lts=monotonic())  # the lease's anchor (replication/raft/election.py)
+        elif kind == "next_node_idx":
+            message = dict(message, lts=g.lts_from.get(node.id))  # echo the leader's last send time
+        elif kind == "request_vote" and g.campaign_is_transfer:
+            message = dict(message, transfer=True)  # voters let a leadership transfer through
+        elif kind == "timeout_now":
+            g.drop_lease()
+        peer = self._hub_of.get(node.id)
+        return peer is not None and self._hub.send(peer, self._gid, message)
+
+    def destroy(self) -> None:
+        self._hub.detach(self._gid, self)
+
+    # the hub's side (ticker thread)
+    def hub_peers(self) -> list[str]:
+        return list(self._node_of)
+
+    def on_connected(self, peer: str) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onNodeConnected(node)
+
+    def on_disconnected(self, peer: str) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onNodeDisconnected(node)
+
+    def on_message(self, peer: str, message: Any) -> None:
+        node = self._node_of.get(peer)
+        if node is not None:
+            self._onMessageReceived(node, message)
+
+
+def replicated_method_names() -> dict[int, str]:
+    """How pysyncobj numbers ``RaftGroup``'s replicated methods in its journal and snapshots (by
+    sorted version and name of the versioned aliases), for tools that read them offline."""
+    found = []
+    for m in dir(RaftGroup):
+        fn = getattr(RaftGroup, m)
+        if getattr(fn, "replicated", False) and m != getattr(fn, "origName", m):
+            found.append((getattr(fn, "ver", 0), m, fn.origName))
+    return {i: orig for i, (_, _, orig) in enumerate(sorted(found))}
