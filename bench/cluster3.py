@@ -1,7 +1,7 @@
 """``failover``, ``load`` and ``idle``: scenarios for a 3-node kcoord cluster.
 
 With ``--start-cluster`` the bench starts a fresh 3-node cluster in a temporary directory
-(``cluster.launcher.start_nodes``: free Kafka ports, Raft ports below 32768), owns the node
+(``cluster.local_cluster.LocalCluster``: free Kafka ports, Raft ports below 32768), owns the node
 processes (it SIGKILLs and restarts them itself) and stops the cluster afterwards.
 
 - ``failover``: a group commits synchronously in a loop; the group's coordinator (leader of
@@ -29,13 +29,10 @@ import json
 import os
 import random
 import re
-import select
 import shutil
-import signal
 import socket
 import statistics
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -43,10 +40,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import BenchError, free_port
+from bench.brokers import BenchError
 from bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
 from bench.report import Metric, Reporter, rnd
-from cluster.launcher import LocalNode, free_raft_bases, peers_spec, start_nodes
+from cluster.local_cluster import ClusterStartError, free_plan
+from cluster.local_cluster import LocalCluster as BaseCluster
 from coordinator.partitioner import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -180,95 +178,37 @@ def rpc(addr: tuple[str, int], frame: bytes, timeout: float = 2.0) -> bytes:
 # ------------------------------------------------------------------ the cluster the bench owns
 
 
-def _raft_bases(n: int) -> list[int]:
-    try:
-        return free_raft_bases(n, slots=RAFT_SLOTS_CHECKED)
-    except RuntimeError as e:
-        raise BenchError(str(e)) from None
-
-
-class LocalCluster:
+class LocalCluster(BaseCluster):
     """A 3-node cluster in a temporary directory: start, SIGKILL and restart nodes, stop all."""
 
     def __init__(self, settings: dict[str, str], nodes: int = 3, keep: bool = False) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="kcoord-bench-cluster-"))
         self.keep = keep
-        self.settings = settings
-        self.secret = run_id() + run_id() + run_id()
-        bases = _raft_bases(nodes)
-        self.layout = [LocalNode(i, free_port(), bases[i], self.dir / f"node-{i}") for i in range(nodes)]
-        self.procs: list[subprocess.Popen[str] | None] = [None] * nodes
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.kafka_port}" for n in self.layout)
+        try:
+            layout = free_plan(nodes, self.dir, RAFT_SLOTS_CHECKED)
+        except ClusterStartError as e:
+            raise BenchError(str(e)) from None
+        super().__init__(layout, run_id() + run_id() + run_id(), self.dir, dict(settings), log_dir=self.dir)
 
     def addr(self, i: int) -> tuple[str, int]:
         return ("127.0.0.1", self.layout[i].kafka_port)
 
-    def log_path(self, i: int) -> Path:
-        return self.dir / f"node-{i}.log"
-
-    def log_text(self, i: int) -> str:
-        p = self.log_path(i)
-        return p.read_text(errors="replace") if p.exists() else ""
-
-    def alive(self, i: int) -> bool:
-        p = self.procs[i]
-        return p is not None and p.poll() is None
-
-    def pid(self, i: int) -> int:
-        p = self.procs[i]
-        if p is None:
-            raise BenchError(f"node {i} is not running")
-        return p.pid
-
-    def start(self, *which: int, timeout: float = 60.0) -> None:
-        ids = list(which) if which else list(range(len(self.layout)))
-        for i in ids:
-            (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.dir,
-                                  peers=peers_spec(self.layout))
-            self.procs[i] = proc
-        deadline = time.monotonic() + timeout
-        for i in ids:
-            started = self.procs[i]
-            assert started is not None and started.stdout is not None
-            proc = started
-            stdout = started.stdout
-            while True:
-                if proc.poll() is not None:
-                    raise BenchError(f"node {i} exited {proc.returncode}:\n{self.log_text(i)[-3000:]}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BenchError(f"node {i} not ready in {timeout:.0f}s:\n{self.log_text(i)[-3000:]}")
-                ready, _, _ = select.select([stdout], [], [], min(left, 0.5))
-                if ready and "listening on" in stdout.readline():
-                    break
-            threading.Thread(target=_drain, args=(proc,), daemon=True).start()
+    def start(self, *which: int, timeout: float = 60.0) -> LocalCluster:
+        try:
+            super().start(*which, timeout=timeout)
+        except ClusterStartError as e:
+            raise BenchError(str(e)) from None
+        return self
 
     def kill(self, i: int) -> float:
         """SIGKILL node ``i``; the monotonic time of the kill."""
-        proc = self.procs[i]
-        if proc is None or proc.poll() is not None:
+        t = super().kill(i)
+        if t is None:
             raise BenchError(f"node {i} is not running")
-        t = time.monotonic()
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        self.procs[i] = None
         return t
 
     def stop(self) -> None:
-        for p in self.procs:
-            if p is not None and p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            if p is None:
-                continue
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        self.stop_all()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -320,15 +260,6 @@ class LocalCluster:
         with open(p, "rb") as f:
             f.seek(offset)
             return f.read().decode(errors="replace")
-
-
-def _drain(proc: subprocess.Popen[str]) -> None:
-    assert proc.stdout is not None
-    try:
-        for _ in proc.stdout:
-            pass
-    except (OSError, ValueError):
-        pass
 
 
 def log_events(cluster: LocalCluster) -> dict[str, int]:

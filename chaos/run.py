@@ -457,7 +457,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         cluster = ChaosCluster(run_dir / "cluster", [], settings=settings, net=layout)
     cluster.on_spawn = remember
     net = ChaosNet(cluster, proxies)
-    bootstrap = cluster.bootstrap()
+    bootstrap = cluster.bootstrap
     info["ports"] = {"bootstrap": bootstrap, "proxy": proxies.listen_ports if proxies else None,
                      "kafka": [n.kafka_port for n in cluster.layout], "raft": [n.raft_port for n in cluster.layout]}
     (run_dir / "run.json").write_text(json.dumps(info, indent=2))

@@ -1,0 +1,290 @@
+"""Node processes of one cluster on this machine: the one launcher behind ``kcoord up``, the
+benchmarks, the chaos runs and the cluster tests.
+
+By default every node is on 127.0.0.1 with a free Kafka port and a Raft port below the
+ephemeral range (32768+), where an outgoing connection could otherwise take it; ``plan`` gives
+fixed ports instead (``kcoord up``). With a network layout (``cluster/netns.py``) each node runs
+in a namespace of its own, on its own address and the same two ports as the others.
+``LocalCluster`` starts, signals, SIGKILLs, stops and restarts nodes; a thread per node copies
+its stdout to ``node-<i>.stdout`` and notices the "listening on" line that says it is ready.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.netns import NetLayout
+
+RAFT_PORTS_PER_NODE = 1000
+READY_LINE = "listening on"
+
+
+class ClusterStartError(RuntimeError):
+    """A node exited or did not get ready in time (the message has its log's tail)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalNode:
+    node_id: int
+    kafka_port: int
+    raft_port: int
+    data_dir: Path
+    host: str = "127.0.0.1"
+    run_in: tuple[str, ...] = ()  # a command prefix, e.g. to enter the node's network namespace
+
+
+def plan(nodes: int, base_port: int, raft_base: int, data_dir: Path) -> list[LocalNode]:
+    return [LocalNode(i, base_port + i, raft_base + RAFT_PORTS_PER_NODE * i, data_dir / f"node-{i}")
+            for i in range(nodes)]
+
+
+def netns_plan(net: NetLayout, kafka_port: int, raft_port: int, data_dir: Path) -> list[LocalNode]:
+    return [LocalNode(i, kafka_port, raft_port, data_dir / f"node-{i}", net.addr(i), tuple(net.run_in(i)))
+            for i in range(net.nodes)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are not "in use"
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -> list[int]:
+    """Raft port bases for ``n`` nodes (``base + 1000 * i``), all below the ephemeral range
+    (32768+), where an outgoing connection could otherwise take one of them."""
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, 28_000, 100)
+        bases = [base + RAFT_PORTS_PER_NODE * i for i in range(n)]
+        if not any(port_in_use(b + s) for b in bases for s in range(0, slots, 7)):
+            return bases
+    raise ClusterStartError("no free Raft port range below 32768")
+
+
+def free_plan(nodes: int, data_dir: Path, raft_slots: int = 64) -> list[LocalNode]:
+    bases = free_raft_bases(nodes, slots=raft_slots)
+    return [LocalNode(i, free_port(), bases[i], data_dir / f"node-{i}") for i in range(nodes)]
+
+
+def peers_spec(layout: list[LocalNode], client_ports: list[int] | None = None) -> str:
+    """``host:kafka_port:raft_port`` per node; ``client_ports``: what clients are told instead
+    of each node's own port (e.g. the chaos run's fault proxies)."""
+    ports = client_ports or [n.kafka_port for n in layout]
+    return ",".join(f"{n.host}:{ports[n.node_id]}:{n.raft_port}" for n in layout)
+
+
+def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
+                log_dir: Path | None = None, peers: str | None = None,
+                per_node: dict[int, dict[str, str]] | None = None) -> list[subprocess.Popen[str]]:
+    """Start these nodes (``peers`` = the whole cluster, when only some of it is started); each
+    writes its log to ``node-<i>.log`` in ``log_dir`` (default: its data dir)."""
+    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
+               PYTHONUNBUFFERED="1")
+    procs = []
+    for n in layout:
+        cmd = [*n.run_in, sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", n.host,
+               "--port", str(n.kafka_port), "--data-dir", str(n.data_dir)]
+        for k, v in {**(settings or {}), **(per_node or {}).get(n.node_id, {})}.items():
+            cmd += ["--set", f"{k}={v}"]
+        n.data_dir.mkdir(parents=True, exist_ok=True)
+        stderr = open((log_dir or n.data_dir) / f"node-{n.node_id}.log", "a")  # noqa: SIM115 - child owns it
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                                      cwd=Path(__file__).resolve().parents[1]))
+        stderr.close()
+    return procs
+
+
+class LocalCluster:
+    """The nodes of ``layout``, each started on demand: ``procs[i]`` is node i's process or None."""
+
+    def __init__(self, layout: list[LocalNode], secret: str, base_dir: Path,
+                 settings: dict[str, object] | None = None, per_node: dict[int, dict[str, object]] | None = None,
+                 client_ports: list[int] | None = None, log_dir: Path | None = None) -> None:
+        self.layout = layout
+        self.secret = secret
+        self.base_dir = base_dir
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = log_dir  # None: each node's log is in its data dir
+        self.settings = {k: str(v) for k, v in (settings or {}).items()}
+        self.per_node = {i: {k: str(v) for k, v in d.items()} for i, d in (per_node or {}).items()}
+        self.client_ports = client_ports or [n.kafka_port for n in layout]  # what clients are told
+        self.procs: list[subprocess.Popen[str] | None] = [None] * len(layout)
+        self.paused: set[int] = set()
+        self._ready = [threading.Event() for _ in layout]
+        self.on_spawn: Callable[[int], None] | None = None  # called with each new node's pid
+
+    @property
+    def n(self) -> int:
+        return len(self.layout)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{n.host}:{self.client_ports[n.node_id]}" for n in self.layout)
+
+    def address(self, i: int) -> str:
+        return f"{self.layout[i].host}:{self.layout[i].kafka_port}"
+
+    def peers(self) -> str:
+        return peers_spec(self.layout, self.client_ports)
+
+    def _log_dir(self, i: int) -> Path:
+        return self.log_dir or self.layout[i].data_dir
+
+    def log_path(self, i: int) -> Path:
+        return self._log_dir(i) / f"node-{i}.log"
+
+    def log_text(self, i: int) -> str:
+        p = self.log_path(i)
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def log_tail(self, i: int, chars: int = 3000) -> str:
+        return self.log_text(i)[-chars:]
+
+    def alive(self, i: int) -> bool:
+        p = self.procs[i]
+        return p is not None and p.poll() is None
+
+    def ready(self, i: int) -> bool:
+        return self._ready[i].is_set()
+
+    def pid(self, i: int) -> int:
+        p = self.procs[i]
+        if p is None:
+            raise ClusterStartError(f"node {i} is not running")
+        return p.pid
+
+    # ---------------------------------------------------------------- start
+
+    def spawn(self, *which: int) -> None:
+        """Start these nodes (all when none given) that are not running; do not wait."""
+        for i in which or range(self.n):
+            if self.alive(i):
+                continue
+            self._ready[i] = threading.Event()
+            (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.log_dir,
+                                  peers=self.peers(), per_node=self.per_node)
+            self.procs[i] = proc
+            self.paused.discard(i)
+            if self.on_spawn is not None:
+                self.on_spawn(proc.pid)
+            threading.Thread(target=self._drain, args=(i, proc, self._ready[i]), daemon=True,
+                             name=f"node-{i}-stdout").start()
+
+    def start(self, *which: int, timeout: float = 45.0) -> LocalCluster:
+        """Start these nodes (all when none given) and wait until each listens."""
+        ids = list(which) if which else list(range(self.n))
+        self.spawn(*ids)
+        deadline = time.monotonic() + timeout
+        for i in ids:
+            while not self._ready[i].wait(0.05):
+                proc = self.procs[i]
+                if proc is None or proc.poll() is not None:
+                    code = None if proc is None else proc.returncode
+                    raise ClusterStartError(f"node {i} exited {code}:\n{self.log_tail(i)}")
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(f"node {i} not ready in {timeout:.0f}s:\n{self.log_tail(i)}")
+        return self
+
+    def _drain(self, i: int, proc: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert proc.stdout is not None
+        try:
+            with open(self._log_dir(i) / f"node-{i}.stdout", "a", encoding="utf-8") as out:
+                for line in proc.stdout:
+                    out.write(line)
+                    out.flush()
+                    if READY_LINE in line:
+                        ready.set()
+        except (OSError, ValueError):
+            pass
+
+    # ---------------------------------------------------------------- signals and stops
+
+    def signal(self, i: int, sig: int) -> bool:
+        proc = self.procs[i]
+        if proc is None or proc.poll() is not None:
+            return False
+        os.kill(proc.pid, sig)
+        return True
+
+    def kill(self, i: int) -> float | None:
+        """SIGKILL node ``i`` (a paused one too); the monotonic time of the kill, None if it was
+        not running."""
+        proc = self.procs[i]
+        self.procs[i] = None
+        self.paused.discard(i)
+        if proc is None or proc.poll() is not None:
+            return None
+        t = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        return t
+
+    def terminate(self, i: int, timeout: float = 20.0) -> bool:
+        """SIGTERM and wait: a clean stop (SIGKILL if it does not stop in time)."""
+        proc = self.procs[i]
+        self.procs[i] = None
+        if proc is None or proc.poll() is not None:
+            self.paused.discard(i)
+            return False
+        if i in self.paused:
+            os.kill(proc.pid, signal.SIGCONT)
+            self.paused.discard(i)
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        return True
+
+    def pause(self, i: int) -> bool:
+        if self.signal(i, signal.SIGSTOP):
+            self.paused.add(i)
+            return True
+        return False
+
+    def resume(self, i: int) -> bool:
+        if i in self.paused:
+            self.paused.discard(i)
+            return self.signal(i, signal.SIGCONT)
+        return False
+
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """SIGTERM every node at once, then wait for each (SIGKILL past ``timeout``)."""
+        running = [(i, p) for i, p in enumerate(self.procs) if p is not None and p.poll() is None]
+        for i, p in running:
+            if i in self.paused:
+                os.kill(p.pid, signal.SIGCONT)
+            p.terminate()
+        for _, p in running:
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        self.procs = [None] * self.n
+        self.paused.clear()
+
+    def kill_all(self) -> None:
+        for i in range(self.n):
+            self.kill(i)
