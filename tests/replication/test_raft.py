@@ -12,9 +12,11 @@ import pickle
 import shutil
 import socket
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +29,9 @@ TIMINGS = RaftTimings(compaction_min_entries=50, compaction_min_time=3.0)
 
 class Cluster:
     def __init__(self, base: Path, secret: str = "test-secret", preferred: int = 0,
-                 timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None) -> None:
+                 timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None,
+                 driver: str | None = None) -> None:
+        self.driver = driver
         self.timings = timings
         self.store = store or (lambda: EntryStore(compact=None, compact_every=10**9))
         self.base = base
@@ -40,7 +44,7 @@ class Cluster:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hosts, self.logs = [], []
         for i, addr in enumerate(self.addrs):
-            host = RaftHost(self.secret, self.timings, listen=addr)
+            host = RaftHost(self.secret, self.timings, listen=addr, driver=self.driver)
             host.balance = False
             peers = [a for a in self.addrs if a != addr]
             self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),
@@ -105,6 +109,60 @@ def test_appends_replicate_to_every_node(tmp_path: Path) -> None:
             await wait_for(lambda: all(payloads(lg) == want for lg in c.logs))
         finally:
             c.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("driver", ["loop", "thread"])
+def test_each_driver_replicates_and_the_loop_driver_runs_no_thread(tmp_path: Path, driver: str) -> None:
+    """The loop driver ticks every group on the event loop: no Raft thread exists, and an
+    append's answer is set by the pass that commits it, with nothing handed over between
+    threads; the thread driver (kept for comparison) does the same work on its own thread."""
+
+    async def main() -> None:
+        before = {t.name for t in threading.enumerate()}
+        c = Cluster(tmp_path, driver=driver)
+        c.start(asyncio.get_running_loop())
+        try:
+            threads = {t.name for t in threading.enumerate()} - before
+            assert ("raft-ticker" in threads) == (driver == "thread"), threads
+            leader = await c.leader()
+            loop = asyncio.get_running_loop()
+            handed_over = 0
+            original = loop.call_soon_threadsafe
+
+            def counting(*args: Any, **kwargs: Any) -> Any:
+                nonlocal handed_over
+                handed_over += 1
+                return original(*args, **kwargs)
+
+            loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+            try:
+                assert await leader.append(b"x", leader.leader_epoch()) == 0
+            finally:
+                loop.call_soon_threadsafe = original  # type: ignore[method-assign]
+            # The commit's answer crossed threads only with the thread driver.
+            assert (handed_over > 0) == (driver == "thread"), handed_over
+            await wait_for(lambda: all(payloads(lg) == [b"x"] for lg in c.logs))
+        finally:
+            c.stop()
+
+    asyncio.run(main())
+
+
+def test_the_loop_driver_stops_from_another_thread(tmp_path: Path) -> None:
+    """A node stops its host from an executor thread (cluster/raft_cluster.py): the loop driver
+    detaches through the loop and every group closes."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        c = Cluster(tmp_path, driver="loop")
+        c.start(loop)
+        leader = await c.leader()
+        await leader.append(b"x", leader.leader_epoch())
+        await loop.run_in_executor(None, c.stop)
+        with pytest.raises(OSError):  # the hub's listening socket is closed
+            socket.create_connection(("127.0.0.1", int(c.addrs[0].rsplit(":", 1)[1])), timeout=1).close()
 
     asyncio.run(main())
 
