@@ -108,6 +108,11 @@ class RaftCluster:
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
+        # Metadata changes are events: an applied entry wakes the follower, which folds the state
+        # and wakes whoever waits for a change (topic creation, the cluster forming).
+        self.meta_store.on_change = lambda: self.host.call_in_loop(self._meta_applied)
+        self._meta_wake = asyncio.Event()
+        self._changed = asyncio.Event()
         self.meta_log = self._group("__cluster_metadata", META_SLOT, self.meta_store)
         n = node.offsets_partitions
         self.offsets_logs: list[RaftLog] = [
@@ -224,12 +229,19 @@ class RaftCluster:
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
         """Until this node knows the cluster (metadata applied, its partitions open)."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self.state["cluster_id"] is None or self._missing:
-            if asyncio.get_running_loop().time() > deadline:
-                return False
-            await asyncio.sleep(0.02)
+        try:
+            await self._wait(lambda: self.state["cluster_id"] is not None and not self._missing, timeout)
+        except TimeoutError:
+            return False
         return True
+
+    def _meta_applied(self) -> None:
+        self._meta_wake.set()
+
+    def _state_changed(self) -> None:
+        """Wake every ``_wait`` now (each holds the event of its turn)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -242,15 +254,23 @@ class RaftCluster:
 
     async def _follow_metadata(self) -> None:
         while True:
+            self._meta_wake.clear()  # before reading: an entry applied from now on wakes the next turn
             version = (self.meta_store.next_offset, len(self.meta_store.base))
             if version != self._seen or self._missing:
                 self._seen = version
                 self.state = fold_metadata([e.payload for e in self.meta_store.entries(0)])
                 self._apply_state()
+                self._state_changed()
             if self.state["cluster_id"] is None and self.meta_log.is_leader() and not self._init_sent:
                 self._init_sent = True
                 asyncio.create_task(self._init())
-            await asyncio.sleep(0.05)
+            # Woken by the next applied entry; a turn every 50 ms only while forming (the init is
+            # retried) or while a partition could not be opened yet.
+            forming = self._missing or self.state["cluster_id"] is None
+            try:
+                await asyncio.wait_for(self._meta_wake.wait(), 0.05 if forming else 5.0)
+            except TimeoutError:
+                pass
 
     async def _init(self) -> None:
         try:
@@ -356,9 +376,16 @@ class RaftCluster:
         await self._wait(lambda: name not in self.node.metadata.topics)
 
     async def _wait(self, cond: Any, timeout: float = 10.0) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
+        """Until ``cond()``, checked at every metadata change; every 50 ms too, for conditions on
+        leaders elected elsewhere (no event here tells a follower of those)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while not cond():
-            if asyncio.get_running_loop().time() > deadline:
+            left = deadline - loop.time()
+            if left <= 0:
                 raise TimeoutError("metadata change not applied in time")
-            await asyncio.sleep(0.01)
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 0.05))
+            except TimeoutError:
+                pass
 

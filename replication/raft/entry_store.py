@@ -42,6 +42,7 @@ class EntryStore:
         self.base: list[bytes] = []
         self.tail: list[tuple[int, int, bytes]] = []
         self.next_offset = 0
+        self.on_change: Callable[[], None] | None = None  # after each apply or restore (Raft's thread)
 
     def apply(self, epoch: int, payload: bytes) -> int:
         with self.lock:
@@ -54,7 +55,9 @@ class EntryStore:
                 self.base = self._compact(self.base + [p for _, _, p in self.tail])
                 self.tail = []
                 self._tail_bytes = 0
-            return offset
+        if self.on_change is not None:
+            self.on_change()
+        return offset
 
     def entries(self, start: int = 0) -> list[LogEntry]:
         with self.lock:
@@ -89,5 +92,7 @@ class EntryStore:
             self.tail = []
             self._tail_bytes = 0
             self.next_offset = int(state["next"])
+        if self.on_change is not None:
+            self.on_change()
 
 
