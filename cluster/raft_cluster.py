@@ -104,7 +104,7 @@ class RaftCluster:
             compaction_min_time=float(cfg.raft_compaction_interval_s),
             compaction_bytes=cfg.raft_compaction_bytes,
         )
-        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me))
+        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me), driver=cfg.raft_driver)
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import select
 import threading
 import time
@@ -48,14 +47,14 @@ def _close_and_delete(lg: RaftLog, directory: str | None) -> None:
 class RaftHost:
     """All Raft groups of one node process, ticked by one driver: on the asyncio event loop
     (``driver="loop"``, the default: no Raft thread, no hand-off between threads on the commit
-    path) or on a thread of its own (``driver="thread"``, the former design, kept for comparison
-    in benchmarks: ``KCOORD_RAFT_DRIVER=thread``)."""
+    path) or on a thread of its own (``driver="thread"``, the former design, kept to measure
+    against: the node setting ``raft_driver``)."""
 
     def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0,
-                 listen: str | None = None, driver: str | None = None) -> None:
+                 listen: str | None = None, driver: str = "loop") -> None:
         if not secret:
             raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
-        self.driver = driver or os.environ.get("KCOORD_RAFT_DRIVER", "loop")
+        self.driver = driver
         if self.driver not in ("loop", "thread"):
             raise ValueError(f"unknown Raft driver {self.driver!r} (loop or thread)")
         self.secret = secret

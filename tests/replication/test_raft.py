@@ -30,7 +30,7 @@ TIMINGS = RaftTimings(compaction_min_entries=50, compaction_min_time=3.0)
 class Cluster:
     def __init__(self, base: Path, secret: str = "test-secret", preferred: int = 0,
                  timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None,
-                 driver: str | None = None) -> None:
+                 driver: str = "loop") -> None:
         self.driver = driver
         self.timings = timings
         self.store = store or (lambda: EntryStore(compact=None, compact_every=10**9))

@@ -24,6 +24,7 @@ def test_defaults_toml_env_and_overrides(tmp_path) -> None:
     ({"socket.request.max.bytes": -1}, "socket_request_max_bytes"),
     ({"no.such.setting": 1}, "no.such.setting"),
     ({"auto_create_topics": "maybe"}, "auto_create_topics"),
+    ({"raft_driver": "fibers"}, "raft_driver"),
 ])
 def test_bad_values_name_the_setting(src, needle) -> None:
     with pytest.raises(ConfigError) as ei:
