@@ -21,18 +21,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster.local_cluster import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 KCOORD_READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")
 
 
 class BenchError(RuntimeError):
     """A bench run cannot go on; the message says why (printed without a traceback)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(host: str, port: int, timeout: float) -> bool:

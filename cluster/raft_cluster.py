@@ -110,8 +110,8 @@ class RaftCluster:
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
         # Metadata changes are events: an applied entry wakes the follower, which folds the state
         # and wakes whoever waits for a change (topic creation, the cluster forming).
-        self.meta_store.on_change = lambda: self.host.call_in_loop(self._meta_applied)
         self._meta_wake = asyncio.Event()
+        self.meta_store.on_change = lambda: self.host.call_in_loop(self._meta_wake.set)
         self._changed = asyncio.Event()
         self.meta_log = self._group("__cluster_metadata", META_SLOT, self.meta_store)
         n = node.offsets_partitions
@@ -234,9 +234,6 @@ class RaftCluster:
         except TimeoutError:
             return False
         return True
-
-    def _meta_applied(self) -> None:
-        self._meta_wake.set()
 
     def _state_changed(self) -> None:
         """Wake every ``_wait`` now (each holds the event of its turn)."""

@@ -11,21 +11,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from cluster.local_cluster import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class NodeProcess:
