@@ -57,8 +57,11 @@ def test_each_listener_advertises_its_own_addresses_for_every_node(tmp_path: Pat
         internal = {(i, "127.0.0.1", n.kafka_port) for i, n in enumerate(cluster.layout)}
         external = {(i, "localhost", ext[i]) for i in range(3)}
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and _metadata_brokers(f"127.0.0.1:{ext[0]}") != external:
-            time.sleep(0.2)  # the other nodes' registrations are still being applied
+        # The registrations are still being applied: a follower applies an entry when it learns
+        # the commit index, at the leader's next heartbeat, so every node is waited for.
+        while time.monotonic() < deadline and any(_metadata_brokers(f"127.0.0.1:{ext[i]}") != external
+                                                  for i in range(3)):
+            time.sleep(0.2)
         for i in range(3):
             assert _metadata_brokers(cluster.address(i)) == internal
             assert _metadata_brokers(f"127.0.0.1:{ext[i]}") == external
