@@ -33,6 +33,7 @@ from cluster.codec import (
     request_schema,
 )
 from cluster.log_limit import LogLimiter
+from cluster.services import NodeServices
 
 log = logging.getLogger("kcoord.dispatch")
 warn = LogLimiter(log)  # bad input is logged, but a flood of it is not
@@ -61,7 +62,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str  # Java InetAddress.toString() style: "/127.0.0.1"
-    node: Any  # the composition root (cluster.node.Node)
+    node: NodeServices  # the node it came to (cluster.node.Node)
     client_port: int = 0
     connection_id: int = 0
     listener: str = ""
@@ -133,7 +134,7 @@ class ConnInfo:
 
 
 class Dispatcher:
-    def __init__(self, registry: ApiRegistry, node: Any, *, max_array_items: int = 1 << 62) -> None:
+    def __init__(self, registry: ApiRegistry, node: NodeServices, *, max_array_items: int = 1 << 62) -> None:
         self.registry = registry
         self.node = node
         self.max_array_items = max_array_items

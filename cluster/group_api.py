@@ -1,16 +1,16 @@
-"""Hook the node calls at start-up: builds the coordinator driver and registers the group APIs."""
+"""The group coordinator's part of a node: builds its driver and registers the group APIs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from cluster.apis.groups import GroupApi
 from cluster.apis.groups import register as register_handlers
+from cluster.config import NodeConfig
 from cluster.coordinator_driver import CoordinatorDriver
+from cluster.services import NodeServices
 from coordinator.config import GroupConfig
 
 
-def group_config(node_config: Any) -> GroupConfig:
+def group_config(node_config: NodeConfig) -> GroupConfig:
     cfg = GroupConfig(
         min_session_timeout_ms=node_config.group_min_session_timeout_ms,
         max_session_timeout_ms=node_config.group_max_session_timeout_ms,
@@ -25,14 +25,7 @@ def group_config(node_config: Any) -> GroupConfig:
     return cfg
 
 
-def register(node: Any) -> GroupApi:
-    driver = CoordinatorDriver(
-        group_config(node.config),
-        node.offsets_log,
-        node.offsets_partitions,
-        node.now_ms,
-        commit_timeout_ms=getattr(node.config, "offsets_commit_timeout_ms", 5000),
-    )
-    api = register_handlers(node, driver)
-    node.group_api = api
-    return api
+def register(node: NodeServices) -> GroupApi:
+    # offsets.commit.timeout.ms is not configurable: Kafka's default, 5 s (the driver's)
+    driver = CoordinatorDriver(group_config(node.config), node.offsets_log, node.offsets_partitions, node.now_ms)
+    return register_handlers(node, driver)

@@ -1,33 +1,32 @@
-"""The composition root: one node process's config, registry, metadata and partitions.
+"""The composition root: one node process's config, registry, metadata and topology.
 
-Group API hook: if the module ``cluster.group_api`` exists, ``Node.__init__`` calls
-``cluster.group_api.register(node)``; it registers its handlers on ``node.registry``
-and may set ``node.group_api`` to an object with optional ``async start()`` /
-``async stop()`` methods, which the node awaits after its listener is up / before it
-closes its data.
+The node builds its parts from the configuration: the partition store, the ``Topology``
+(``SingleNodeTopology`` without ``peers``, else ``RaftCluster``), the request handlers with the
+group coordinator's driver, and the wire server. Handlers see it through ``NodeServices``
+(``cluster.services``); where a partition lives and who leads it is the topology's to say.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster import data_dir
+from cluster import data_dir, group_api
+from cluster.apis.groups import GroupApi
 from cluster.broker_info import BrokerInfo
 from cluster.clock import AnchoredClock
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
-from cluster.offsets_compaction import compact_offsets
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
+from cluster.single_node_topology import SingleNodeTopology
 from cluster.supervise import supervised
+from cluster.topology import Topology
 from replication.api import CoordinatorLog
 from replication.journal import FlushPolicy, set_flush_policy
-from replication.local import LocalLog
 
 log = logging.getLogger("kcoord.node")
 
@@ -59,37 +58,26 @@ class Node:
                 f"({config.data_dir}) was created with {self.metadata.offsets_partitions}; it can never change")
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
-        self.group_api: Any = None
-        self._offsets_logs: dict[int, LocalLog] = {}
         self._producer_id_next = 0
         self._producer_id_end = 0
         self._tasks: list[asyncio.Task[Any]] = []
         self.started_at_ms = self.now_ms()
         self.stop_requested: asyncio.Event | None = None
         self.exit_code = 0
-        self.cluster: Any = None
-        if config.peers:
-            from cluster.raft_cluster import RaftCluster
-
-            self.cluster = RaftCluster(self)
+        self.topology: Topology = self._topology(config)
 
         from cluster.apis import register_all
 
         register_all(self)
-        self._load_group_api()
-
-    # -- hook for the group coordinator ----------------------------------------------------
-
-    def _load_group_api(self) -> None:
-        try:
-            mod = importlib.import_module("cluster.group_api")
-        except ModuleNotFoundError as e:
-            if e.name != "cluster.group_api":
-                raise
-            log.info("event=group_api_absent detail='cluster.group_api not found; group APIs not registered'")
-            return
-        mod.register(self)
+        self.group_api: GroupApi = group_api.register(self)
         log.info("event=group_api_registered")
+
+    def _topology(self, config: NodeConfig) -> Topology:
+        if not config.peers:
+            return SingleNodeTopology(config, self.metadata, self.partitions, self.self_info)
+        from cluster.raft_cluster import RaftCluster  # Raft only where it is used
+
+        return RaftCluster(config, self.metadata, self.partitions, self.request_stop)
 
     # -- identity / routing ---------------------------------------------------------------
 
@@ -119,69 +107,43 @@ class Node:
             port = self.server.ports.get(listener, 0)
         return host, port
 
-    def through(self, b: Any, listener: str) -> Any:
+    def through(self, b: BrokerInfo, listener: str) -> BrokerInfo:
         """Broker ``b`` as a client that came in through ``listener`` reaches it: Kafka's
         advertised listeners (the main listener's addresses are the default)."""
-        if b is None or not listener or self.server is None or listener == self.server.name:
+        if not listener or self.server is None or listener == self.server.name:
             return b
         if b.node_id == self.node_id:
             if listener not in self.server.ports:
                 return b
             host, port = self._advertised_on(listener)
         else:
-            found = self.cluster.endpoint(b.node_id, listener) if self.cluster is not None else None
+            found = self.topology.endpoint(b.node_id, listener)
             if found is None:
                 return b
             host, port = found
         return BrokerInfo(b.node_id, host, port, b.rack)
 
-    def brokers(self) -> list[Any]:
-        if self.cluster is not None:
-            return self.cluster.live_brokers()  # type: ignore[no-any-return]
-        return [self.self_info()]
+    def brokers(self) -> list[BrokerInfo]:
+        return self.topology.brokers()
 
     def controller_id(self) -> int:
-        if self.cluster is not None:
-            return int(self.cluster.controller().node_id)
-        return self.config.node_id
+        return self.topology.controller_id()
 
-    def offsets_partition_leader(self, partition: int) -> Any:
+    def offsets_partition_leader(self, partition: int) -> BrokerInfo | None:
         """The node leading ``__consumer_offsets`` partition ``partition`` (None = unknown)."""
-        if not 0 <= partition < self.offsets_partitions:
-            return None
-        if self.cluster is not None:
-            peer = self.cluster.leader_of(self.cluster.offsets_logs[partition])
-            return self.cluster.broker(peer) if peer is not None else None
-        return self.self_info()
+        return self.topology.offsets_leader(partition)
 
-    def likely_offsets_leader(self, partition: int) -> Any:
+    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
         """Who most likely coordinates ``partition``'s groups on the other side of a partition
         that cut this node off (None on a single node)."""
-        if self.cluster is None or not 0 <= partition < self.offsets_partitions:
-            return None
-        peer = self.cluster.likely_leader_of(self.cluster.offsets_logs[partition])
-        return self.cluster.broker(peer) if peer is not None else None
+        return self.topology.likely_offsets_leader(partition)
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
         """``(leader node id or -1, leader epoch)`` of a data partition, for Metadata."""
-        if self.cluster is None:
-            return self.config.node_id, 1
-        lg = self.cluster.data_logs.get((topic, partition))
-        if lg is None:
-            return -1, -1
-        peer = self.cluster.leader_of(lg)
-        if peer is None and not lg.is_leader() and self.cluster.cut_off():
-            # Cut off from the others: name the likely leader on their side (as FindCoordinator
-            # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong.
-            peer = self.cluster.likely_leader_of(lg)
-        # Leader epoch -1: clients then skip KIP-320 position validation (OffsetForLeaderEpoch, which
-        # kcoord does not serve); committed Raft entries are never truncated, so there is nothing to detect.
-        return (peer.node_id if peer is not None else -1), -1
+        return self.topology.partition_leader(topic, partition)
 
     def replica_ids(self) -> list[int]:
-        if self.cluster is None:
-            return [self.config.node_id]
-        return [p.node_id for p in self.cluster.peers]
+        return self.topology.replica_ids()
 
     def request_stop(self, code: int) -> None:
         self.exit_code = code
@@ -189,16 +151,8 @@ class Node:
             self.stop_requested.set()
 
     def offsets_log(self, partition: int) -> CoordinatorLog:
-        """The log of ``__consumer_offsets`` partition ``partition`` (opened once)."""
-        if self.cluster is not None:
-            return self.cluster.offsets_logs[partition]  # type: ignore[no-any-return]
-        lg = self._offsets_logs.get(partition)
-        if lg is None:
-            path = os.path.join(self.config.data_dir, "offsets", f"{OFFSETS_TOPIC}-{partition}", "log")
-            lg = LocalLog(path, f"{OFFSETS_TOPIC}-{partition}", compact=compact_offsets,
-                          compact_bytes=self.config.raft_compaction_bytes)
-            self._offsets_logs[partition] = lg
-        return lg
+        """The log of ``__consumer_offsets`` partition ``partition``."""
+        return self.topology.offsets_log(partition)
 
     def now_ms(self) -> int:
         """Coordinator time: the wall clock at start, advancing monotonically (``cluster.clock``)."""
@@ -228,49 +182,24 @@ class Node:
 
     async def create_topic_async(self, name: str, partitions: int,
                                  configs: dict[str, str] | None = None) -> TopicMeta:
-        if self.cluster is not None:
-            t: TopicMeta = await self.cluster.create_topic(name, partitions, dict(configs or {}))
-            log.info("event=topic_created topic=%s partitions=%d topic_id=%s", name, partitions, t.topic_id)
-            return t
-        return self.create_topic(name, partitions, configs)
-
-    async def delete_topic_async(self, name: str) -> TopicMeta | None:
-        if self.cluster is not None:
-            t = self.metadata.topics.get(name)
-            await self.cluster.delete_topic(name)
-            return t
-        return self.delete_topic(name)
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
-        t = self.metadata.add_topic(name, partitions, configs)
-        for p in range(partitions):
-            self.partitions.open(name, p, t.configs)
+        t = await self.topology.create_topic(name, partitions, dict(configs or {}))
         log.info("event=topic_created topic=%s partitions=%d topic_id=%s", name, partitions, t.topic_id)
         return t
 
-    def delete_topic(self, name: str) -> TopicMeta | None:
-        t = self.metadata.remove_topic(name)
+    async def delete_topic_async(self, name: str) -> TopicMeta | None:
+        t = await self.topology.delete_topic(name)
         if t is not None:
-            self.partitions.drop_topic(name, t.partitions)
             log.info("event=topic_deleted topic=%s partitions=%d", name, t.partitions)
         return t
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:
-        t = self.metadata.topics.get(topic)
-        if t is None or not 0 <= partition < t.partitions:
-            return None
-        if self.cluster is not None:
-            return self.partitions.get(topic, partition)  # opened with its Raft group by the metadata log
-        return self.partitions.get(topic, partition) or self.partitions.open(topic, partition, t.configs)
+        return self.topology.partition(topic, partition)
 
     # -- producer ids -------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
         if self._producer_id_next >= self._producer_id_end:
-            if self.cluster is not None:  # a block granted through the replicated metadata log
-                start = await self.cluster.allocate_producer_id_block()
-            else:
-                start = self.metadata.allocate_producer_id_block()
+            start = await self.topology.allocate_producer_id_block()
             self._producer_id_next, self._producer_id_end = start, start + 1000
         pid = self._producer_id_next
         self._producer_id_next += 1
@@ -280,11 +209,7 @@ class Node:
 
     async def start(self) -> None:
         self.stop_requested = asyncio.Event()
-        if self.cluster is not None:
-            await self.cluster.start()
-        for t in list(self.metadata.topics.values()) if self.cluster is None else []:
-            for p in range(t.partitions):
-                self.partitions.open(t.name, p, t.configs)
+        await self.topology.start()
         cfg = self.config
         limits = ConnectionLimits(
             max_request_bytes=cfg.socket_request_max_bytes, non_produce_max_bytes=cfg.non_produce_request_max_bytes,
@@ -296,17 +221,16 @@ class Node:
         self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits, name=main.name,
                                  more=[(x.name, x.host, x.port) for x in more])
         await self.server.start()
-        if self.cluster is not None and more:
-            self.cluster.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
+        if more:
+            self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
         from cluster import metrics
 
         self.metrics_server = metrics.start_server(self.config)
         self._tasks.append(supervised(self._retention_loop(), "retention"))
         self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
-        if self.group_api is not None and hasattr(self.group_api, "start"):
-            await self.group_api.start()
-        if self.cluster is not None and not await self.cluster.wait_formed():
+        await self.group_api.start()
+        if not await self.topology.wait_formed():
             log.warning("event=cluster_not_formed detail='no metadata leader yet; serving anyway'")
         else:
             try:
@@ -341,14 +265,14 @@ class Node:
         metrics_server = getattr(self, "metrics_server", None)  # metrics endpoint (see start)
         if metrics_server is not None:
             metrics_server.stop()
-        if self.group_api is not None and hasattr(self.group_api, "stop"):
-            await self.group_api.stop()
-        if self.cluster is not None:
-            await self.cluster.stop()
+        await self.group_api.stop()
+        await self.topology.stop()
         self.partitions.close()
-        for lg in self._offsets_logs.values():
-            close = getattr(lg, "close", None)
-            if close is not None:
-                close()
         os.close(self._data_dir_lock)
         log.info("event=node_stopped node_id=%d", self.node_id)
+
+
+if TYPE_CHECKING:
+    from cluster.services import NodeServices
+
+    _serves: type[NodeServices] = Node

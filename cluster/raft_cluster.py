@@ -16,15 +16,17 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from cluster import link_control, metrics
 from cluster.broker_info import BrokerInfo
-from cluster.config import Peer
+from cluster.config import NodeConfig, Peer
+from cluster.data_plane import DataPartition, PartitionStore
 from cluster.incarnation import claim_dir
-from cluster.metadata import TopicMeta
+from cluster.metadata import ClusterMetadata, TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
 from replication.api import PeerLog, ReplicationError
@@ -90,9 +92,12 @@ def _op(**fields: Any) -> bytes:
 # ------------------------------------------------------------------ data partitions
 
 class RaftCluster:
-    def __init__(self, node: Any) -> None:
-        cfg = node.config
-        self.node = node
+    def __init__(self, config: NodeConfig, metadata: ClusterMetadata, partitions: PartitionStore,
+                 on_fatal: Callable[[int], None]) -> None:
+        cfg = self.config = config
+        self.metadata = metadata
+        self.partitions = partitions
+        self._on_fatal = on_fatal  # the node stops with this exit code
         self.peers: list[Peer] = cfg.cluster_peers
         self.me: Peer = self.peers[cfg.node_id]
         timings = RaftTimings(
@@ -113,8 +118,9 @@ class RaftCluster:
         self._meta_wake = asyncio.Event()
         self.meta_store.on_change = lambda: self.host.call_in_loop(self._meta_wake.set)
         self._changed = asyncio.Event()
+        self.host.on_leader_seen(self._state_changed)  # leaders named elsewhere wake waiters too
         self.meta_log = self._group("__cluster_metadata", META_SLOT, self.meta_store)
-        n = node.offsets_partitions
+        n = metadata.offsets_partitions
         self.offsets_logs: list[RaftLog] = [
             self._group(f"__consumer_offsets-{p}", 1 + p,
                         EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries,
@@ -154,6 +160,7 @@ class RaftCluster:
                            hubs)
         lg.subscribe(lambda change: metrics.set_partition_leadership(
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
+        lg.subscribe(lambda change: self._state_changed())  # its lease holds by the time it announces
         return lg
 
     def leader_of(self, lg: PeerLog) -> Peer | None:
@@ -202,10 +209,10 @@ class RaftCluster:
         return heard + 1 <= len(self.peers) // 2
 
     def broker(self, peer: Peer) -> BrokerInfo:
-        host = self.node.config.advertised if peer.node_id == self.me.node_id else peer.host
+        host = self.config.advertised if peer.node_id == self.me.node_id else peer.host
         return BrokerInfo(peer.node_id, host, peer.kafka_port)
 
-    def live_brokers(self) -> list[BrokerInfo]:
+    def brokers(self) -> list[BrokerInfo]:
         if self.cut_off():
             # It cannot tell who is up; listing only itself made clients (librdkafka) drop the
             # other brokers and ask only it, for leaders it cannot name, until the cut healed.
@@ -214,17 +221,65 @@ class RaftCluster:
         return [self.broker(p) for p in self.peers
                 if p.node_id == self.me.node_id or self.raft_addr(p, META_SLOT) in connected]
 
-    def controller(self) -> Peer:
-        return self.leader_of(self.meta_log) or self.me
+    def controller_id(self) -> int:
+        return (self.leader_of(self.meta_log) or self.me).node_id
+
+    def replica_ids(self) -> list[int]:
+        return [p.node_id for p in self.peers]
+
+    # ---------------------------------------------------------------- partitions and their leaders
+
+    def offsets_log(self, partition: int) -> RaftLog:
+        return self.offsets_logs[partition]
+
+    def offsets_leader(self, partition: int) -> BrokerInfo | None:
+        if not 0 <= partition < len(self.offsets_logs):
+            return None
+        peer = self.leader_of(self.offsets_logs[partition])
+        return self.broker(peer) if peer is not None else None
+
+    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
+        if not 0 <= partition < len(self.offsets_logs):
+            return None
+        peer = self.likely_leader_of(self.offsets_logs[partition])
+        return self.broker(peer) if peer is not None else None
+
+    async def wait_offsets_leaders(self, partitions: set[int], timeout: float) -> None:
+        # cut_off() is asked at every wake-up: a leader steps down for want of a majority at about
+        # the moment it starts to count as cut off, and a hold begun then ran its full timeout.
+        try:
+            await self._wait(lambda: self.cut_off() or all(self.offsets_leader(p) is not None for p in partitions),
+                             timeout, poll=0.02)
+        except TimeoutError:
+            pass
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        lg = self.data_logs.get((topic, partition))
+        if lg is None:
+            return -1, -1
+        peer = self.leader_of(lg)
+        if peer is None and not lg.is_leader() and self.cut_off():
+            # Cut off from the others: name the likely leader on their side (as FindCoordinator
+            # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong.
+            peer = self.likely_leader_of(lg)
+        # Leader epoch -1: clients then skip KIP-320 position validation (OffsetForLeaderEpoch, which
+        # kcoord does not serve); committed Raft entries are never truncated, so there is nothing to detect.
+        return (peer.node_id if peer is not None else -1), -1
+
+    def partition(self, topic: str, partition: int) -> DataPartition | None:
+        t = self.metadata.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return None
+        return self.partitions.get(topic, partition)  # opened with its Raft group by the metadata log
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         self.host.start(asyncio.get_running_loop())
         self._task = supervised(self._follow_metadata(), "metadata")
-        if self.node.config.raft_fault_injection:
+        if self.config.raft_fault_injection:
             by_id = {p.node_id: self.hub_addr(p) for p in self.peers}
-            self._faults_task = supervised(link_control.follow(self.node.config.data_dir, self.host.hub, by_id.get),
+            self._faults_task = supervised(link_control.follow(self.config.data_dir, self.host.hub, by_id.get),
                                            "raft_faults")
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
@@ -271,30 +326,30 @@ class RaftCluster:
 
     async def _init(self) -> None:
         try:
-            await self.meta_log.submit(_op(op="init", cluster_id=self.node.metadata.cluster_id,
-                                           n=self.node.offsets_partitions))
+            await self.meta_log.submit(_op(op="init", cluster_id=self.metadata.cluster_id,
+                                           n=self.metadata.offsets_partitions))
         except Exception as e:  # noqa: BLE001 - retried by the follower loop
             log.warning("event=metadata_init_failed error=%r", str(e))
             self._init_sent = False
 
     def _apply_state(self) -> None:
         state = self.state
-        if state["n"] is not None and state["n"] != self.node.offsets_partitions:
-            self.fatal = (f"offsets.topic.num.partitions is {self.node.offsets_partitions} here but the cluster "
+        if state["n"] is not None and state["n"] != self.metadata.offsets_partitions:
+            self.fatal = (f"offsets.topic.num.partitions is {self.metadata.offsets_partitions} here but the cluster "
                           f"was created with {state['n']}; it can never change")
             log.error("event=fatal_config error=%r", self.fatal)
-            self.node.request_stop(2)
+            self._on_fatal(2)
             return
-        if state["cluster_id"] is not None and state["cluster_id"] != self.node.metadata.cluster_id:
-            self.node.metadata.cluster_id = state["cluster_id"]
-            self.node.metadata.save()
+        if state["cluster_id"] is not None and state["cluster_id"] != self.metadata.cluster_id:
+            self.metadata.cluster_id = state["cluster_id"]
+            self.metadata.save()
         topics: dict[str, TopicMeta] = {}
         for name, t in state["topics"].items():
-            old = self.node.metadata.topics.get(name)
+            old = self.metadata.topics.get(name)
             tid = uuid.UUID(t["topic_id"])
             topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
                 name, t["partitions"], tid, dict(t["configs"]))
-        self.node.metadata.replace_topics(topics)
+        self.metadata.replace_topics(topics)
         wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
@@ -302,7 +357,7 @@ class RaftCluster:
             lg = self.data_logs.pop(key)
             self._data_slots.pop(key, None)
             self.host.remove(lg, delete_dir=os.path.join(self.root, f"{key[0]}-{key[1]}"))
-            self.node.partitions.drop_partition(*key)
+            self.partitions.drop_partition(*key)
             log.info("event=partition_dropped topic=%s partition=%d", *key)
         self._missing = False
         for key, slot in wanted.items():
@@ -321,8 +376,8 @@ class RaftCluster:
         # incarnation's directories: they must not be replayed into the new topic.
         incarnation = f"slot-{slot}"
         claim_dir(os.path.join(self.root, f"{topic}-{partition}"), incarnation)
-        claim_dir(self.node.partitions.directory(topic, partition), incarnation)
-        part = self.node.partitions.open(topic, partition, configs)
+        claim_dir(self.partitions.directory(topic, partition), incarnation)
+        part = self.partitions.open(topic, partition, configs)
         sm = DataStateMachine(part.data, lambda: self.host.call_in_loop(part.applied))
         lg = self._group(f"{topic}-{partition}", slot, sm)
         self.data_logs[(topic, partition)] = lg
@@ -346,12 +401,12 @@ class RaftCluster:
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         await self._submit(_op(op="create", name=name, partitions=partitions, configs=configs,
                                topic_id=str(uuid.uuid4())))
-        await self._wait(lambda: name in self.node.metadata.topics and all(
+        await self._wait(lambda: name in self.metadata.topics and all(
             (name, p) in self.data_logs for p in range(partitions)))
         # Answer once every partition has a leader, as Kafka's controller does for new topics.
         await self._wait(lambda: all(self.leader_of(self.data_logs[(name, p)]) is not None
                                      for p in range(partitions) if (name, p) in self.data_logs))
-        created: TopicMeta | None = self.node.metadata.topics.get(name)
+        created: TopicMeta | None = self.metadata.topics.get(name)
         if created is None:  # deleted again meanwhile by another client (found by the fuzzer)
             raise ReplicationError(f"topic {name} was deleted while it was being created")
         return created
@@ -368,13 +423,16 @@ class RaftCluster:
         await self._wait(granted)
         return int(self.state["pid_grants"][self.me.node_id][1])
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> TopicMeta | None:
+        t = self.metadata.topics.get(name)
         await self._submit(_op(op="delete", name=name))
-        await self._wait(lambda: name not in self.node.metadata.topics)
+        await self._wait(lambda: name not in self.metadata.topics)
+        return t
 
-    async def _wait(self, cond: Any, timeout: float = 10.0) -> None:
-        """Until ``cond()``, checked at every metadata change; every 50 ms too, for conditions on
-        leaders elected elsewhere (no event here tells a follower of those)."""
+    async def _wait(self, cond: Callable[[], bool], timeout: float = 10.0, poll: float = 0.05) -> None:
+        """Until ``cond()``, checked at every metadata change and whenever a group here learns of
+        a leader; every ``poll`` seconds too, for what changes without an event (a leader's lease
+        taking hold, a peer's connection or silence)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not cond():
@@ -382,7 +440,13 @@ class RaftCluster:
             if left <= 0:
                 raise TimeoutError("metadata change not applied in time")
             try:
-                await asyncio.wait_for(self._changed.wait(), min(left, 0.05))
+                await asyncio.wait_for(self._changed.wait(), min(left, poll))
             except TimeoutError:
                 pass
 
+
+
+if TYPE_CHECKING:
+    from cluster.topology import Topology
+
+    _conforms: type[Topology] = RaftCluster

@@ -5,11 +5,10 @@ Group APIs (JoinGroup, SyncGroup, ...) are registered by ``cluster.group_api``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cluster.apis import api_versions, fetch, find_coordinator, metadata, produce, topics
+from cluster.services import NodeServices
 
 
-def register_all(node: Any) -> None:
+def register_all(node: NodeServices) -> None:
     for mod in (api_versions, metadata, topics, produce, fetch, find_coordinator):
         mod.register(node)

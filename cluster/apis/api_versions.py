@@ -8,13 +8,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
-from cluster.dispatch import ApiRegistry, RequestContext
+from cluster.dispatch import RequestContext
+from cluster.services import NodeServices, Registrar
 
 API_KEY = 18
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def build_response(registry: ApiRegistry, version: int, error: ErrorCode) -> Any:
+def build_response(registry: Registrar, version: int, error: ErrorCode) -> Any:
     m = resp_mod(API_KEY, version)
     keys = tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in registry.advertised())
     if error is ErrorCode.invalid_request:
@@ -22,7 +23,7 @@ def build_response(registry: ApiRegistry, version: int, error: ErrorCode) -> Any
     return mk(m.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=ZERO)
 
 
-def unsupported_version_response(registry: ApiRegistry) -> Any:
+def unsupported_version_response(registry: Registrar) -> Any:
     """Kafka's fallback for an ApiVersions version it does not know: a v0-format
     UNSUPPORTED_VERSION response carrying the API list, so the client can retry."""
     return build_response(registry, 0, ErrorCode.unsupported_version)
@@ -36,7 +37,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build_response(ctx.node.registry, v, ErrorCode.none)
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(API_KEY, 0, 4, handle,
                            error_response=lambda req, code: build_response(node.registry, version_of(req), code),
                            unknown_version=lambda: unsupported_version_response(node.registry))

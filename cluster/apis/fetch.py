@@ -14,6 +14,7 @@ from kio.static.primitive import Records
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.data_plane import OffsetOutOfRangeError
 from cluster.dispatch import RequestContext
+from cluster.services import NodeServices
 from replication.data_log import ReadPlan
 
 FETCH_KEY = 1
@@ -66,7 +67,7 @@ class _Pass:
             plan.close()
 
 
-def _collect(node: Any, request: Any, m: Any) -> _Pass:
+def _collect(node: NodeServices, request: Any, m: Any) -> _Pass:
     """One pass over the requested partitions: errors answered, reads planned (under each log's
     lock, briefly) but not executed. ``planned`` bounds the bytes the reads return."""
     remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes)  # the broker's cap wins
@@ -232,6 +233,6 @@ def build_list_offsets_error(request: Any, code: ErrorCode) -> Any:
         for t in request.topics))
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(FETCH_KEY, 4, 12, handle_fetch, error_response=build_fetch_error)
     node.registry.register(LIST_OFFSETS_KEY, 1, 7, handle_list_offsets, error_response=build_list_offsets_error)

@@ -7,20 +7,20 @@ SHARE keys (type 2) before v6 → INVALID_REQUEST; any other type → INVALID_RE
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
+from cluster.services import NodeServices
 from coordinator.partitioner import partition_for
 
 API_KEY = 10
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
+def _lookup(node: NodeServices, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
     if key_type == GROUP:
         partition = partition_for(key, node.offsets_partitions)
         leader = node.offsets_partition_leader(partition)
@@ -43,7 +43,7 @@ def _lookup(node: Any, key: str, key_type: int, version: int) -> tuple[ErrorCode
     return ErrorCode.invalid_request, f"Invalid coordinator key type {key_type} for version {version}.", None
 
 
-def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
+def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     key_type = int(getattr(request, "key_type", GROUP))
@@ -51,12 +51,12 @@ def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: 
         coords = []
         for key in request.coordinator_keys:
             code, msg, b = (error, None, None) if error is not None else _lookup(node, key, key_type, v)
-            b = node.through(b, listener) if listener else b
+            b = node.through(b, listener) if listener and b is not None else b
             coords.append(mk(m.Coordinator, key=key, node_id=b.node_id if b else -1, host=b.host if b else "",
                              port=b.port if b else -1, error_code=code, error_message=msg))
         return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
     code, msg, b = (error, None, None) if error is not None else _lookup(node, request.key, key_type, v)
-    b = node.through(b, listener) if listener else b
+    b = node.through(b, listener) if listener and b is not None else b
     return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
 
@@ -77,18 +77,12 @@ def _group_keys(request: Any) -> list[str]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
-    cluster = getattr(node, "cluster", None)
-    if cluster is not None:
-        keys = _group_keys(request)
-        deadline = asyncio.get_running_loop().time() + ELECTION_WAIT_S
-        # cut_off() is asked on every turn: a leader steps down for want of a majority at about
-        # the moment it starts to count as cut off, and a hold begun then ran its full 1.5 s
-        while any(node.offsets_partition_leader(partition_for(k, node.offsets_partitions)) is None for k in keys):
-            if asyncio.get_running_loop().time() > deadline or cluster.cut_off():
-                break
-            await asyncio.sleep(0.02)
+    keys = _group_keys(request)
+    if keys:  # woken by the topology's leadership events, not by a poll of its own
+        await node.topology.wait_offsets_leaders({partition_for(k, node.offsets_partitions) for k in keys},
+                                                 ELECTION_WAIT_S)
     return build(node, request, listener=ctx.listener)
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(API_KEY, 0, 6, handle, error_response=lambda req, code: build(node, req, error=code))

@@ -25,6 +25,7 @@ from cluster.codec import (
 )
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
+from cluster.services import NodeServices
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
@@ -65,7 +66,7 @@ def cls(mod: ModuleType, *names: str) -> Any:
 class GroupApi:
     """Registered on the node; owns the coordinator driver."""
 
-    def __init__(self, node: Any, driver: CoordinatorDriver) -> None:
+    def __init__(self, node: NodeServices, driver: CoordinatorDriver) -> None:
         self.node = node
         self.driver = driver
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
@@ -386,7 +387,7 @@ def error_responder(api_key: int) -> Any:
     return build
 
 
-def register(node: Any, driver: CoordinatorDriver) -> GroupApi:
+def register(node: NodeServices, driver: CoordinatorDriver) -> GroupApi:
     api = GroupApi(node, driver)
     handlers = {
         JOIN_GROUP: api.join_group,

@@ -12,19 +12,20 @@ from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.topics import partition_limit_error
 from cluster.dispatch import CloseConnection, RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, validate_topic_name
+from cluster.services import NodeServices
 
 API_KEY = 3
 log = logging.getLogger("kcoord.api.metadata")
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partition(m: Any, node: Any, name: str | None, p: int, live: frozenset[int]) -> Any:
+def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
     replicas = tuple(node.replica_ids())
     if name == OFFSETS_TOPIC:
         leader = node.offsets_partition_leader(p)
         leader_id, epoch = (leader.node_id, 0) if leader is not None else (-1, -1)
     else:
-        leader_id, epoch = node.partition_leader(name, p)
+        leader_id, epoch = node.partition_leader(name or "", p)  # a nameless topic has no partitions
     # Liveness comes from the metadata group's connections, leadership from each partition's own group;
     # the two can disagree for a moment around a crash. Never name a leader that is not in the broker
     # list (as Kafka never does): clients look the leader up there, and kafka-python loses a partition's
@@ -37,22 +38,23 @@ def _partition(m: Any, node: Any, name: str | None, p: int, live: frozenset[int]
               offline_replicas=tuple(r for r in replicas if r not in live))
 
 
-def _topic(m: Any, node: Any, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
+def _topic(m: Any, node: NodeServices, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
            partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset()) -> Any:
     parts = tuple(_partition(m, node, name, p, live) for p in range(partitions))
     return mk(m.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
               is_internal=internal, partitions=parts)
 
 
-def _known(m: Any, node: Any, name: str, live: frozenset[int]) -> Any:
+def _known(m: Any, node: NodeServices, name: str, live: frozenset[int]) -> Any:
     if name == OFFSETS_TOPIC:
         return _topic(m, node, name, ErrorCode.none, partitions=node.offsets_partitions, internal=True, epoch=1,
                       live=live)
     t = node.topic(name)
+    assert t is not None, name  # asked only of the names the node has
     return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1, live=live)
 
 
-def build(node: Any, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
+def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
@@ -137,5 +139,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(node, request, listener=ctx.listener)
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(API_KEY, 0, 12, handle, error_response=lambda req, code: build(node, req, error=code))

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
+from cluster.services import NodeServices
 from replication.api import ReplicationError
 
 PRODUCE_KEY = 0
@@ -95,6 +96,6 @@ async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
     return build_init_pid(request, ErrorCode.none, pid, 0)
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(PRODUCE_KEY, 3, 9, handle, advertised_min=0, error_response=build_error)
     node.registry.register(INIT_PID_KEY, 0, 4, handle_init_pid, error_response=build_init_pid)

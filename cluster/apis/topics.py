@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import validate_topic_config, validate_topic_name
+from cluster.services import NodeServices
 from replication.api import ReplicationError
 
 CREATE_KEY = 19
@@ -32,7 +33,7 @@ def _create_result(m: Any, name: str, error: ErrorCode, message: str | None = No
               topic_config_error_code=0, num_partitions=partitions, replication_factor=rf, configs=cfgs)
 
 
-def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
+def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None, int]:
     name = t.name
     bad = validate_topic_name(name)
     if bad is not None:
@@ -77,7 +78,7 @@ def _validate_create(node: Any, t: Any) -> tuple[ErrorCode, str | None, int]:
     return ErrorCode.none, None, partitions
 
 
-def partition_limit_error(node: Any, adding: int, *, this_request: int = 0) -> str | None:
+def partition_limit_error(node: NodeServices, adding: int, *, this_request: int = 0) -> str | None:
     """Every partition is a Raft group on every node: their number is bounded per request and
     for the whole cluster (``max_partitions_per_request``, ``max_partitions``). A message if
     ``adding`` more would pass a bound (``this_request``: already granted in this request)."""
@@ -91,7 +92,7 @@ def partition_limit_error(node: Any, adding: int, *, this_request: int = 0) -> s
     return None
 
 
-async def build_create(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | None = None) -> Any:
     m = resp_mod(CREATE_KEY, version_of(request))
     counts: dict[str, int] = {}
     for t in request.topics:
@@ -138,7 +139,7 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
     return await build_create(ctx.node, request)
 
 
-async def build_delete(node: Any, request: Any, *, error: ErrorCode | None = None) -> Any:
+async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | None = None) -> Any:
     m = resp_mod(DELETE_KEY, version_of(request))
     if hasattr(request, "topic_names"):
         targets: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in request.topic_names]
@@ -190,7 +191,7 @@ def _run_sync(coro: Any) -> Any:
     raise RuntimeError("error response builder tried to wait")
 
 
-def register(node: Any) -> None:
+def register(node: NodeServices) -> None:
     node.registry.register(CREATE_KEY, 2, 7, handle_create,
                            error_response=lambda req, code: _run_sync(build_create(node, req, error=code)))
     node.registry.register(DELETE_KEY, 1, 6, handle_delete,

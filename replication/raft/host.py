@@ -63,6 +63,8 @@ class RaftHost:
         self._hub: RaftHub | None = None
         self._ticker_ident = -1
         self._calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._leader_listeners: list[Callable[[], None]] = []
+        self._leader_note_pending = False
         self._logs_version = 0
         self._logs: list[RaftLog] = []
         self._removed: list[tuple[RaftLog, str | None]] = []  # out of _logs, to be closed by the ticker
@@ -161,6 +163,22 @@ class RaftHost:
         self._wake.set()
         if self._ticker is not None and self.driver == "loop" and self._loop is not None:
             self._ticker.soon(self._loop)
+
+    def on_leader_seen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` on the event loop whenever a group here learns or forgets who leads
+        it (this node or another), once per pass however many did."""
+        self._leader_listeners.append(listener)
+
+    def leader_seen_changed(self) -> None:
+        """Ticker side: some group's leader changed (``RaftLog.check_leadership``)."""
+        if self._leader_listeners and not self._leader_note_pending:
+            self._leader_note_pending = True
+            self.call_in_loop(self._tell_leader_listeners)
+
+    def _tell_leader_listeners(self) -> None:
+        self._leader_note_pending = False
+        for listener in list(self._leader_listeners):
+            listener()
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the event loop. From the ticker the calls of one pass run

@@ -50,6 +50,8 @@ class LogHost(Protocol):
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None: ...
 
+    def leader_seen_changed(self) -> None: ...
+
 
 class RaftLog:
     """A ReplicatedLog over one Raft group; created and driven by a ``host.RaftHost``."""
@@ -122,6 +124,7 @@ class RaftLog:
         self._paused_until = 0.0
         self._transfer_sent = False
         self._leader_seen_connected: str | None = None
+        self._leader_seen: Any = None  # the leader pysyncobj names, as check_leadership last saw it
         self.peer_addrs = list(peers)
         self._lost_at = 0.0  # when this node last lost its leadership (monotonic), for likely_leader
         self._match_at_loss: dict[str, int] = {}  # each follower's acknowledged index then, ditto
@@ -264,6 +267,10 @@ class RaftLog:
     def check_leadership(self) -> None:
         """Ticker thread: notice leadership changes and fence them with an announce."""
         g = self.group
+        seen = g.__dict__.get("_SyncObj__raftLeader")
+        if seen is not self._leader_seen:  # a leader named or forgotten, here or elsewhere
+            self._leader_seen = seen
+            self.host.leader_seen_changed()
         leader = g._isLeader()
         term = g.raftCurrentTerm
         if not leader:
@@ -283,7 +290,8 @@ class RaftLog:
         replicated entry. A leader (acknowledgements commit) and a candidate (votes) tick, and
         so does a follower whose election is due (a transfer's TimeoutNow)."""
         d = self.group.__dict__
-        return bool(d["_SyncObj__raftState"] != FOLLOWER or d["_SyncObj__raftLeader"] is None
+        leader = d["_SyncObj__raftLeader"]
+        return bool(d["_SyncObj__raftState"] != FOLLOWER or leader is None or leader is not self._leader_seen
                     or d["_SyncObj__raftElectionDeadline"] <= monotonic())
 
     def postpone_election(self) -> None:

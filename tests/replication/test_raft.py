@@ -365,3 +365,34 @@ def test_entry_store_entries_since_detects_compaction_and_snapshot_install() -> 
     other = EntryStore()
     other.restore(store.snapshot())
     assert other.entries_since(4) is None and other.entries_since(5) == ([], 5)
+
+
+def test_a_host_tells_its_listeners_when_a_group_learns_or_changes_its_leader(tmp_path: Path) -> None:
+    """FindCoordinator and topic creation wait for leaders on this event, not on a poll: every
+    node hears of the first leader, nothing more while it stays, and the survivors hear of its
+    successor when it dies."""
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        c.start(asyncio.get_running_loop())
+        seen: list[list[str | None]] = [[] for _ in c.hosts]
+        for i, host in enumerate(c.hosts):
+            host.on_leader_seen(lambda i=i: seen[i].append(c.logs[i].leader_address()))  # type: ignore[misc]
+        try:
+            first = await c.leader()
+            await wait_for(lambda: all(s and s[-1] == first.self_addr for s in seen), what=lambda: f"{seen}")
+            calls = [len(s) for s in seen]
+            await asyncio.sleep(1.0)  # heartbeats from the same leader are no news
+            assert [len(s) for s in seen] == calls
+            k = c.logs.index(first)
+            c.hosts[k].stop()
+            survivors = [i for i in range(3) if i != k]
+
+            def successor_seen() -> bool:
+                leaders = [lg for i, lg in enumerate(c.logs) if i in survivors and lg.is_leader()]
+                return bool(leaders) and all(seen[i][-1] == leaders[0].self_addr for i in survivors)
+
+            await wait_for(successor_seen, what=lambda: f"{seen}")
+        finally:
+            c.stop()
+
+    asyncio.run(main())

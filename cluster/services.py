@@ -1,0 +1,81 @@
+"""What request handlers may use of the node they run in (``cluster.node.Node`` implements it).
+
+Handlers type their node as ``NodeServices``, so mypy holds every handler to this list; where a
+partition lives and who leads it comes from the node's ``Topology``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from cluster.broker_info import BrokerInfo
+from cluster.config import NodeConfig
+from cluster.data_plane import DataPartition
+from cluster.metadata import ClusterMetadata, TopicMeta
+from cluster.topology import Topology
+from replication.api import CoordinatorLog
+
+
+class Registrar(Protocol):
+    """Where handlers register (``cluster.dispatch.ApiRegistry``; its signature is checked there)."""
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Any, *,
+                 advertised_min: int | None = None, error_response: Any = None, raw: Any = None,
+                 unknown_version: Any = None) -> None: ...
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        """``(api_key, min, max)`` of every registered API, for ApiVersions."""
+        ...
+
+
+class NodeServices(Protocol):
+    config: NodeConfig
+    metadata: ClusterMetadata
+    topology: Topology
+
+    @property
+    def registry(self) -> Registrar: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def offsets_partitions(self) -> int: ...
+
+    def now_ms(self) -> int: ...
+
+    def through(self, b: BrokerInfo, listener: str) -> BrokerInfo: ...
+
+    def brokers(self) -> list[BrokerInfo]: ...
+
+    def controller_id(self) -> int: ...
+
+    def replica_ids(self) -> list[int]: ...
+
+    def offsets_partition_leader(self, partition: int) -> BrokerInfo | None: ...
+
+    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None: ...
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]: ...
+
+    def offsets_log(self, partition: int) -> CoordinatorLog: ...
+
+    def topic(self, name: str) -> TopicMeta | None: ...
+
+    def topic_partitions(self, name: str) -> int | None: ...
+
+    def has_partition(self, topic: str, partition: int) -> bool: ...
+
+    def is_internal_topic(self, name: str) -> bool: ...
+
+    def partition(self, topic: str, partition: int) -> DataPartition | None: ...
+
+    async def create_topic_async(self, name: str, partitions: int,
+                                 configs: dict[str, str] | None = None) -> TopicMeta: ...
+
+    async def delete_topic_async(self, name: str) -> TopicMeta | None: ...
+
+    async def allocate_producer_id(self) -> int: ...

@@ -1,0 +1,96 @@
+"""The topology of a node without ``peers``: local logs, and this node leads every partition."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from cluster.broker_info import BrokerInfo
+from cluster.config import NodeConfig
+from cluster.data_plane import DataPartition, PartitionStore
+from cluster.metadata import OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.offsets_compaction import compact_offsets
+from replication.api import CoordinatorLog
+from replication.local import LocalLog
+
+log = logging.getLogger("kcoord.node")
+
+
+class SingleNodeTopology:
+    def __init__(self, config: NodeConfig, metadata: ClusterMetadata, partitions: PartitionStore,
+                 self_info: Callable[[], BrokerInfo]) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.partitions = partitions
+        self._self_info = self_info  # its port is known once the listener is bound
+        self._offsets_logs: dict[int, LocalLog] = {}
+
+    async def start(self) -> None:
+        for t in list(self.metadata.topics.values()):
+            for p in range(t.partitions):
+                self.partitions.open(t.name, p, t.configs)
+
+    async def stop(self) -> None:
+        for lg in self._offsets_logs.values():
+            lg.close()
+
+    async def wait_formed(self, timeout: float = 30.0) -> bool:
+        return True
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._self_info()]
+
+    def replica_ids(self) -> list[int]:
+        return [self.config.node_id]
+
+    def controller_id(self) -> int:
+        return self.config.node_id
+
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        return None  # no other node to reach
+
+    def register_endpoints(self, listeners: dict[str, list[object]]) -> None:
+        pass  # nobody else to tell
+
+    def offsets_log(self, partition: int) -> CoordinatorLog:
+        lg = self._offsets_logs.get(partition)
+        if lg is None:
+            path = os.path.join(self.config.data_dir, "offsets", f"{OFFSETS_TOPIC}-{partition}", "log")
+            lg = LocalLog(path, f"{OFFSETS_TOPIC}-{partition}", compact=compact_offsets,
+                          compact_bytes=self.config.raft_compaction_bytes)
+            self._offsets_logs[partition] = lg
+        return lg
+
+    def offsets_leader(self, partition: int) -> BrokerInfo | None:
+        return self._self_info() if 0 <= partition < self.metadata.offsets_partitions else None
+
+    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
+        return None  # never cut off from itself
+
+    async def wait_offsets_leaders(self, partitions: set[int], timeout: float) -> None:
+        pass  # it leads them all
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        return self.config.node_id, 1
+
+    def partition(self, topic: str, partition: int) -> DataPartition | None:
+        t = self.metadata.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return None
+        return self.partitions.get(topic, partition) or self.partitions.open(topic, partition, t.configs)
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        t = self.metadata.add_topic(name, partitions, configs)
+        for p in range(partitions):
+            self.partitions.open(name, p, t.configs)
+        return t
+
+    async def delete_topic(self, name: str) -> TopicMeta | None:
+        t = self.metadata.remove_topic(name)
+        if t is not None:
+            self.partitions.drop_topic(name, t.partitions)
+        return t
+
+    async def allocate_producer_id_block(self) -> int:
+        return self.metadata.allocate_producer_id_block()

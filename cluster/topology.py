@@ -1,0 +1,75 @@
+"""Where things live in the cluster: the one seam between request handlers and replication.
+
+A ``Topology`` answers who the brokers are, who leads each ``__consumer_offsets`` and data
+partition, and carries out what changes the cluster's shape (topics, producer-id blocks).
+Two implementations, chosen from the configuration by the node: ``SingleNodeTopology`` (local
+logs, this node leads everything) and ``RaftCluster`` (every partition a Raft group over the
+``peers``). Nothing above this seam asks which one it has.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from cluster.broker_info import BrokerInfo
+from cluster.data_plane import DataPartition
+from cluster.metadata import TopicMeta
+from replication.api import CoordinatorLog
+
+
+class Topology(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def wait_formed(self, timeout: float = 30.0) -> bool:
+        """Until this node knows the cluster (False: not within ``timeout``)."""
+        ...
+
+    def brokers(self) -> list[BrokerInfo]:
+        """The brokers to list in Metadata (the live ones, as far as this node can tell)."""
+        ...
+
+    def replica_ids(self) -> list[int]: ...
+
+    def controller_id(self) -> int: ...
+
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        """Node ``node_id``'s advertised address on a further ``listener`` (None: not registered)."""
+        ...
+
+    def register_endpoints(self, listeners: dict[str, list[object]]) -> None:
+        """Make this node's further listeners known to the others."""
+        ...
+
+    def offsets_log(self, partition: int) -> CoordinatorLog: ...
+
+    def offsets_leader(self, partition: int) -> BrokerInfo | None:
+        """The coordinator of ``__consumer_offsets`` partition ``partition`` (None: not available)."""
+        ...
+
+    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
+        """Who most likely coordinates ``partition`` on the far side of a network partition that
+        cut this node off (None: this node is not cut off, or cannot guess)."""
+        ...
+
+    async def wait_offsets_leaders(self, partitions: set[int], timeout: float) -> None:
+        """Until every one of ``partitions`` has an available leader, ``timeout`` passes, or this
+        node finds itself cut off (waiting could not help then)."""
+        ...
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(leader node id or -1, leader epoch)`` of a data partition."""
+        ...
+
+    def partition(self, topic: str, partition: int) -> DataPartition | None:
+        """The data partition this node holds (None: unknown or not open here)."""
+        ...
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta: ...
+
+    async def delete_topic(self, name: str) -> TopicMeta | None: ...
+
+    async def allocate_producer_id_block(self) -> int:
+        """The first id of a block of 1000 producer ids that no other node hands out."""
+        ...
