@@ -8,9 +8,9 @@ the ticker leaves as one frame: one syscall and one wake-up on the other side.
 
 Security: the cluster secret authenticates both ends in a challenge-response handshake.
 Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
-payload, keyed by a session key derived from both ends' nonces. A payload is unpickled only
-once its MAC verified, so nobody without the secret can make a node unpickle anything, and a
-replayed or reordered frame fails its MAC. Frames are authenticated, not encrypted: Raft
+payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
+frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
+secret cannot make a node run code), decoded only once their MAC verified. Frames are authenticated, not encrypted: Raft
 traffic carries no secret, and the port listens only on the node's own host.
 
 Threading: everything runs on the Raft ticker thread except ``detach``, which only queues.
@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import logging
 import os
-import pickle
 import select
 import socket
 import struct
@@ -32,11 +31,13 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+import msgpack
+
 from replication.link_faults import LinkFaults
 
 log = logging.getLogger("kcoord.raft.hub")
 
-MAGIC = b"KCRH1"
+MAGIC = b"KCRH2"  # 2: msgpack payloads (1 pickled them)
 NONCE_BYTES = 16
 MAC_BYTES = 32
 HANDSHAKE_MAX = 512  # before authentication a peer may not make us buffer more than this
@@ -70,14 +71,25 @@ def derive_key(secret: str) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", secret.encode(), b"kcoord raft hub v1", 50_000)
 
 
-_EMPTY_BATCH = pickle.dumps([], protocol=pickle.HIGHEST_PROTOCOL)  # the keepalive
+def _encode(batch: list[tuple[str, Any]]) -> bytes:
+    """A batch of ``(group, message)``: pysyncobj's messages are dicts of str, int, float,
+    bool, bytes, None and sequences of them, which msgpack carries as they are (a sequence
+    comes back as a tuple)."""
+    return bytes(msgpack.packb(batch, use_bin_type=True))
+
+
+def _decode(payload: bytes) -> Any:
+    return msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
+
+
+_EMPTY_BATCH = _encode([])  # the keepalive
 
 
 def _frames(batch: list[tuple[str, Any]]) -> list[bytes]:
-    """One pass's messages to a peer as pickled frames of about FRAME_SPLIT bytes at most (a
+    """One pass's messages to a peer as frames of about FRAME_SPLIT bytes at most (a
     follower's whole backlog as one frame went over the receiver's FRAME_MAX, and the link
     was closed and redialled for ever). Halved until each part fits; one message stays whole."""
-    payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+    payload = _encode(batch)
     if len(payload) <= FRAME_SPLIT or len(batch) == 1:
         return [payload]
     mid = len(batch) // 2
@@ -420,7 +432,7 @@ class RaftHub:
                 return True  # an injected partition: lost on the way
             self.heard[conn.peer] = time.monotonic()
             try:
-                batch = list(pickle.loads(payload))  # authenticated above
+                batch = _decode(payload)  # authenticated above
             except Exception as e:  # noqa: BLE001 - a peer of another version, or a bug: drop the link
                 self._close(conn, f"undecodable frame: {type(e).__name__}: {e}")
                 return False

@@ -156,6 +156,30 @@ def test_nothing_is_unpickled_before_authentication_and_a_forged_frame_closes(tm
         hub.close()
 
 
+def test_frames_carry_data_only_even_between_peers_that_know_the_secret(tmp_path: Path) -> None:
+    """Payloads are msgpack: a pickle sent over an authenticated link (by a peer that learnt the
+    secret) is not unpickled; the link is dropped as undecodable and then comes back."""
+    a, b = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
+    marker = tmp_path / "pwned"
+    try:
+        ra, rb = Recorder(), Recorder()
+        a.attach("g", ra, [b.listen])
+        b.attach("g", rb, [a.listen])
+        pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+        assert b.send(a.listen, "g", {"type": "append_entries", "entries": [(b"cmd", 7, 2)], "lts": 1.5})
+        pump([a, b], lambda: any(k == "msg" for k, _, _ in ra.events))
+        (message,) = [m for k, _, m in ra.events if k == "msg"]
+        assert message == {"type": "append_entries", "entries": ((b"cmd", 7, 2),), "lts": 1.5}
+        (conn,) = b._conns.values()
+        b._write_frame(conn, pickle.dumps([("g", _Evil(str(marker)))]))  # MAC'd like any frame of b's
+        pump([a, b], lambda: ("down", b.listen, None) in ra.events)
+        assert not marker.exists(), "a peer's frame was unpickled"
+        pump([a, b], lambda: ra.events.count(("up", b.listen, None)) == 2)  # redialled
+    finally:
+        a.close()
+        b.close()
+
+
 def test_mute_loses_one_direction_and_heard_tracks_what_got_through() -> None:
     a, b = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
     try:
