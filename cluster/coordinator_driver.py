@@ -23,7 +23,7 @@ from coordinator.config import GroupConfig
 from coordinator.errors import ErrorCode
 from coordinator.image import DurableImage
 from coordinator.records import Record
-from coordinator.runtime import Append, CoordinatorRuntime, Effect, Reload, Respond
+from coordinator.runtime import Append, CoordinatorRuntime, Effect, GroupsObserved, Reload, Respond
 from replication.api import (
     MAX_ENTRY_BYTES,
     CoordinatorLog,
@@ -60,7 +60,7 @@ class CoordinatorDriver:
         self.load_times_ms: dict[int, int] = {}
         self._images: dict[int, DurableImage] = {}
         self._prereplay_interval_s = prereplay_interval_ms / 1000
-        metrics.register_driver(self)  # metrics: group counts come from scanning self.runtime at scrape time
+        self.counts = metrics.group_counts()  # fed with the runtime's GroupsObserved effects
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -83,6 +83,7 @@ class CoordinatorDriver:
             epoch = self.runtime.epoch_of(p)
             if epoch is not None:
                 self._run(self.runtime.unload(p, epoch))
+                self._note_shard(p)
         for t in list(self._tasks):
             t.cancel()
 
@@ -94,8 +95,18 @@ class CoordinatorDriver:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _note_shard(self, partition: int) -> None:
+        state = self.runtime.state_of(partition)
+        self.counts.shard_state(partition, state.name.lower() if state is not None else None)
+
     def _on_leadership(self, partition: int, change: LeadershipChange) -> None:
         """Called on the event loop (replication implementations hop threads first)."""
+        try:
+            self._change_leadership(partition, change)
+        finally:
+            self._note_shard(partition)
+
+    def _change_leadership(self, partition: int, change: LeadershipChange) -> None:
         if change.is_leader:
             current = self.runtime.epoch_of(partition)
             if current is not None and current >= change.epoch:
@@ -126,6 +137,7 @@ class CoordinatorDriver:
             records.extend(batch)
             entries += 1
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
+        self._note_shard(partition)
         took = self._now_ms() - started
         self.load_times_ms[partition] = took
         metrics.observe_shard_load(partition, took / 1000)  # metrics: shard load time
@@ -220,7 +232,6 @@ class CoordinatorDriver:
         self._futures[token] = fut
         try:
             self._run(self.runtime.submit(partition, request, token, self._now_ms()))
-            metrics.observe_group(self, partition, getattr(request, "group_id", None))  # metrics: rebalances
             return await fut
         finally:
             self._futures.pop(token, None)
@@ -241,8 +252,11 @@ class CoordinatorDriver:
             elif isinstance(e, Append):
                 timers_may_change = True
                 self._spawn(self._append(e))
+            elif isinstance(e, GroupsObserved):
+                self.counts.observe(e.partition, e.groups, e.reset)
             elif isinstance(e, Reload):
                 timers_may_change = True
+                self._note_shard(e.partition)
                 log.warning("event=shard_reload partition=%d epoch=%d", e.partition, e.epoch)
                 if self._logs(e.partition).refence():
                     # A new epoch fences whatever the failed append left in flight; its

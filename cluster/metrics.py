@@ -5,11 +5,11 @@ Series (all prefixed ``kcoord_``):
 * ``requests_total{api}``, ``request_errors_total{api,error}``, ``request_duration_seconds{api}``:
   every request by API (errors = non-zero error codes found in the response, handler crashes,
   unsupported versions, closed connections) — fed by ``cluster.dispatch``;
-* ``groups{state}``, ``group_members``, ``coordinator_shards{state}``: computed at scrape time by
-  scanning the loaded coordinator shards on the event loop (nothing is counted per request);
+* ``groups{state}``, ``group_members``, ``coordinator_shards{state}``: kept by ``GroupCounts`` from
+  the coordinator runtime's ``GroupsObserved`` effects and the shards' lifecycle, as the driver
+  interprets them (a step reports only the groups whose state or member count it changed);
 * ``rebalances_total``, ``rebalance_duration_seconds``: a rebalance starts when a group leaves
-  Stable/Empty and ends when it is Stable or Empty again — observed when a group's request is
-  handled and at scrape time;
+  Stable/Empty and ends when it is Stable or Empty again, in coordinator time, from the same events;
 * ``commit_latency_seconds{outcome}``: time from handing a coalesced entry of ``__consumer_offsets``
   records to the replicated log until it is committed (or fails);
 * ``shard_load_seconds`` and ``shard_last_load_seconds{partition}``: rebuilding a shard by replay;
@@ -22,13 +22,10 @@ in-process nodes share it).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import logging
-import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -36,6 +33,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+from coordinator.group_census import GroupView
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -163,106 +162,87 @@ def set_partition_leadership(name: str, is_leader: bool, term: int) -> None:
     PARTITION_TERM.labels(name).set(term)
 
 
-class RebalanceTracker:
-    """Turns observed group states into rebalance counts and durations (event-loop thread only)."""
+class GroupCounts:
+    """Groups by state, members and shards by runtime state of one coordinator driver, kept up to
+    date from the events the driver hands over (``GroupsObserved`` effects, shard lifecycle) on its
+    event loop; a scrape only reads the totals. Rebalances are counted as the events show a group
+    leaving Stable/Empty and reaching Stable or Empty again, timed in coordinator time."""
 
     _ACTIVE = ("PreparingRebalance", "CompletingRebalance")
 
     def __init__(self) -> None:
-        self._started: dict[str, float] = {}  # group id -> wall time (s) its rebalance began
+        self._groups: dict[int, dict[str, tuple[str, int]]] = {}  # partition -> group -> (state, members)
+        self.states: dict[str, int] = {}
+        self.members = 0
+        self.shards: dict[int, str] = {}  # partition -> runtime state name
+        self._started: dict[str, int] = {}  # group -> coordinator time (ms) its rebalance began
 
-    def observe(self, group: Any, now_s: float) -> None:
-        state = group.state.value
-        gid = group.group_id
-        if state in self._ACTIVE:
-            if gid not in self._started:
-                ts = group.current_state_timestamp if state == "PreparingRebalance" else None
-                self._started[gid] = ts / 1000 if ts is not None else now_s
-        elif gid in self._started:
-            began = self._started.pop(gid)
-            if state in ("Stable", "Empty"):
-                REBALANCES.inc()
-                REBALANCE_DURATION.observe(max(0.0, now_s - began))
-
-    def forget_except(self, live: set[str]) -> None:
-        for gid in [g for g in self._started if g not in live]:
-            del self._started[gid]
-
-
-class _Drivers:
-    def __init__(self) -> None:
-        self.drivers: weakref.WeakSet[Any] = weakref.WeakSet()
-        self.trackers: weakref.WeakKeyDictionary[Any, RebalanceTracker] = weakref.WeakKeyDictionary()
-
-
-_drivers = _Drivers()
-
-
-def register_driver(driver: Any) -> None:
-    """Called by each CoordinatorDriver: its shards are scanned at scrape time."""
-    _drivers.drivers.add(driver)
-    _drivers.trackers[driver] = RebalanceTracker()
-
-
-def observe_group(driver: Any, partition: int, group_id: str | None) -> None:
-    """After a group's request ran: note its state for the rebalance metrics (one dict lookup)."""
-    if group_id is None:
-        return
-    tracker = _drivers.trackers.get(driver)
-    shard = driver.runtime.shard(partition)
-    group = shard.groups.get(group_id) if shard is not None else None
-    if tracker is not None and group is not None:
-        tracker.observe(group, time.time())
-
-
-def _scan(driver: Any) -> tuple[dict[str, int], int, dict[str, int]]:
-    """Runs on the driver's event loop: groups by state, members, shards by runtime state."""
-    states: dict[str, int] = {}
-    members = 0
-    shards: dict[str, int] = {}
-    tracker = _drivers.trackers.get(driver)
-    now = time.time()
-    live: set[str] = set()
-    runtime = driver.runtime
-    for p in runtime.partitions():
-        st = runtime.state_of(p)
-        key = st.name.lower() if st is not None else "none"
-        shards[key] = shards.get(key, 0) + 1
-    for p in runtime.active_partitions():
-        shard = runtime.shard(p)
-        if shard is None:
-            continue
-        for group in shard.groups.values():
-            state = group.state.value
-            if state == "Dead":
+    def observe(self, partition: int, views: Iterable[GroupView], reset: bool) -> None:
+        known = self._groups.setdefault(partition, {})
+        if reset:
+            for group_id in list(known):
+                self._drop(known, group_id)
+                self._started.pop(group_id, None)
+        for v in views:
+            self._drop(known, v.group_id)
+            if v.state is None:
+                self._started.pop(v.group_id, None)
                 continue
-            states[state] = states.get(state, 0) + 1
-            members += len(group.members)
-            live.add(group.group_id)
-            if tracker is not None:
-                tracker.observe(group, now)
-    if tracker is not None:
-        tracker.forget_except(live)
-    return states, members, shards
+            known[v.group_id] = (v.state, v.members)
+            self.states[v.state] = self.states.get(v.state, 0) + 1
+            self.members += v.members
+            if not reset:
+                self._rebalance(v)
+        if not known:
+            del self._groups[partition]
+
+    def _drop(self, known: dict[str, tuple[str, int]], group_id: str) -> None:
+        old = known.pop(group_id, None)
+        if old is not None:
+            self.states[old[0]] -= 1
+            self.members -= old[1]
+
+    def _rebalance(self, v: GroupView) -> None:
+        if v.state in self._ACTIVE:
+            if v.group_id not in self._started and v.since_ms is not None:
+                self._started[v.group_id] = v.since_ms
+        elif v.group_id in self._started:
+            began = self._started.pop(v.group_id)
+            if v.state in ("Stable", "Empty"):
+                REBALANCES.inc()
+                REBALANCE_DURATION.observe(max(0, (v.since_ms or began) - began) / 1000)
+
+    def shard_state(self, partition: int, state: str | None) -> None:
+        if state is None:
+            self.shards.pop(partition, None)
+        else:
+            self.shards[partition] = state
+
+
+_counts: weakref.WeakSet[GroupCounts] = weakref.WeakSet()
+
+
+def group_counts() -> GroupCounts:
+    """A driver's counts, included in every scrape while the driver keeps them."""
+    counts = GroupCounts()
+    _counts.add(counts)
+    return counts
 
 
 class GroupCollector(Collector):
-    """Scrape-time view of the coordinator shards of every registered driver."""
+    """Scrape-time totals of every driver's ``GroupCounts`` (read from the HTTP server's thread:
+    plain copies of ints and small dicts, nothing scanned, nothing run on the event loop)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         states: dict[str, int] = {s: 0 for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable")}
         members = 0
         shards: dict[str, int] = {}
-        for driver in list(_drivers.drivers):
-            got = _on_loop(driver)
-            if got is None:
-                continue
-            s, m, sh = got
-            for k, v in s.items():
+        for counts in list(_counts):
+            for k, v in dict(counts.states).items():
                 states[k] = states.get(k, 0) + v
-            members += m
-            for k, v in sh.items():
-                shards[k] = shards.get(k, 0) + v
+            members += counts.members
+            for st in dict(counts.shards).values():
+                shards[st] = shards.get(st, 0) + 1
         g = GaugeMetricFamily("kcoord_groups", "Groups of the shards this node serves, by state", labels=["state"])
         for k, v in sorted(states.items()):
             g.add_metric([k], v)
@@ -273,27 +253,6 @@ class GroupCollector(Collector):
         for k, v in sorted(shards.items()):
             sg.add_metric([k], v)
         yield sg
-
-
-def _on_loop(driver: Any) -> tuple[dict[str, int], int, dict[str, int]] | None:
-    """Scan ``driver`` on its own event loop thread (the scrape runs in the HTTP server's thread)."""
-    loop: asyncio.AbstractEventLoop | None = getattr(driver, "_loop", None)
-    if loop is None or loop.is_closed():
-        return None
-    try:
-        fut: concurrent.futures.Future[tuple[dict[str, int], int, dict[str, int]]] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                fut.set_result(_scan(driver))
-            except Exception as e:  # noqa: BLE001
-                fut.set_exception(e)
-
-        loop.call_soon_threadsafe(run)
-        return fut.result(timeout=5)
-    except Exception:  # noqa: BLE001 - a scrape must answer even if the loop is busy or gone
-        log.warning("event=metrics_scan_failed", exc_info=True)
-        return None
 
 
 REGISTRY.register(GroupCollector())

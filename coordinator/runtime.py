@@ -33,6 +33,7 @@ from . import commands as c
 from .config import GroupConfig
 from .errors import ErrorCode, map_append_error
 from .group import Token
+from .group_census import GroupView
 from .image import DurableImage
 from .records import Record
 from .shard import GroupCoordinatorShard, Result
@@ -58,7 +59,17 @@ class Reload:
     epoch: int
 
 
-Effect = Append | Respond | Reload
+@dataclass(frozen=True, slots=True)
+class GroupsObserved:
+    """Groups of ``partition`` whose state or member count changed (``reset``: forget what was
+    reported of the partition before; it was loaded, or unloaded when ``groups`` is empty)."""
+
+    partition: int
+    groups: tuple[GroupView, ...]
+    reset: bool = False
+
+
+Effect = Append | Respond | Reload | GroupsObserved
 
 
 class ContextState(Enum):
@@ -146,7 +157,9 @@ class CoordinatorRuntime:
         ctx.state = ContextState.ACTIVE
         ctx.written = ctx.sent = ctx.committed = 0
         effects = self._apply(partition, ctx, result)
+        effects.append(GroupsObserved(partition, tuple(shard.census.everything(shard.groups)), reset=True))
         effects += self._fire_due(partition, ctx, now_ms)
+        self._observe(partition, ctx, effects)
         return effects
 
     def unload(self, partition: int, epoch: int) -> list[Effect]:
@@ -157,7 +170,7 @@ class CoordinatorRuntime:
         if ctx.shard is not None:
             ctx.shard.unload()
         del self._contexts[partition]
-        return self._fail_all(ctx, ErrorCode.NOT_COORDINATOR)
+        return [*self._fail_all(ctx, ErrorCode.NOT_COORDINATOR), GroupsObserved(partition, (), reset=True)]
 
     # ---------------------------------------------------------------- requests
 
@@ -173,6 +186,7 @@ class CoordinatorRuntime:
         ctx.outstanding[token] = request
         effects = self._apply(partition, ctx, ctx.shard.handle(request, token, now_ms))
         effects += self._fire_due(partition, ctx, now_ms)
+        self._observe(partition, ctx, effects)
         return effects
 
     def on_committed(self, partition: int, epoch: int, end_offset: int) -> list[Effect]:
@@ -203,6 +217,7 @@ class CoordinatorRuntime:
             ctx.shard.unload()
         effects = self._fail_all(ctx, map_append_error(error))
         self._contexts[partition] = _Context(epoch)
+        effects.append(GroupsObserved(partition, (), reset=True))
         effects.append(Reload(partition, epoch))
         return effects
 
@@ -221,6 +236,7 @@ class CoordinatorRuntime:
         for partition, ctx in list(self._contexts.items()):
             if ctx.state is ContextState.ACTIVE:
                 effects += self._fire_due(partition, ctx, now_ms)
+                self._observe(partition, ctx, effects)
         return effects
 
     # ---------------------------------------------------------------- internals
@@ -233,6 +249,11 @@ class CoordinatorRuntime:
                 break
             effects += self._apply(partition, ctx, result)
         return effects
+
+    @staticmethod
+    def _observe(partition: int, ctx: _Context, effects: list[Effect]) -> None:
+        if ctx.shard is not None and (views := ctx.shard.census.changes(ctx.shard.groups)):
+            effects.append(GroupsObserved(partition, tuple(views)))
 
     def _apply(self, partition: int, ctx: _Context, result: Result) -> list[Effect]:
         effects = self._write(partition, ctx, result.records)

@@ -23,6 +23,7 @@ from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Token
+from .group_census import GroupCensus
 from .image import DurableImage, replay_into
 from .offset_handlers import OffsetHandlers
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitValue, Record
@@ -55,6 +56,7 @@ class GroupCoordinatorShard:
         self.w = WriteContext(self.timers)
         self.classic = ClassicGroupHandlers(self.config, self._new_id, self.groups, self.timers, self.w)
         self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.classic, self.w)
+        self.census = GroupCensus()  # which groups each step touched, for GroupsObserved
 
     def _begin(self, now_ms: int) -> None:
         self.w.begin(now_ms)
@@ -131,6 +133,8 @@ class GroupCoordinatorShard:
 
     def handle(self, request: c.Request, token: Token, now_ms: int) -> Result:
         self._begin(now_ms)
+        self.census.touch(getattr(request, "group_id", None))
+        self.census.touch_many(getattr(request, "group_ids", ()))
         groups, offsets, respond = self.classic, self.offset_handlers, self.w.respond
         if isinstance(request, c.JoinGroupRequest):
             groups.join_group(request, token)
@@ -164,7 +168,9 @@ class GroupCoordinatorShard:
             return None
         self._begin(now_ms)
         group = self.groups.get(timer.group_id)
+        self.census.touch(timer.group_id)
         if timer.kind is TimerKind.EXPIRE_OFFSETS:
+            self.census.touch_all()
             self._cleanup_group_metadata()
         elif group is None:
             pass

@@ -18,7 +18,7 @@ from coordinator.config import GroupConfig
 from coordinator.errors import ErrorCode as E
 from coordinator.group import GroupState
 from coordinator.records import Record
-from coordinator.runtime import Append, ContextState, CoordinatorRuntime, Reload, Respond
+from coordinator.runtime import Append, ContextState, CoordinatorRuntime, GroupsObserved, Reload, Respond
 
 P = 3
 CONFIG = GroupConfig(min_session_timeout_ms=10, max_session_timeout_ms=600_000, initial_rebalance_delay_ms=3_000)
@@ -53,6 +53,7 @@ class Node:
         self.responses: dict[int, Any] = {}
         self.reloads: list[Reload] = []
         self.appends: list[Append] = []
+        self.observed: list[GroupsObserved] = []
         self._tokens = itertools.count(1)
         if load:
             self.load(epoch)
@@ -70,6 +71,8 @@ class Node:
                 self.responses[e.token] = e.response
             elif isinstance(e, Reload):
                 self.reloads.append(e)
+            elif isinstance(e, GroupsObserved):
+                self.observed.append(e)
         return effects
 
     def load(self, epoch: int) -> None:
@@ -461,3 +464,40 @@ def test_next_deadline_is_the_earliest_over_active_partitions_only() -> None:
     assert rt.next_deadline() == 50 + CONFIG.offsets_retention_check_interval_ms
     rt.unload(2, 2)
     assert rt.next_deadline() == 100 + CONFIG.offsets_retention_check_interval_ms
+
+
+# ==================================================================== group census (metrics from events)
+
+
+def views(node: Node) -> list[tuple[str, str | None, int, bool]]:
+    """What the runtime reported since the last call: (group, state, members, reset)."""
+    got = [(v.group_id, v.state, v.members, o.reset) for o in node.observed for v in o.groups]
+    got += [("*", None, 0, True) for o in node.observed if o.reset and not o.groups]
+    node.observed.clear()
+    return got
+
+
+def test_the_runtime_reports_a_groups_changes_and_only_its_changes() -> None:
+    node = Node()
+    assert views(node) == [("*", None, 0, True)]  # loaded an empty partition
+    node.stable_group("g", n=2, session_ms=1_000)
+    seen = views(node)
+    assert seen[0] == ("g", "PreparingRebalance", 1, False)
+    assert seen[-1] == ("g", "Stable", 2, False)
+    gen, leader = node.shard.groups["g"].generation_id, next(iter(node.shard.groups["g"].members))
+    node.send(c.HeartbeatRequest("g", gen, leader))
+    node.offset_commit("g", 5, gen, leader)
+    node.commit()
+    assert views(node) == []  # a heartbeat and a commit changed neither state nor members
+    node.advance(1_500)  # both sessions expire: the group empties
+    assert views(node)[-1] == ("g", "Empty", 0, False)
+    node.run(node.rt.unload(P, node.epoch + 1))
+    assert views(node) == [("*", None, 0, True)]
+
+
+def test_a_load_reports_every_group_it_rebuilt() -> None:
+    first = Node()
+    first.stable_group("a")
+    first.stable_group("b", n=1)
+    node = Node(first.log, epoch=2, now=first.now)
+    assert sorted(views(node)) == [("a", "Stable", 2, True), ("b", "Stable", 1, True)]
