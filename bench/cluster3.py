@@ -347,11 +347,12 @@ class _ClusterScenario:
 
 
 class _Committer(threading.Thread):
-    """Synchronous commits of increasing offsets in a loop; every acknowledgement time-stamped."""
+    """Synchronous commits of increasing offsets in a loop (one every ``interval`` seconds, 0 = back
+    to back); every acknowledgement time-stamped."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, interval: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.bootstrap, self.group, self.topic, self.interval = bootstrap, group, topic, interval
         self.acks: list[tuple[float, int]] = []
         self.sent: dict[int, float] = {}  # seq -> send time
         self.errors: list[tuple[float, str]] = []
@@ -382,9 +383,64 @@ class _Committer(threading.Thread):
                     self.errors.append((now, str(res[0].error)[:120]))
                     continue
                 self.acks.append((now, seq))
+                if self.interval:
+                    time.sleep(max(0.0, self.sent[seq] + self.interval - time.monotonic()))
             c.close()
         except Exception as e:  # noqa: BLE001 - reported by the scenario
             self.failure = repr(e)
+
+
+class _StaticMember(threading.Thread):
+    """A static member (``group.instance.id``) of a subscribed group, as an application runs it:
+    polls, and commits the offsets of what it is assigned synchronously every ``interval``;
+    every acknowledgement time-stamped (the same fields as ``_Committer``)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance: str, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.group, self.topic, self.instance = bootstrap, group, topic, instance
+        self.interval = interval
+        self.acks: list[tuple[float, int]] = []
+        self.sent: dict[int, float] = {}
+        self.errors: list[tuple[float, str]] = []
+        self.stop_ev = threading.Event()
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        try:
+            c = Consumer(dict(CLIENT_DEFAULTS, **{
+                "bootstrap.servers": self.bootstrap, "group.id": self.group, "group.instance.id": self.instance,
+                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "log_level": 2,
+                "enable.auto.commit": False}))
+            c.subscribe([self.topic])
+            seq = 0
+            while not self.stop_ev.is_set():
+                c.poll(self.interval)
+                owned = c.assignment()
+                if not owned:
+                    continue
+                seq += 1
+                self.sent[seq] = time.monotonic()
+                try:
+                    c.commit(offsets=[TopicPartition(tp.topic, tp.partition, seq) for tp in owned],
+                             asynchronous=False)
+                except KafkaException as e:
+                    self.errors.append((time.monotonic(), str(e.args[0])[:120]))
+                    continue
+                self.acks.append((time.monotonic(), seq))
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported by the scenario
+            self.failure = repr(e)
+
+
+def _first_ack_after(client: _Committer | _StaticMember, t_kill: float) -> float | None:
+    """When ``client`` first had a commit acknowledged after the kill. An answer the killed node
+    wrote just before SIGKILL can still arrive after it: acks of commits sent before the kill that
+    arrive within IN_FLIGHT_S of it do not count."""
+    after = [t for t, sq in client.acks[-200:] if t > t_kill
+             and (client.sent.get(sq, 0.0) >= t_kill or t - t_kill > IN_FLIGHT_S)]
+    return min(after) if after else None
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
@@ -472,10 +528,20 @@ class Failover(_ClusterScenario):
         p.add_argument("--fault", choices=["kill", "isolate"], default="kill",
                        help="SIGKILL the coordinator, or cut it off from the other nodes (default kill)")
         p.add_argument("--cut-seconds", type=float, default=6.0, help="length of each cut (default 6)")
+        p.add_argument("--interval-ms", type=int, default=0,
+                       help="commit every this many ms (default 0: back to back; 20 as an application would)")
+        p.add_argument("--static-members", type=int, default=0,
+                       help="also run a subscribed group of this many static members committing every "
+                            "--interval-ms; a sample is then the time until every client has a commit "
+                            "acknowledged (default 0)")
+        p.add_argument("--victim", choices=["coordinator", "rotate"], default="coordinator",
+                       help="kill the committing group's coordinator, or nodes 0, 1, 2, 0, ... in turn "
+                            "(default coordinator)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
-        return {"kills": args.kills, "fault": args.fault}
+        return {"kills": args.kills, "fault": args.fault, "interval_ms": args.interval_ms,
+                "static_members": args.static_members, "victim": args.victim}
 
     @classmethod
     def metrics(cls, args: Any) -> list[Metric]:
@@ -501,7 +567,24 @@ class Failover(_ClusterScenario):
     def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
         rid = run_id()
         topic = f"bench-failover-{rid}"
-        create_topic(cluster.bootstrap, topic, 1)
+        create_topic(cluster.bootstrap, topic, max(1, args.static_members))
+        interval = args.interval_ms / 1000
+        members = [_StaticMember(cluster.bootstrap, f"bench-failover-{rid}-static", topic, f"member-{i}", interval)
+                   for i in range(args.static_members)]
+        for m in members:
+            m.start()
+        try:
+            return cls._kills(cluster, args, rep, rid, topic, members)
+        finally:
+            for m in members:
+                m.stop_ev.set()
+            for m in members:
+                m.join(30)
+
+    @classmethod
+    def _kills(cls, cluster: LocalCluster, args: Any, rep: Reporter, rid: str, topic: str,
+               members: list[_StaticMember]) -> dict[str, Any]:
+        interval = args.interval_ms / 1000
         samples: list[float] = []
         windows: list[float] = []
         detail: list[dict[str, Any]] = []
@@ -510,18 +593,22 @@ class Failover(_ClusterScenario):
         for k in range(args.kills):
             group = f"bench-failover-{rid}-{k}"
             part = partition_for(group, len(cluster.agreed_leaders() or [0] * 16))
-            com = _Committer(cluster.bootstrap, group, topic)
+            com = _Committer(cluster.bootstrap, group, topic, interval)
             com.start()
+            clients: list[_Committer | _StaticMember] = [com, *members]
             deadline = time.monotonic() + 30
-            while len(com.acks) < 20 and time.monotonic() < deadline and com.failure is None:
+            t0 = time.monotonic()
+            while time.monotonic() < deadline and com.failure is None and not all(
+                    len([a for a in c.acks[-20:] if a[0] > t0]) >= 20 for c in clients):
                 time.sleep(0.05)
-            if len(com.acks) < 20:
+            slow = [c for c in clients if len([a for a in c.acks[-20:] if a[0] > t0]) < 20]
+            if slow:
                 com.stop_ev.set()
-                raise BenchError(f"group {group} does not commit: {com.failure or com.errors[-3:]}")
+                raise BenchError(f"clients do not commit: {[(c.failure, c.errors[-3:]) for c in slow]}")
             leaders = cluster.agreed_leaders()
             if leaders is None or leaders[part] < 0:
                 raise BenchError(f"no agreed leader of {OFFSETS_TOPIC}-{part}: {leaders}")
-            victim = leaders[part]
+            victim = leaders[part] if args.victim == "coordinator" else k % len(cluster.layout)
             time.sleep(0.2)
             prober = _CoordinatorProber(cluster.addr(victim), group, topic) if args.fault == "isolate" else None
             if prober is not None:
@@ -533,16 +620,13 @@ class Failover(_ClusterScenario):
             else:
                 t_kill = cluster.kill(victim)
             end = t_kill + args.timeout
-            first = None
+            firsts: list[float | None] = [None] * len(clients)
             while time.monotonic() < end:
-                # an answer the killed node wrote just before SIGKILL can still arrive after it: skip
-                # acks of commits sent before the kill that arrive within IN_FLIGHT_S of it
-                after = [t for t, sq in com.acks[-50:] if t > t_kill
-                         and (com.sent.get(sq, 0.0) >= t_kill or t - t_kill > IN_FLIGHT_S)]
-                if after:
-                    first = min(after)
+                firsts = [_first_ack_after(c, t_kill) for c in clients]
+                if all(f is not None for f in firsts):
                     break
                 time.sleep(0.005)
+            first = None if any(f is None for f in firsts) else max(f for f in firsts if f is not None)
             if prober is not None:
                 time.sleep(max(0.0, t_kill + args.cut_seconds - time.monotonic()))
             time.sleep(0.5)
@@ -555,8 +639,12 @@ class Failover(_ClusterScenario):
                 last_acked[group] = max(s for _, s in com.acks)
             sample = None if first is None else first - t_kill
             rec = {"kill": k, "group": group, "partition": part, "killed_node": victim,
+                   "coordinator_killed": victim == leaders[part],
                    "took_s": rnd(sample, 3), "failed_commits": len(errs_after),
                    "errors": sorted({e for e in errs_after})[:4]}
+            if members:
+                rec["each_client_s"] = [None if f is None else rnd(f - t_kill, 3) for f in firsts]
+                rec["member_errors"] = sorted({e for m in members for t, e in m.errors if t > t_kill})[:4]
             note = ""
             if prober is not None:
                 prober.stop_ev.set()
@@ -570,7 +658,8 @@ class Failover(_ClusterScenario):
                 note = f"; isolated node answered until {'?' if win is None else f'{win:.3f}s'} after the cut"
                 _cut(cluster, None)
             detail.append(rec)
-            rep.note(f"{args.fault} {k + 1}/{args.kills}: node {victim} (leader of {OFFSETS_TOPIC}-{part}) -> "
+            role = f"leader of {OFFSETS_TOPIC}-{part}" if victim == leaders[part] else "not the coordinator"
+            rep.note(f"{args.fault} {k + 1}/{args.kills}: node {victim} ({role}) -> "
                      f"{'no commit' if sample is None else f'{sample:.3f}s'}, {len(errs_after)} failed commits"
                      + note)
             if sample is not None:
