@@ -24,7 +24,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher
+from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher, LongPolls
 from cluster.log_limit import LogLimiter
 from cluster.supervise import supervised
 
@@ -194,7 +194,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: WireServer, listener: str = "") -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.info = ConnInfo("?", 0, next(server._ids), listener)
+        self.long_polls = LongPolls(lambda: bool(self.frames) or len(self.slots) > 1)
+        self.info = ConnInfo("?", 0, next(server._ids), listener, self.long_polls)
         self.buf = bytearray()
         self.frames: deque[bytes] = deque()  # read, not yet started
         self.slots: deque[_Slot] = deque()  # started, in request order, not yet written
@@ -214,7 +215,8 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername") or ("?", 0)
-        self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id, self.info.listener)
+        self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id, self.info.listener,
+                             self.long_polls)
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
         if not self.server.admit(self):
@@ -309,6 +311,8 @@ class _Connection(asyncio.Protocol):
             slot = _Slot(len(frame))
             self.slots.append(slot)
             self._start(frame, slot)
+        if self.long_polls.behind():
+            self.long_polls.cut_short()  # a request waits behind a long poll: answer that now
         self._update_reading()
 
     def _update_reading(self) -> None:

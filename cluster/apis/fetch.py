@@ -152,17 +152,20 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         found = _collect(node, request, m)
         total = found.planned
         left = deadline - time.monotonic()
-        if total >= min_bytes or total > 0 and min_bytes <= 1 or found.any_error or left <= 0 or not found.parts:
+        if (total >= min_bytes or total > 0 and min_bytes <= 1 or found.any_error or left <= 0 or not found.parts
+                or ctx.long_polls.behind()):
             break
         found.close()
         fut: asyncio.Future[None] = loop.create_future()
         for part in found.parts:
             part.add_waiter(fut)
+        ctx.long_polls.add(fut)  # woken too when another request queues behind this one
         try:
             await asyncio.wait_for(fut, left)
         except TimeoutError:
             pass
         finally:
+            ctx.long_polls.discard(fut)
             for part in found.parts:
                 part.remove_waiter(fut)
     topics = await _answer(found, m)
