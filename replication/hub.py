@@ -152,6 +152,7 @@ class RaftHub:
         self._next_dial: dict[str, float] = {}
         self._dial_warned: dict[str, str] = {}  # peer -> the dial error last logged (logged once until it changes)
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
+        self._lost: set[str] = set()  # groups that lost a peer's connection (take_lost)
         self._outbox: dict[str, list[tuple[str, Any]]] = {}
         self._lock = threading.Lock()
         self._detached: list[tuple[str, Endpoint]] = []
@@ -342,9 +343,10 @@ class RaftHub:
             del self._open[conn.peer]
             self._outbox.pop(conn.peer, None)
             log.info("event=raft_peer_disconnected peer=%s reason=%s", conn.peer, why)
-            for endpoint, peers in list(self._groups.values()):
+            for gid, (endpoint, peers) in list(self._groups.items()):
                 if conn.peer in peers:
                     endpoint.on_disconnected(conn.peer)
+                    self._lost.add(gid)
         elif conn.state != "accept":
             log.debug("event=raft_connection_closed peer=%s state=%s reason=%s", conn.peer, conn.state, why)
 
@@ -364,6 +366,12 @@ class RaftHub:
                 endpoint.on_connected(conn.peer)
 
     # ---------------------------------------------------------------- receiving
+
+    def take_lost(self) -> set[str]:
+        """The groups that lost a peer's connection since the last call (their leader may be
+        gone: the ticker steps them at once rather than at the next round)."""
+        lost, self._lost = self._lost, set()
+        return lost
 
     def process(self) -> set[str]:
         """Handle what the sockets have now; returns the groups that got messages."""

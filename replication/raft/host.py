@@ -180,6 +180,12 @@ class RaftHost:
         for listener in list(self._leader_listeners):
             listener()
 
+    def tick_by(self, when: float) -> None:
+        """Ticker side: make the next round no later than ``when`` (time.monotonic), e.g. for an
+        election deadline moved earlier than the round would notice."""
+        if self._ticker is not None and when < self._ticker.next_round:
+            self._ticker.next_round = when
+
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the event loop. From the ticker the calls of one pass run
         together at its end (on the loop: directly; from the thread: one wake-up of the loop,
@@ -363,10 +369,11 @@ class _Ticker:
                 due = logs
         if hub_ready:
             touched = hub.process()
-            if touched and due is not logs:
+            lost = hub.take_lost()  # a peer's connection dropped: its groups' leader may be gone
+            if (touched or lost) and due is not logs:
                 seen = set(map(id, due))
-                due = due + [lg for lg in logs if lg.name in touched and id(lg) not in seen
-                             and lg.tick_after_messages()]
+                due = due + [lg for lg in logs if id(lg) not in seen and (
+                    lg.name in lost or lg.name in touched and lg.tick_after_messages())]
         for lg in due:
             try:
                 # Acknowledgements the hub handled above are counted by this tick, which

@@ -52,6 +52,8 @@ class LogHost(Protocol):
 
     def leader_seen_changed(self) -> None: ...
 
+    def tick_by(self, when: float) -> None: ...
+
 
 class RaftLog:
     """A ReplicatedLog over one Raft group; created and driven by a ``host.RaftHost``."""
@@ -325,6 +327,9 @@ class RaftLog:
         d = self.group.__dict__
         if d["_SyncObj__raftElectionDeadline"] > soon:
             d["_SyncObj__raftElectionDeadline"] = soon
+            # The round that starts the election, not the next periodic one (pysyncobj's clock is
+            # not time.monotonic, which the host's rounds use).
+            self.host.tick_by(time.monotonic() + (soon - monotonic()) + 0.001)
 
     def _announce(self, epoch: int, term: int) -> None:
         g = self.group

@@ -396,3 +396,32 @@ def test_a_host_tells_its_listeners_when_a_group_learns_or_changes_its_leader(tm
             c.stop()
 
     asyncio.run(main())
+
+
+def test_the_survivors_elect_as_soon_as_the_leaders_connection_drops_not_at_the_next_round(
+        tmp_path: Path) -> None:
+    """A dropped connection steps the groups that used it at once, and the hastened election
+    deadline brings the next round forward. With rounds 1.5 s apart and elections timing out at
+    4-8 s, a successor is elected well within one round of the leader's death."""
+    slow = RaftTimings(raft_min_timeout=4.0, raft_max_timeout=8.0, append_entries_period=0.5, tick_period=1.5,
+                       compaction_min_entries=10**9, compaction_min_time=3600.0)
+
+    async def main() -> None:
+        c = Cluster(tmp_path, timings=slow)
+        c.start(asyncio.get_running_loop())
+        try:
+            first = await c.leader(timeout=30.0)
+            await append_retrying(c, b"before")  # every node knows the leader and is connected to it
+            await wait_for(lambda: all(payloads(lg) == [b"before"] for lg in c.logs), timeout=15.0)
+            k = c.logs.index(first)
+            loop = asyncio.get_running_loop()
+            died = loop.time()
+            c.hosts[k].stop()
+            survivors = [lg for i, lg in enumerate(c.logs) if i != k]
+            await wait_for(lambda: any(lg.is_leader() for lg in survivors), timeout=15.0)
+            took = loop.time() - died
+            assert took < 1.0, f"the successor was elected {took:.2f}s after the leader died"
+        finally:
+            c.stop()
+
+    asyncio.run(main())
