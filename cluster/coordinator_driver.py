@@ -253,6 +253,7 @@ class CoordinatorDriver:
                 timers_may_change = True
                 self._spawn(self._append(e))
             elif isinstance(e, GroupsObserved):
+                timers_may_change = True  # a group changed state: its timers did too
                 self.counts.observe(e.partition, e.groups, e.reset)
             elif isinstance(e, Reload):
                 timers_may_change = True
