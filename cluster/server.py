@@ -201,6 +201,7 @@ class _Connection(asyncio.Protocol):
         self.slots: deque[_Slot] = deque()  # started, in request order, not yet written
         self.out: list[bytes] = []
         self.receiving = False
+        self.write_scheduled = False  # a _scheduled_write is pending (_write_soon)
         self.closing = False
         self.write_paused = False
         self.read_paused = False
@@ -360,6 +361,17 @@ class _Connection(asyncio.Protocol):
             self._failed(exc)
             return
         self._pump()
+        self._write_soon()
+
+    def _write_soon(self) -> None:
+        """Write at the next turn of the loop: the answers of pipelined requests that complete
+        together (one commit notice releases a client's whole window) leave in one write."""
+        if not self.write_scheduled and self.loop is not None:
+            self.write_scheduled = True
+            self.loop.call_soon(self._scheduled_write)
+
+    def _scheduled_write(self) -> None:
+        self.write_scheduled = False
         self._write_out()
 
     def _answer(self, slot: _Slot, response: Any) -> None:
@@ -376,7 +388,7 @@ class _Connection(asyncio.Protocol):
             if first.response is not None:
                 self.out.append(first.response)
         if not self.receiving:
-            self._write_out()
+            self._write_soon()
 
     def _write_out(self) -> None:
         if self.out and self.transport is not None and not self.transport.is_closing():
