@@ -390,20 +390,14 @@ class _Committer(threading.Thread):
             self.failure = repr(e)
 
 
-class _StaticMember(threading.Thread):
+class _StaticMember(_Committer):
     """A static member (``group.instance.id``) of a subscribed group, as an application runs it:
     polls, and commits the offsets of what it is assigned synchronously every ``interval``;
-    every acknowledgement time-stamped (the same fields as ``_Committer``)."""
+    every acknowledgement time-stamped in ``_Committer``'s fields."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, instance: str, interval: float) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.group, self.topic, self.instance = bootstrap, group, topic, instance
-        self.interval = interval
-        self.acks: list[tuple[float, int]] = []
-        self.sent: dict[int, float] = {}
-        self.errors: list[tuple[float, str]] = []
-        self.stop_ev = threading.Event()
-        self.failure: str | None = None
+        super().__init__(bootstrap, group, topic, interval)
+        self.instance = instance
 
     def run(self) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -434,7 +428,7 @@ class _StaticMember(threading.Thread):
             self.failure = repr(e)
 
 
-def _first_ack_after(client: _Committer | _StaticMember, t_kill: float) -> float | None:
+def _first_ack_after(client: _Committer, t_kill: float) -> float | None:
     """When ``client`` first had a commit acknowledged after the kill. An answer the killed node
     wrote just before SIGKILL can still arrive after it: acks of commits sent before the kill that
     arrive within IN_FLIGHT_S of it do not count."""
@@ -595,7 +589,7 @@ class Failover(_ClusterScenario):
             part = partition_for(group, len(cluster.agreed_leaders() or [0] * 16))
             com = _Committer(cluster.bootstrap, group, topic, interval)
             com.start()
-            clients: list[_Committer | _StaticMember] = [com, *members]
+            clients: list[_Committer] = [com, *members]
             deadline = time.monotonic() + 30
             t0 = time.monotonic()
             while time.monotonic() < deadline and com.failure is None and not all(

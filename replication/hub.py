@@ -10,8 +10,9 @@ Security: the cluster secret authenticates both ends in a challenge-response han
 Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
 payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
 frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
-secret cannot make a node run code), decoded only once their MAC verified. Frames are authenticated, not encrypted: Raft
-traffic carries no secret, and the port listens only on the node's own host.
+secret cannot make a node run code), decoded only once their MAC verified. Frames are
+authenticated, not encrypted: Raft traffic carries no secret, and the port listens only on the
+node's own host.
 
 Threading: everything runs on the Raft ticker thread except ``detach``, which only queues.
 """
