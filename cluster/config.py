@@ -27,6 +27,9 @@ KAFKA_NAMES: dict[str, str] = {
     "auto_create_topics": "auto.create.topics.enable",
     "default_num_partitions": "num.partitions",
     "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "transaction_state_num_partitions": "transaction.state.log.num.partitions",
+    "transaction_max_timeout_ms": "transaction.max.timeout.ms",
+    "transactional_id_expiration_ms": "transactional.id.expiration.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
@@ -54,6 +57,8 @@ KAFKA_NAMES: dict[str, str] = {
     "advertised_listeners": "advertised.listeners",
 }
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
+# __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
+MAX_TXN_PARTITIONS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,11 @@ class NodeConfig:
     auto_create_topics: bool = True
     default_num_partitions: int = 1
     offsets_topic_num_partitions: int = 16
+    # Partitions of __transaction_state, each a Raft group on every node (Kafka: 50); fixed for
+    # the cluster's life, like offsets.topic.num.partitions.
+    transaction_state_num_partitions: int = 8
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
@@ -215,6 +225,10 @@ class NodeConfig:
         need(bool(self.data_dir), "data_dir", "must not be empty")
         need(self.default_num_partitions >= 1, "default_num_partitions", "must be >= 1")
         need(self.offsets_topic_num_partitions >= 1, "offsets_topic_num_partitions", "must be >= 1")
+        need(1 <= self.transaction_state_num_partitions <= MAX_TXN_PARTITIONS, "transaction_state_num_partitions",
+             f"must be 1..{MAX_TXN_PARTITIONS}")
+        need(self.transaction_max_timeout_ms >= 1, "transaction_max_timeout_ms", "must be >= 1")
+        need(self.transactional_id_expiration_ms >= 1, "transactional_id_expiration_ms", "must be >= 1")
         need(self.group_min_session_timeout_ms >= 0, "group_min_session_timeout_ms", "must be >= 0")
         need(self.group_max_session_timeout_ms >= self.group_min_session_timeout_ms,
              "group_max_session_timeout_ms", "must be >= group_min_session_timeout_ms")

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from cluster import metrics
+from cluster.deadline_timer import DeadlineTimer
 from coordinator import commands as c
 from coordinator.codec import EntryTooLarge, RecordDecodeError, decode_batch, encode_batches
 from coordinator.config import GroupConfig
@@ -53,8 +54,7 @@ class CoordinatorDriver:
         self._commit_timeout_s = commit_timeout_ms / 1000
         self.max_entry_bytes = MAX_ENTRY_BYTES  # replicated entries are split below this
         self._futures: dict[object, asyncio.Future[c.Response]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None
+        self._timer = DeadlineTimer(now_ms, self._on_timer)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.load_times_ms: dict[int, int] = {}
@@ -77,8 +77,7 @@ class CoordinatorDriver:
             self._spawn(self._prereplay_loop())
 
     async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
         for p in self.runtime.partitions():
             epoch = self.runtime.epoch_of(p)
             if epoch is not None:
@@ -264,7 +263,7 @@ class CoordinatorDriver:
                     # LeadershipChange then loads the shard at that epoch.
                     continue
                 self._spawn(self._load(e.partition, e.epoch))
-        if timers_may_change or self._timer is None:
+        if timers_may_change or not self._timer.armed:
             self._arm_timer()
 
     async def _append(self, append: Append) -> None:
@@ -299,20 +298,8 @@ class CoordinatorDriver:
     # ---------------------------------------------------------------- timers
 
     def _arm_timer(self) -> None:
-        if self._loop is None:
-            return
-        deadline = self.runtime.next_deadline()
-        if deadline == self._timer_deadline and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline = deadline
-        if deadline is not None:
-            delay = max(0.0, (deadline - self._now_ms() + 1) / 1000)
-            self._timer = self._loop.call_later(delay, self._on_timer)
+        if self._loop is not None:
+            self._timer.arm(self._loop, self.runtime.next_deadline())
 
     def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
         self._run(self.runtime.advance(self._now_ms()))

@@ -27,5 +27,5 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
 
 def register(node: NodeServices) -> GroupApi:
     # offsets.commit.timeout.ms is not configurable: Kafka's default, 5 s (the driver's)
-    driver = CoordinatorDriver(group_config(node.config), node.offsets_log, node.offsets_partitions, node.now_ms)
+    driver = CoordinatorDriver(group_config(node.config), node.topology.offsets_log, node.offsets_partitions, node.now_ms)
     return register_handlers(node, driver)

@@ -93,7 +93,7 @@ class TopicMeta:
 
 
 class ClusterMetadata:
-    def __init__(self, data_dir: str, *, offsets_partitions: int) -> None:
+    def __init__(self, data_dir: str, *, offsets_partitions: int, txn_partitions: int = 8) -> None:
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, "cluster.json")
         os.makedirs(data_dir, exist_ok=True)
@@ -106,12 +106,17 @@ class ClusterMetadata:
             # ``n`` is fixed at first start: changing it would move every group.
             self.offsets_partitions: int = int(doc["offsets_partitions"])
             self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
+            # fixed at first start too (a node from before transactions takes the setting's value)
+            self.txn_partitions: int = int(doc.get("transaction_partitions", txn_partitions))
+            if "transaction_partitions" not in doc:
+                self.save()
             for name, t in doc.get("topics", {}).items():
                 self.topics[name] = TopicMeta(name, int(t["partitions"]), uuid.UUID(t["topic_id"]),
                                               dict(t.get("configs", {})), bool(t.get("internal", False)))
         else:
             self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             self.offsets_partitions = offsets_partitions
+            self.txn_partitions = txn_partitions
             self.save()
         self._by_id = {t.topic_id: t for t in self.topics.values()}
 
@@ -119,6 +124,7 @@ class ClusterMetadata:
         doc = {
             "cluster_id": self.cluster_id,
             "offsets_partitions": self.offsets_partitions,
+            "transaction_partitions": self.txn_partitions,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {name: t.to_obj() for name, t in sorted(self.topics.items())},
         }

@@ -13,19 +13,19 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from cluster import data_dir, group_api
+from cluster import data_dir, group_api, txn_api
 from cluster.apis.groups import GroupApi
+from cluster.apis.transactions import TxnApi
 from cluster.broker_info import BrokerInfo
 from cluster.clock import AnchoredClock
 from cluster.config import NodeConfig
-from cluster.data_plane import DataPartition, PartitionStore
+from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.single_node_topology import SingleNodeTopology
 from cluster.supervise import supervised
 from cluster.topology import Topology
-from replication.api import CoordinatorLog
 from replication.journal import FlushPolicy, set_flush_policy
 
 log = logging.getLogger("kcoord.node")
@@ -50,12 +50,16 @@ class Node:
         except data_dir.DataDirError as e:
             raise NodeStartError(str(e)) from None
         self.registry = ApiRegistry()
-        self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions)
-        if self.metadata.offsets_partitions != config.offsets_topic_num_partitions:
-            # Changing n would move every group to another partition: refuse, as the issue asks.
-            raise NodeStartError(
-                f"offsets.topic.num.partitions is {config.offsets_topic_num_partitions} but this node's data "
-                f"({config.data_dir}) was created with {self.metadata.offsets_partitions}; it can never change")
+        self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions,
+                                        txn_partitions=config.transaction_state_num_partitions)
+        # Changing either count would move every group or transactional id to another partition.
+        for name, wanted, fixed in (
+                ("offsets.topic.num.partitions", config.offsets_topic_num_partitions, self.metadata.offsets_partitions),
+                ("transaction.state.log.num.partitions", config.transaction_state_num_partitions,
+                 self.metadata.txn_partitions)):
+            if wanted != fixed:
+                raise NodeStartError(f"{name} is {wanted} but this node's data ({config.data_dir}) was created "
+                                     f"with {fixed}; it can never change")
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
         self._producer_id_next = 0
@@ -70,7 +74,8 @@ class Node:
 
         register_all(self)
         self.group_api: GroupApi = group_api.register(self)
-        log.info("event=group_api_registered")
+        self.txn_api: TxnApi = txn_api.register(self)
+        log.info("event=coordinator_apis_registered")
 
     def _topology(self, config: NodeConfig) -> Topology:
         if not config.peers:
@@ -98,6 +103,11 @@ class Node:
         """``n``: partitions of ``__consumer_offsets`` (fixed at the cluster's first start)."""
         return self.metadata.offsets_partitions
 
+    @property
+    def txn_partitions(self) -> int:
+        """Partitions of ``__transaction_state`` (fixed at the cluster's first start)."""
+        return self.metadata.txn_partitions
+
     def self_info(self) -> BrokerInfo:
         return BrokerInfo(self.config.node_id, self.config.advertised, self.port)
 
@@ -123,36 +133,10 @@ class Node:
             host, port = found
         return BrokerInfo(b.node_id, host, port, b.rack)
 
-    def brokers(self) -> list[BrokerInfo]:
-        return self.topology.brokers()
-
-    def controller_id(self) -> int:
-        return self.topology.controller_id()
-
-    def offsets_partition_leader(self, partition: int) -> BrokerInfo | None:
-        """The node leading ``__consumer_offsets`` partition ``partition`` (None = unknown)."""
-        return self.topology.offsets_leader(partition)
-
-    def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
-        """Who most likely coordinates ``partition``'s groups on the other side of a partition
-        that cut this node off (None on a single node)."""
-        return self.topology.likely_offsets_leader(partition)
-
-    def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
-        """``(leader node id or -1, leader epoch)`` of a data partition, for Metadata."""
-        return self.topology.partition_leader(topic, partition)
-
-    def replica_ids(self) -> list[int]:
-        return self.topology.replica_ids()
-
     def request_stop(self, code: int) -> None:
         self.exit_code = code
         if self.stop_requested is not None:
             self.stop_requested.set()
-
-    def offsets_log(self, partition: int) -> CoordinatorLog:
-        """The log of ``__consumer_offsets`` partition ``partition``."""
-        return self.topology.offsets_log(partition)
 
     def now_ms(self) -> int:
         """Coordinator time: the wall clock at start, advancing monotonically (``cluster.clock``)."""
@@ -192,9 +176,6 @@ class Node:
             log.info("event=topic_deleted topic=%s partitions=%d", name, t.partitions)
         return t
 
-    def partition(self, topic: str, partition: int) -> DataPartition | None:
-        return self.topology.partition(topic, partition)
-
     # -- producer ids -------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
@@ -230,6 +211,7 @@ class Node:
         self._tasks.append(supervised(self._retention_loop(), "retention"))
         self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
         await self.group_api.start()
+        await self.txn_api.start()
         if not await self.topology.wait_formed():
             log.warning("event=cluster_not_formed detail='no metadata leader yet; serving anyway'")
         else:
@@ -265,6 +247,7 @@ class Node:
         metrics_server = getattr(self, "metrics_server", None)  # metrics endpoint (see start)
         if metrics_server is not None:
             metrics_server.stop()
+        await self.txn_api.stop()
         await self.group_api.stop()
         await self.topology.stop()
         self.partitions.close()

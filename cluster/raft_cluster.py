@@ -4,6 +4,8 @@ Every node has one Raft port, ``raft_port``, shared by all its groups (``replica
 Within a group a member is named by its logical address ``host:raft_port + slot``:
 - slot 0: ``__cluster_metadata`` — topics, cluster id and ``n``, as idempotent operations;
 - slots 1..n: ``__consumer_offsets`` partitions (coordinator records, compacted);
+- slots -1..-m: ``__transaction_state`` partitions (transaction records, compacted), below
+  the base port so that they never meet the data slots, which grow upwards;
 - then one slot per data partition, allocated in the order topics are created (the
   metadata log's order, so every node computes the same addresses).
 
@@ -26,9 +28,10 @@ from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.incarnation import claim_dir
-from cluster.metadata import ClusterMetadata, TopicMeta
+from cluster.metadata import TRANSACTION_TOPIC, ClusterMetadata, TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
+from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
 from replication.data_state_machine import DataStateMachine
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
@@ -126,6 +129,12 @@ class RaftCluster:
                         EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries,
                                    compact_bytes=cfg.raft_compaction_bytes))
             for p in range(n)
+        ]
+        self.txn_logs: list[RaftLog] = [
+            self._group(f"{TRANSACTION_TOPIC}-{p}", -1 - p,
+                        EntryStore(compact=compact_txn, compact_every=cfg.raft_compaction_entries,
+                                   compact_bytes=cfg.raft_compaction_bytes))
+            for p in range(metadata.txn_partitions)
         ]
         self.data_logs: dict[tuple[str, int], RaftLog] = {}
         self._data_slots: dict[tuple[str, int], int] = {}  # the slot (incarnation) each was opened at
@@ -233,9 +242,12 @@ class RaftCluster:
         return self.offsets_logs[partition]
 
     def offsets_leader(self, partition: int) -> BrokerInfo | None:
-        if not 0 <= partition < len(self.offsets_logs):
+        return self._leader_among(self.offsets_logs, partition)
+
+    def _leader_among(self, logs: list[RaftLog], partition: int) -> BrokerInfo | None:
+        if not 0 <= partition < len(logs):
             return None
-        peer = self.leader_of(self.offsets_logs[partition])
+        peer = self.leader_of(logs[partition])
         return self.broker(peer) if peer is not None else None
 
     def likely_offsets_leader(self, partition: int) -> BrokerInfo | None:
@@ -245,10 +257,22 @@ class RaftCluster:
         return self.broker(peer) if peer is not None else None
 
     async def wait_offsets_leaders(self, partitions: set[int], timeout: float) -> None:
+        await self._wait_leaders(self.offsets_logs, partitions, timeout)
+
+    def txn_log(self, partition: int) -> RaftLog:
+        return self.txn_logs[partition]
+
+    def txn_leader(self, partition: int) -> BrokerInfo | None:
+        return self._leader_among(self.txn_logs, partition)
+
+    async def wait_txn_leaders(self, partitions: set[int], timeout: float) -> None:
+        await self._wait_leaders(self.txn_logs, partitions, timeout)
+
+    async def _wait_leaders(self, logs: list[RaftLog], partitions: set[int], timeout: float) -> None:
         # cut_off() is asked at every wake-up: a leader steps down for want of a majority at about
         # the moment it starts to count as cut off, and a hold begun then ran its full timeout.
         try:
-            await self._wait(lambda: self.cut_off() or all(self.offsets_leader(p) is not None for p in partitions),
+            await self._wait(lambda: self.cut_off() or all(self._leader_among(logs, p) is not None for p in partitions),
                              timeout, poll=0.02)
         except TimeoutError:
             pass

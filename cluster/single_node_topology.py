@@ -9,8 +9,9 @@ from collections.abc import Callable
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
-from cluster.metadata import OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicMeta
 from cluster.offsets_compaction import compact_offsets
+from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
 from replication.local import LocalLog
 
@@ -25,6 +26,7 @@ class SingleNodeTopology:
         self.partitions = partitions
         self._self_info = self_info  # its port is known once the listener is bound
         self._offsets_logs: dict[int, LocalLog] = {}
+        self._txn_logs: dict[int, LocalLog] = {}
 
     async def start(self) -> None:
         for t in list(self.metadata.topics.values()):
@@ -32,7 +34,7 @@ class SingleNodeTopology:
                 self.partitions.open(t.name, p, t.configs)
 
     async def stop(self) -> None:
-        for lg in self._offsets_logs.values():
+        for lg in [*self._offsets_logs.values(), *self._txn_logs.values()]:
             lg.close()
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
@@ -61,6 +63,21 @@ class SingleNodeTopology:
                           compact_bytes=self.config.raft_compaction_bytes)
             self._offsets_logs[partition] = lg
         return lg
+
+    def txn_log(self, partition: int) -> CoordinatorLog:
+        lg = self._txn_logs.get(partition)
+        if lg is None:
+            name = f"{TRANSACTION_TOPIC}-{partition}"
+            lg = LocalLog(os.path.join(self.config.data_dir, "transactions", name, "log"), name,
+                          compact=compact_txn, compact_bytes=self.config.raft_compaction_bytes)
+            self._txn_logs[partition] = lg
+        return lg
+
+    def txn_leader(self, partition: int) -> BrokerInfo | None:
+        return self._self_info() if 0 <= partition < self.metadata.txn_partitions else None
+
+    async def wait_txn_leaders(self, partitions: set[int], timeout: float) -> None:
+        pass  # it leads them all
 
     def offsets_leader(self, partition: int) -> BrokerInfo | None:
         return self._self_info() if 0 <= partition < self.metadata.offsets_partitions else None

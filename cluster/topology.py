@@ -1,7 +1,8 @@
 """Where things live in the cluster: the one seam between request handlers and replication.
 
-A ``Topology`` answers who the brokers are, who leads each ``__consumer_offsets`` and data
-partition, and carries out what changes the cluster's shape (topics, producer-id blocks).
+A ``Topology`` answers who the brokers are, who leads each ``__consumer_offsets``,
+``__transaction_state`` and data partition, and carries out what changes the cluster's shape
+(topics, producer-id blocks).
 Two implementations, chosen from the configuration by the node: ``SingleNodeTopology`` (local
 logs, this node leads everything) and ``RaftCluster`` (every partition a Raft group over the
 ``peers``). Nothing above this seam asks which one it has.
@@ -56,6 +57,18 @@ class Topology(Protocol):
     async def wait_offsets_leaders(self, partitions: set[int], timeout: float) -> None:
         """Until every one of ``partitions`` has an available leader, ``timeout`` passes, or this
         node finds itself cut off (waiting could not help then)."""
+        ...
+
+    def txn_log(self, partition: int) -> CoordinatorLog:
+        """The log of ``__transaction_state`` partition ``partition``."""
+        ...
+
+    def txn_leader(self, partition: int) -> BrokerInfo | None:
+        """The transaction coordinator of ``__transaction_state`` partition ``partition``."""
+        ...
+
+    async def wait_txn_leaders(self, partitions: set[int], timeout: float) -> None:
+        """As ``wait_offsets_leaders``, for ``__transaction_state`` partitions."""
         ...
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:

@@ -75,7 +75,7 @@ def _collect(node: NodeServices, request: Any, m: Any) -> _Pass:
     for t in request.topics:
         pds: list[Any] = []
         for p in t.partitions:
-            part = node.partition(t.topic, p.partition)
+            part = node.topology.partition(t.topic, p.partition)
             if part is None:
                 pds.append(_pdata(m, p.partition, ErrorCode.unknown_topic_or_partition))
                 out.any_error = True
@@ -192,7 +192,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            part = node.partition(t.name, p.partition_index)
+            part = node.topology.partition(t.name, p.partition_index)
             if part is None:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue

@@ -1,7 +1,7 @@
 """FindCoordinator (10) v0–6, including batched keys (v4+).
 
-GROUP keys → ``partition_for(key, n)`` → ``node.offsets_partition_leader(p)``;
-TRANSACTION keys → COORDINATOR_NOT_AVAILABLE with a message (no transactions here);
+GROUP keys → ``partition_for(key, n)`` → ``node.topology.offsets_leader(p)``;
+TRANSACTION keys → ``partition_for(key, m)`` → ``node.topology.txn_leader(p)``;
 SHARE keys (type 2) before v6 → INVALID_REQUEST; any other type → INVALID_REQUEST.
 """
 
@@ -23,7 +23,7 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 def _lookup(node: NodeServices, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
     if key_type == GROUP:
         partition = partition_for(key, node.offsets_partitions)
-        leader = node.offsets_partition_leader(partition)
+        leader = node.topology.offsets_leader(partition)
         if leader is None:
             # Still unknown after the wait (see handle): this node may be cut off from the
             # others. Name the node that most likely took over (the leader's successor stands
@@ -31,13 +31,16 @@ def _lookup(node: NodeServices, key: str, key_type: int, version: int) -> tuple[
             # "not available" from here kept it asking the one node that cannot know. The guess
             # must be the same on every ask: a different node each time had librdkafka switch
             # coordinators a thousand times a second and never commit.
-            likely = node.likely_offsets_leader(partition)  # None on a single node
+            likely = node.topology.likely_offsets_leader(partition)  # None on a single node
             if likely is None:
                 return ErrorCode.coordinator_not_available, "The coordinator is not available.", None
             return ErrorCode.none, None, likely
         return ErrorCode.none, None, leader
     if key_type == TRANSACTION:
-        return ErrorCode.coordinator_not_available, "Transactions are not supported by this cluster (kcoord).", None
+        leader = node.topology.txn_leader(partition_for(key, node.txn_partitions))
+        if leader is None:
+            return ErrorCode.coordinator_not_available, "The transaction coordinator is not available.", None
+        return ErrorCode.none, None, leader
     if key_type == SHARE and version >= 6:
         return ErrorCode.coordinator_not_available, "Share groups are not supported by this cluster (kcoord).", None
     return ErrorCode.invalid_request, f"Invalid coordinator key type {key_type} for version {version}.", None
@@ -69,18 +72,20 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
 ELECTION_WAIT_S = 1.5
 
 
-def _group_keys(request: Any) -> list[str]:
-    if int(getattr(request, "key_type", GROUP)) != GROUP:
-        return []
+def _keys(request: Any) -> list[str]:
     return list(request.coordinator_keys) if version_of(request) >= 4 else [request.key]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
-    keys = _group_keys(request)
-    if keys:  # woken by the topology's leadership events, not by a poll of its own
-        await node.topology.wait_offsets_leaders({partition_for(k, node.offsets_partitions) for k in keys},
+    key_type = int(getattr(request, "key_type", GROUP))
+    # woken by the topology's leadership events, not by a poll of its own
+    if key_type == GROUP:
+        await node.topology.wait_offsets_leaders({partition_for(k, node.offsets_partitions) for k in _keys(request)},
                                                  ELECTION_WAIT_S)
+    elif key_type == TRANSACTION:
+        await node.topology.wait_txn_leaders({partition_for(k, node.txn_partitions) for k in _keys(request)},
+                                             ELECTION_WAIT_S)
     return build(node, request, listener=ctx.listener)
 
 

@@ -20,12 +20,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
-    replicas = tuple(node.replica_ids())
+    replicas = tuple(node.topology.replica_ids())
     if name == OFFSETS_TOPIC:
-        leader = node.offsets_partition_leader(p)
+        leader = node.topology.offsets_leader(p)
         leader_id, epoch = (leader.node_id, 0) if leader is not None else (-1, -1)
     else:
-        leader_id, epoch = node.partition_leader(name or "", p)  # a nameless topic has no partitions
+        leader_id, epoch = node.topology.partition_leader(name or "", p)  # a nameless topic has no partitions
     # Liveness comes from the metadata group's connections, leadership from each partition's own group;
     # the two can disagree for a moment around a crash. Never name a leader that is not in the broker
     # list (as Kafka never does): clients look the leader up there, and kafka-python loses a partition's
@@ -58,7 +58,7 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in (node.through(x, listener) if listener else x for x in node.brokers()))
+                    for b in (node.through(x, listener) if listener else x for x in node.topology.brokers()))
     live = frozenset(b.node_id for b in brokers)
     topics: list[Any] = []
     requested = _unique(request.topics)
@@ -93,7 +93,7 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))
     return mk(m.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=node.cluster_id,
-              controller_id=node.controller_id(), topics=tuple(topics))
+              controller_id=node.topology.controller_id(), topics=tuple(topics))
 
 
 def _unique(topics: Any) -> list[Any] | None:

@@ -2,10 +2,9 @@
 v3–9; v0–2 are rejected (no kio schema → the connection is closed, as Kafka 4 rejects
 them). acks=0 sends no response at all; acks=1 and acks=-1 are the same on one node.
 
-InitProducerId (22) v0–4 lives here too: idempotent producers only. A request with a
-transactional id gets UNSUPPORTED_VERSION (Kafka has no "transactions off" switch; this
-is our choice: a fatal, non-retriable error rather than an authorization error, so a
-transactional client fails fast instead of looping on a retriable one).
+InitProducerId (22) for an idempotent producer is answered here; ``cluster.apis.transactions``
+registers the API and hands a transactional id to the transaction coordinator. Transactional
+batches are refused until the data partitions keep a last stable offset (issue 15).
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(m, p.index, ErrorCode.invalid_topic_exception,
                                    message=f"Cannot append to internal topic {t.name}"))
                 continue
-            part = node.partition(t.name, p.index)
+            part = node.topology.partition(t.name, p.index)
             if part is None:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
                                    message="This server does not host this topic-partition."))
@@ -83,10 +82,7 @@ def build_init_pid(request: Any, code: ErrorCode, pid: int = -1, epoch: int = -1
 
 
 async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        log.info("event=init_producer_id_rejected reason=transactions_unsupported transactional_id=%r client_id=%r",
-                 request.transactional_id, ctx.client_id)
-        return build_init_pid(request, ErrorCode.unsupported_version)
+    """An idempotent producer's id: a fresh one at epoch 0, no coordinator involved."""
     try:
         pid = await ctx.node.allocate_producer_id()
     except (ReplicationError, TimeoutError) as e:  # no metadata leader right now: the client retries
@@ -98,4 +94,3 @@ async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
 
 def register(node: NodeServices) -> None:
     node.registry.register(PRODUCE_KEY, 3, 9, handle, advertised_min=0, error_response=build_error)
-    node.registry.register(INIT_PID_KEY, 0, 4, handle_init_pid, error_response=build_init_pid)

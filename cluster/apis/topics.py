@@ -48,10 +48,10 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
         if idx != list(range(len(idx))):
             return ErrorCode.invalid_replica_assignment, "Partitions should be a consecutive 0-based integer sequence", -1
         for a in t.assignments:
-            if not a.broker_ids or set(a.broker_ids) - set(node.replica_ids()):
+            if not a.broker_ids or set(a.broker_ids) - set(node.topology.replica_ids()):
                 return (ErrorCode.invalid_replica_assignment,
                         f"Replica assignment {list(a.broker_ids)} for partition {a.partition_index} is invalid: "
-                        f"the brokers are {node.replica_ids()}", -1)
+                        f"the brokers are {node.topology.replica_ids()}", -1)
         partitions = len(idx)
     else:
         partitions = node.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
@@ -60,7 +60,7 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
         if t.replication_factor == 0 or t.replication_factor < -1:
             return (ErrorCode.invalid_replication_factor,
                     "Replication factor must be larger than 0, or -1 to use the default value.", -1)
-        brokers = len(node.replica_ids())
+        brokers = len(node.topology.replica_ids())
         if t.replication_factor > brokers:
             return (ErrorCode.invalid_replication_factor,
                     f"Unable to replicate the partition {t.replication_factor} time(s): The target replication "
@@ -122,7 +122,7 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
         granted += partitions
         configs = {c.name: c.value for c in t.configs}
         if request.validate_only:
-            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.replica_ids()), configs=configs))
+            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.topology.replica_ids()), configs=configs))
             continue
         try:
             meta = await node.create_topic_async(t.name, partitions, configs)
@@ -131,7 +131,7 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))
             continue
         results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
-                                      rf=len(node.replica_ids()), configs=configs))
+                                      rf=len(node.topology.replica_ids()), configs=configs))
     return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 

@@ -8,7 +8,10 @@ between nodes with nftables; ``kill_all`` removes the namespaces.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from cluster import netns
 from cluster.local_cluster import LocalCluster, free_plan, netns_plan
@@ -38,3 +41,16 @@ def _netns_up(nodes: int) -> netns.NetLayout:
     if why:
         raise RuntimeError(f"netns cluster requested: {why}")
     return netns.up(nodes)
+
+
+def running_cluster(tmp_path: Path, request: pytest.FixtureRequest, settings: dict[str, object] | None = None,
+                    **kw: object) -> Iterator[Cluster]:
+    """For a fixture: a started cluster, killed afterwards, with each node's log tail printed when
+    the test failed."""
+    c = Cluster(tmp_path, settings=settings, **kw).start()  # type: ignore[arg-type]
+    yield c
+    c.kill_all()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        for i in range(c.n):
+            print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")

@@ -258,10 +258,12 @@ def test_idempotent_duplicates_and_gaps_raw(bootstrap) -> None:
     assert gap.error_code == ErrorCode.out_of_order_sequence_number
     nxt = _produce_raw(c, "idem", batch(4))
     assert nxt.error_code == ErrorCode.none and nxt.base_offset == 4
-    # a transactional id is refused (transactions are not supported)
-    c.request(22, 4, InitProducerIdRequest(transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60),
-                                           producer_id=-1, producer_epoch=-1))
-    assert c.response(22, 4).error_code == ErrorCode.unsupported_version
+    # a transactional id goes to its transaction coordinator (this single node): epoch 0, then 1
+    for epoch in (0, 1):
+        c.request(22, 4, InitProducerIdRequest(transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60),
+                                               producer_id=-1, producer_epoch=-1))
+        got = c.response(22, 4)
+        assert (got.error_code, got.producer_epoch) == (ErrorCode.none, epoch) and got.producer_id >= 0
     # acks=0: no response at all, but the data is written; the next request's answer comes next
     assert _produce_raw(c, "idem", build_batch([(None, b"fire-and-forget")]), acks=0) is None
     last = _produce_raw(c, "idem", build_batch([(None, b"after")]))
@@ -324,7 +326,7 @@ def test_find_coordinator_and_metadata(bootstrap, kcoord_node) -> None:
         ("g1", ErrorCode.none, 0, kcoord_node.port), ("g2", ErrorCode.none, 0, kcoord_node.port)]
     c.request(10, 4, FC4(key_type=1, coordinator_keys=("tx",)))
     r = c.response(10, 4).coordinators[0]
-    assert r.error_code == ErrorCode.coordinator_not_available and "not supported" in r.error_message
+    assert (r.error_code, r.node_id, r.port) == (ErrorCode.none, 0, kcoord_node.port)  # the transaction coordinator
     c.request(10, 2, FC2(key="g", key_type=2))
     assert c.response(10, 2).error_code == ErrorCode.invalid_request
     c.close()

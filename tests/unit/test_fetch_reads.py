@@ -102,7 +102,8 @@ def _fetch_request(max_bytes: int) -> Any:
 
 def _fetch(part: DataPartition, max_bytes: int) -> bytes:
     node = SimpleNamespace(config=SimpleNamespace(fetch_max_bytes=50 << 20, fetch_max_wait_cap_ms=500),
-                           partition=lambda topic, p: part if (topic, p) == ("t", 0) else None)
+                           topology=SimpleNamespace(
+                               partition=lambda topic, p: part if (topic, p) == ("t", 0) else None))
     ctx = RequestContext(api_key=1, api_version=12, correlation_id=1, client_id="c", client_host="/127.0.0.1",
                          node=node)
     resp = asyncio.run(fetch_api.handle_fetch(ctx, _fetch_request(max_bytes)))

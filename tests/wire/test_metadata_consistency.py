@@ -19,12 +19,8 @@ from cluster.apis import metadata
 from cluster.metadata import OFFSETS_TOPIC
 
 
-class _Node:
+class _Topology:
     """Brokers 0 and 1 are live; node 2 still leads partition 1 and offsets partition 0."""
-
-    offsets_partitions = 2
-    cluster_id = "c"
-    config = SimpleNamespace(auto_create_topics=False)
 
     def brokers(self) -> list[Any]:
         return [SimpleNamespace(node_id=i, host="127.0.0.1", port=9092 + i, rack=None) for i in (0, 1)]
@@ -35,14 +31,21 @@ class _Node:
     def partition_leader(self, topic: str, p: int) -> tuple[int, int]:
         return (0, -1) if p == 0 else (2, -1)
 
-    def offsets_partition_leader(self, p: int) -> Any:
+    def offsets_leader(self, p: int) -> Any:
         return SimpleNamespace(node_id=2 if p == 0 else 1)
-
-    def topic(self, name: str) -> Any:
-        return SimpleNamespace(topic_id=uuid.UUID(int=7), partitions=2) if name == "t" else None
 
     def controller_id(self) -> int:
         return 0
+
+
+class _Node:
+    offsets_partitions = 2
+    cluster_id = "c"
+    config = SimpleNamespace(auto_create_topics=False)
+    topology = _Topology()
+
+    def topic(self, name: str) -> Any:
+        return SimpleNamespace(topic_id=uuid.UUID(int=7), partitions=2) if name == "t" else None
 
 
 def test_a_leader_that_is_not_a_live_broker_is_reported_unavailable() -> None:

@@ -1,0 +1,219 @@
+"""The transaction coordinator's APIs: InitProducerId with a transactional id (22),
+AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-4, EndTxn (26) v0-4,
+DescribeTransactions (65) v0 and ListTransactions (66) v0-1.
+
+Transaction protocol version 1 only: the versions that would switch a client to KIP-890's
+version 2 (EndTxn v5, AddPartitionsToTxn v4+ broker batches) are not advertised, and the
+``transaction.version`` feature is not finalized in ApiVersions, so clients stay on version 1.
+A transactional id lives in ``__transaction_state`` partition ``partition_for(id, m)``; a node
+that does not lead it answers NOT_COORDINATOR and the client looks it up again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis import produce
+from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
+from cluster.dispatch import RequestContext
+from cluster.metadata import OFFSETS_TOPIC
+from cluster.services import NodeServices
+from cluster.txn_driver import TxnDriver
+from coordinator.partitioner import partition_for
+from replication.api import ReplicationError
+from transactions import commands as c
+from transactions.errors import TxnError, for_version
+from transactions.state import TxnState
+
+INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, DESCRIBE_TXNS, LIST_TXNS = 22, 24, 25, 26, 65, 66
+# The first version of each API that may carry PRODUCER_FENCED (older ones are told 47).
+_FENCED_SINCE = {INIT_PID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
+log = logging.getLogger("kcoord.api.transactions")
+
+
+def _code(error: TxnError, api_key: int, version: int) -> ErrorCode:
+    return ErrorCode(int(for_version(error, version, _FENCED_SINCE.get(api_key, 0))))
+
+
+def _ms_time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+class TxnApi:
+    """Registered on the node; owns the transaction coordinator's driver."""
+
+    def __init__(self, node: NodeServices, driver: TxnDriver) -> None:
+        self.node = node
+        self.driver = driver
+
+    async def start(self) -> None:
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        await self.driver.stop()
+
+    def partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.driver.num_partitions)
+
+    async def call(self, transactional_id: str, request: c.Request) -> c.Response:
+        return await self.driver.call(self.partition(transactional_id), request)
+
+    # ------------------------------------------------------------ InitProducerId
+
+    async def init_producer_id(self, ctx: RequestContext, req: Any, respond: Any) -> Any:
+        """InitProducerId with a transactional id (``respond(request, code, pid, epoch)`` builds
+        the answer; the idempotent case stays with Produce's handler)."""
+        v = version_of(req)
+        fresh = -1
+        try:  # an id the coordinator may need (a new transactional id, or an exhausted epoch)
+            fresh = await self.node.allocate_producer_id()
+        except (ReplicationError, TimeoutError) as e:
+            log.info("event=producer_id_unavailable error=%r", str(e))
+        r = await self.call(req.transactional_id, c.InitProducerId(
+            req.transactional_id, to_ms(req.transaction_timeout),
+            int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)), fresh))
+        assert isinstance(r, c.InitProducerIdResponse)
+        if r.error is TxnError.NONE:
+            log.info("event=txn_producer_initialized transactional_id=%r producer_id=%d epoch=%d client_id=%r",
+                     req.transactional_id, r.producer_id, r.producer_epoch, ctx.client_id)
+        return respond(req, _code(r.error, INIT_PID, v), r.producer_id, r.producer_epoch)
+
+    # ------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
+
+    async def add_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        tid = req.v3_and_below_transactional_id
+        wanted = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+        # Kafka adds nothing if any partition is unknown: that one says why, the rest were not tried.
+        unknown = {tp for tp in wanted if tp[0] == OFFSETS_TOPIC or not self.node.has_partition(*tp)}
+        if unknown:
+            errors = {tp: (TxnError.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else TxnError.OPERATION_NOT_ATTEMPTED)
+                      for tp in wanted}
+        else:
+            r = await self.call(tid, c.AddPartitions(tid, int(req.v3_and_below_producer_id),
+                                                     int(req.v3_and_below_producer_epoch), tuple(wanted)))
+            assert isinstance(r, c.AddPartitionsResponse)
+            errors = r.errors
+        return self._add_partitions_response(req, {tp: _code(e, ADD_PARTITIONS, v) for tp, e in errors.items()})
+
+    @staticmethod
+    def _add_partitions_response(req: Any, codes: dict[tuple[str, int], ErrorCode]) -> Any:
+        m = resp_mod(ADD_PARTITIONS, version_of(req))
+        topics: dict[str, list[Any]] = {}
+        for (topic, p), code in codes.items():
+            topics.setdefault(topic, []).append(mk(m.AddPartitionsToTxnPartitionResult, partition_index=p,
+                                                   partition_error_code=code))
+        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
+            mk(m.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(ps)) for t, ps in topics.items()))
+
+    async def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        if not req.group_id:
+            error = TxnError.INVALID_REQUEST  # Kafka: an invalid group id is refused before the coordinator
+        else:
+            # The group's __consumer_offsets partition joins the transaction, as in Kafka.
+            offsets_partition = (OFFSETS_TOPIC, partition_for(req.group_id, self.node.offsets_partitions))
+            r = await self.call(req.transactional_id, c.AddPartitions(
+                req.transactional_id, int(req.producer_id), int(req.producer_epoch), (offsets_partition,)))
+            assert isinstance(r, c.AddPartitionsResponse)
+            error = r.error
+        m = resp_mod(ADD_OFFSETS, v)
+        return mk(m.AddOffsetsToTxnResponse, throttle_time=ZERO, error_code=_code(error, ADD_OFFSETS, v))
+
+    # ------------------------------------------------------------ EndTxn
+
+    async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        r = await self.call(req.transactional_id, c.EndTxn(req.transactional_id, int(req.producer_id),
+                                                          int(req.producer_epoch), bool(req.committed)))
+        assert isinstance(r, c.EndTxnResponse)
+        log.info("event=txn_end transactional_id=%r producer_id=%d epoch=%d commit=%s error=%s",
+                 req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed), r.error.name)
+        m = resp_mod(END_TXN, v)
+        return mk(m.EndTxnResponse, throttle_time=ZERO, error_code=_code(r.error, END_TXN, v))
+
+    # ------------------------------------------------------------ admin reads
+
+    async def describe(self, ctx: RequestContext, req: Any) -> Any:
+        by_partition: dict[int, list[str]] = {}
+        for tid in req.transactional_ids:
+            by_partition.setdefault(self.partition(tid), []).append(tid)
+        found: dict[str, c.DescribedTransaction] = {}
+        for p, ids in by_partition.items():
+            r = await self.driver.call(p, c.DescribeTransactions(tuple(ids)))
+            assert isinstance(r, c.DescribeTransactionsResponse)
+            found.update((t.transactional_id, t) for t in r.transactions)
+        m = resp_mod(DESCRIBE_TXNS, 0)
+        states = []
+        for tid in req.transactional_ids:
+            t = found[tid]
+            topics: dict[str, list[int]] = {}
+            for topic, p in t.partitions:
+                topics.setdefault(topic, []).append(p)
+            states.append(mk(m.TransactionState, error_code=ErrorCode(int(t.error)), transactional_id=tid,
+                             transaction_state=t.state, transaction_timeout=datetime.timedelta(milliseconds=t.timeout_ms),
+                             transaction_start_time=_ms_time(t.start_ms), producer_id=t.producer_id,
+                             producer_epoch=t.producer_epoch,
+                             topics=tuple(mk(m.TopicData, topic=k, partitions=tuple(ps)) for k, ps in topics.items())))
+        return mk(m.DescribeTransactionsResponse, throttle_time=ZERO, transaction_states=tuple(states))
+
+    async def list_transactions(self, ctx: RequestContext, req: Any) -> Any:
+        """This node's part of the list (the admin client asks every broker and merges)."""
+        v = version_of(req)
+        m = resp_mod(LIST_TXNS, v)
+        request = c.ListTransactions(tuple(req.state_filters), tuple(int(p) for p in req.producer_id_filters),
+                                     int(getattr(req, "duration_filter", -1)))
+        if self.driver.runtime.loading():
+            return mk(m.ListTransactionsResponse, throttle_time=ZERO, error_code=ErrorCode.coordinator_load_in_progress,
+                      unknown_state_filters=(), transaction_states=())
+        listed: list[c.ListedTransaction] = []
+        unknown: tuple[str, ...] = ()
+        for p in self.driver.runtime.active_partitions():
+            r = await self.driver.call(p, request)
+            if isinstance(r, c.ListTransactionsResponse) and r.error is TxnError.NONE:
+                listed += r.transactions
+                unknown = r.unknown_states
+        return mk(m.ListTransactionsResponse, throttle_time=ZERO, error_code=ErrorCode.none,
+                  unknown_state_filters=unknown or tuple(s for s in request.states if TxnState.from_label(s) is None),
+                  transaction_states=tuple(mk(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
+                                              transaction_state=t.state) for t in listed))
+
+
+def _errors(api_key: int) -> Any:
+    def respond(req: Any, code: ErrorCode) -> Any:
+        v = version_of(req)
+        m = resp_mod(api_key, v)
+        if api_key == ADD_PARTITIONS:
+            return TxnApi._add_partitions_response(
+                req, {(t.name, int(p)): code for t in req.v3_and_below_topics for p in t.partitions})
+        if api_key == DESCRIBE_TXNS:
+            return mk(m.DescribeTransactionsResponse, throttle_time=ZERO, transaction_states=tuple(
+                mk(m.TransactionState, error_code=code, transactional_id=t, transaction_state="",
+                   transaction_timeout=ZERO, transaction_start_time=_ms_time(-1), producer_id=-1, producer_epoch=-1,
+                   topics=()) for t in req.transactional_ids))
+        if api_key == LIST_TXNS:
+            return mk(m.ListTransactionsResponse, throttle_time=ZERO, error_code=code, unknown_state_filters=(),
+                      transaction_states=())
+        cls = {ADD_OFFSETS: "AddOffsetsToTxnResponse", END_TXN: "EndTxnResponse"}[api_key]
+        return mk(getattr(m, cls), throttle_time=ZERO, error_code=code)
+    return respond
+
+
+def register(node: NodeServices, driver: TxnDriver) -> TxnApi:
+    api = TxnApi(node, driver)
+
+    async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
+        if req.transactional_id is None:
+            return await produce.handle_init_pid(ctx, req)  # an idempotent producer: no coordinator
+        return await api.init_producer_id(ctx, req, produce.build_init_pid)
+
+    node.registry.register(INIT_PID, 0, 4, init_producer_id, error_response=produce.build_init_pid)
+    for key, lo, hi, handler in ((ADD_PARTITIONS, 0, 3, api.add_partitions), (ADD_OFFSETS, 0, 4, api.add_offsets),
+                                 (END_TXN, 0, 4, api.end_txn), (DESCRIBE_TXNS, 0, 0, api.describe),
+                                 (LIST_TXNS, 0, 1, api.list_transactions)):
+        node.registry.register(key, lo, hi, handler, error_response=_errors(key))
+    return api

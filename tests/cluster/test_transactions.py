@@ -1,0 +1,145 @@
+"""The transaction coordinator on a real 3-node cluster: found through FindCoordinator (key type
+1), driven over the wire and by confluent-kafka, surviving the SIGKILL of its node.
+
+(Transactional data and offsets, markers and read_committed come next: issue 15.)
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from cluster.local_cluster import LocalCluster
+from tests.cluster.cluster_harness import Cluster, running_cluster
+from tests.cluster.test_data_plane import create_topic
+from tests.wire.raw import RawConn
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from running_cluster(tmp_path, request, {"group.initial.rebalance.delay.ms": 0})
+
+
+def _ask(bs: str, api_key: int, version: int, body: Any) -> Any:
+    c = RawConn(bs)
+    try:
+        c.request(api_key, version, body)
+        return c.response(api_key, version)
+    finally:
+        c.close()
+
+
+def _coordinator(cluster: LocalCluster, tid: str, timeout: float = 20.0) -> int:
+    """The node id FindCoordinator names for ``tid`` (asking the live nodes in turn)."""
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for i in range(cluster.n):
+            if not cluster.alive(i):
+                continue
+            try:
+                r = _ask(cluster.address(i), 10, 3, FindCoordinatorRequest(key=tid, key_type=1))
+            except OSError:
+                continue
+            if r.error_code == 0 and cluster.alive(r.node_id):
+                return int(r.node_id)
+        time.sleep(0.1)
+    raise AssertionError(f"no transaction coordinator for {tid!r}")
+
+
+def _until_ok(cluster: LocalCluster, tid: str, api_key: int, version: int, body: Any, ok: Any) -> Any:
+    """Send to the coordinator until ``ok(response)`` (a coordinator moving or loading is retried)."""
+    deadline = time.monotonic() + 30
+    while True:
+        r = _ask(cluster.address(_coordinator(cluster, tid)), api_key, version, body)
+        if ok(r) or time.monotonic() > deadline:
+            return r
+        time.sleep(0.1)
+
+
+def _init(cluster: LocalCluster, tid: str) -> tuple[int, int]:
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    r = _until_ok(cluster, tid, 22, 4, InitProducerIdRequest(
+        transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1),
+        lambda r: r.error_code == 0)
+    assert r.error_code == 0
+    return int(r.producer_id), int(r.producer_epoch)
+
+
+def _describe(cluster: LocalCluster, tid: str) -> Any:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    (state,) = _until_ok(cluster, tid, 65, 0, DescribeTransactionsRequest(transactional_ids=(tid,)),
+                         lambda r: r.transaction_states[0].error_code == 0).transaction_states
+    return state
+
+
+def test_a_transaction_over_the_wire_and_its_coordinator_moving(cluster: Cluster) -> None:
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kio.schema.end_txn.v3.request import EndTxnRequest
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    create_topic(cluster.bootstrap, "out", 2)
+    tid = "wire-txn"
+    pid, epoch = _init(cluster, tid)
+    assert epoch == 0
+    add = _until_ok(cluster, tid, 24, 3, AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(AddPartitionsToTxnTopic(name="out", partitions=(0, 1)),)), lambda r: True)
+    assert {(t.name, p.partition_index, p.partition_error_code) for t in add.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {("out", 0, 0), ("out", 1, 0)}
+    ongoing = _describe(cluster, tid)
+    assert (ongoing.transaction_state, ongoing.producer_id, ongoing.producer_epoch) == ("Ongoing", pid, 0)
+    assert {(t.topic, tuple(t.partitions)) for t in ongoing.topics} == {("out", (0, 1))}
+    # an unknown partition: nothing is added; it says why, the others were not attempted
+    bad = _until_ok(cluster, tid, 24, 3, AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(AddPartitionsToTxnTopic(name="out", partitions=(0, 7)),)), lambda r: True)
+    assert sorted((p.partition_index, p.partition_error_code) for t in bad.results_by_topic_v3_and_below
+                  for p in t.results_by_partition) == [(0, 55), (7, 3)]
+    end = _until_ok(cluster, tid, 26, 3, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                                       committed=True), lambda r: True)
+    assert end.error_code == 0
+    deadline = time.monotonic() + 10
+    while _describe(cluster, tid).transaction_state != "CompleteCommit":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    listed = {(t.transactional_id, t.transaction_state) for i in range(cluster.n)
+              for t in _ask(cluster.address(i), 66, 1, ListTransactionsRequest(
+                  state_filters=(), producer_id_filters=(), duration_filter=-1)).transaction_states}
+    assert listed == {(tid, "CompleteCommit")}
+
+    # The coordinator's node dies: another takes the partition over from the replicated log.
+    old = _coordinator(cluster, tid)
+    cluster.kill(old)
+    assert _coordinator(cluster, tid) != old
+    assert _describe(cluster, tid).transaction_state == "CompleteCommit"
+    assert _init(cluster, tid) == (pid, 1)  # the epoch moves on from what was replicated
+
+
+def test_a_second_confluent_producer_with_the_same_id_fences_the_first(cluster: Cluster) -> None:
+    conf = {"bootstrap.servers": cluster.bootstrap, "transactional.id": "ck-txn", "transaction.timeout.ms": 30_000}
+    first = Producer(conf)
+    first.init_transactions(30)
+    second = Producer(conf)
+    second.init_transactions(30)  # bumps the epoch: the first producer is now a zombie
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ck-txn-group"})
+    try:
+        first.begin_transaction()
+        with pytest.raises(KafkaException) as raised:
+            first.send_offsets_to_transaction([TopicPartition("in", 0, 5)], consumer.consumer_group_metadata(), 30)
+        err = raised.value.args[0]
+        assert err.fatal(), err
+        assert "fenced" in err.str().lower() or "epoch" in err.str().lower(), err.str()
+    finally:
+        consumer.close()

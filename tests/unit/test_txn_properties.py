@@ -1,0 +1,147 @@
+"""Random sequences of InitProducerId / AddPartitions / AddOffsets / EndTxn / markers-written /
+clock steps against the transaction coordinator, checking after every step what must always
+hold: replaying the records rebuilds the live state, every record is a transition Kafka
+allows, epochs only grow, a fenced producer never succeeds, decisions and only decisions send
+markers, and no transaction stays open past its timeout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transactions import commands as c
+from transactions.config import TxnConfig
+from transactions.errors import TxnError
+from transactions.records import TxnRecord, TxnValue
+from transactions.shard import Result, TransactionShard
+from transactions.state import MAX_EPOCH, PREPARING, VALID_PREVIOUS, TxnState
+
+E = TxnError
+S = TxnState
+IDS = ("a", "b")
+PARTS = (("t", 0), ("t", 1), ("u", 0), ("__consumer_offsets", 3))
+CONFIG = TxnConfig(max_timeout_ms=5_000, id_expiration_ms=20_000)
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str
+    tid: str
+    arg: int  # a choice among producers / epochs / timeouts, interpreted per kind
+    parts: tuple[tuple[str, int], ...] = ()
+
+
+_ops = st.builds(
+    Op,
+    st.sampled_from(["init", "init_expected", "add", "add_offsets", "commit", "abort", "markers", "tick"]),
+    st.sampled_from(IDS),
+    st.integers(0, 7),
+    st.lists(st.sampled_from(PARTS), min_size=1, max_size=3, unique=True).map(tuple),
+)
+
+
+class Model:
+    def __init__(self) -> None:
+        self.shard = TransactionShard(CONFIG)
+        self.now = 0
+        self.log: list[TxnRecord] = []
+        self.next_pid = 100
+        self.seen: dict[str, tuple[int, int]] = {}  # every (pid, epoch) a producer was handed, newest
+        self.handed: dict[str, list[tuple[int, int]]] = {t: [] for t in IDS}
+        self.pending_markers: list[c.WriteMarkers] = []
+
+    def producer(self, tid: str, arg: int) -> tuple[int, int]:
+        """A producer the test holds: the newest one handed out, or (arg odd) an older one."""
+        handed = self.handed[tid]
+        if not handed:
+            return (1, 0)
+        return handed[-1] if arg % 2 == 0 or len(handed) == 1 else handed[arg % len(handed)]
+
+    def run(self, op: Op) -> None:
+        before = self.shard.durable_view()
+        current = {t: (v.producer_id, v.producer_epoch) for t, v in before.items()}
+        tok = object()
+        if op.kind in ("init", "init_expected"):
+            pid, epoch = self.producer(op.tid, op.arg) if op.kind == "init_expected" else (-1, -1)
+            timeout = 1_000 * (op.arg + 1)  # 6 000 and up are refused
+            fresh, self.next_pid = self.next_pid, self.next_pid + 1
+            out = self.shard.handle(c.InitProducerId(op.tid, timeout, pid, epoch, fresh), tok, self.now)
+        elif op.kind in ("add", "add_offsets"):
+            pid, epoch = self.producer(op.tid, op.arg)
+            parts = op.parts if op.kind == "add" else (PARTS[3],)
+            out = self.shard.handle(c.AddPartitions(op.tid, pid, epoch, parts), tok, self.now)
+        elif op.kind in ("commit", "abort"):
+            pid, epoch = self.producer(op.tid, op.arg)
+            out = self.shard.handle(c.EndTxn(op.tid, pid, epoch, op.kind == "commit"), tok, self.now)
+        elif op.kind == "markers":
+            if not self.pending_markers:
+                return
+            m = self.pending_markers.pop(op.arg % len(self.pending_markers))
+            out = self.shard.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.commit, self.now)
+        else:
+            self.now += 700 * op.arg
+            out = self.shard.fire_due(self.now)
+        self.check(op, before, current, out)
+
+    def check(self, op: Op, before: dict[str, TxnValue], current: dict[str, tuple[int, int]], out: Result) -> None:
+        self.log += out.records
+        rebuilt, _ = TransactionShard.load(self.log, self.now, CONFIG)
+        assert rebuilt.durable_view() == self.shard.durable_view()
+        prev = dict(before)
+        for record in out.records:
+            old, new = prev.get(record.transactional_id), record.value
+            if new is None:
+                assert old is not None and old.state in VALID_PREVIOUS[S.DEAD]
+            elif old is None:
+                assert new.state is S.EMPTY and new.producer_epoch == 0
+            else:
+                assert old.state in VALID_PREVIOUS[new.state] or (old.state, new.state) == (S.EMPTY, S.EMPTY), (old, new)
+                if new.producer_id == old.producer_id:
+                    assert new.producer_epoch >= old.producer_epoch
+                else:
+                    assert new.producer_epoch == 0 and old.state in VALID_PREVIOUS[S.EMPTY]
+                assert new.producer_epoch <= MAX_EPOCH
+                if op.kind in ("init", "init_expected", "tick") and new.state is S.PREPARE_ABORT:
+                    # an abort the producer did not ask for fences it: the epoch moves on
+                    assert new.producer_epoch > old.producer_epoch or old.producer_epoch == MAX_EPOCH
+            if new is not None and new.state is S.EMPTY:
+                assert new.partitions == frozenset()
+            prev[record.transactional_id] = new  # type: ignore[assignment]
+        decided = [r for r in out.records if r.value is not None and r.value.state in PREPARING]
+        assert [(m.transactional_id, m.producer_id, m.producer_epoch, m.commit) for m in out.markers] == [
+            (r.transactional_id, r.value.producer_id, r.value.producer_epoch, r.value.state is S.PREPARE_COMMIT)
+            for r in decided if r.value is not None]
+        self.pending_markers += out.markers
+        for _, response in out.completions:
+            if isinstance(response, c.InitProducerIdResponse) and response.error is E.NONE:
+                v = self.shard.txns[op.tid].value
+                assert (response.producer_id, response.producer_epoch) == (v.producer_id, v.producer_epoch)
+                self.handed[op.tid].append((v.producer_id, v.producer_epoch))
+            ok = (isinstance(response, c.AddPartitionsResponse) and response.error is E.NONE) or (
+                isinstance(response, c.EndTxnResponse) and response.error is E.NONE)
+            if ok:  # only the current producer succeeds; an older epoch or id is fenced
+                assert self.producer(op.tid, op.arg) == current[op.tid]
+        for v in self.shard.durable_view().values():
+            assert not (v.state is S.ONGOING and v.start_ms + v.timeout_ms < self.now and op.kind == "tick")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ops, min_size=20, max_size=80))
+def test_random_transaction_histories_keep_the_coordinators_invariants(ops: list[Op]) -> None:
+    m = Model()
+    for op in ops:
+        m.run(op)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_ops, min_size=20, max_size=80))
+def test_every_decided_transaction_completes_once_its_markers_are_written(ops: list[Op]) -> None:
+    m = Model()
+    for op in ops:
+        m.run(op)
+    while m.pending_markers:
+        m.run(Op("markers", "a", 0))
+    for tid, v in m.shard.durable_view().items():
+        assert v.state not in PREPARING, tid

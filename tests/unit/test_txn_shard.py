@@ -1,0 +1,411 @@
+"""The transaction coordinator shard, case by case (Kafka's TransactionCoordinatorTest,
+TransactionMetadataTest and TransactionStateManagerTest, restated for a pure shard)."""
+
+from __future__ import annotations
+
+import pytest
+
+from transactions import commands as c
+from transactions.config import TxnConfig
+from transactions.errors import TxnError, for_version
+from transactions.records import TxnRecord, TxnValue
+from transactions.shard import Result, TransactionShard
+from transactions.state import MAX_EPOCH, TxnState
+
+E = TxnError
+S = TxnState
+TID = "txn-1"
+T0 = 1_000_000
+TP = ("out", 0)
+
+
+class Harness:
+    """A shard with a manual clock that keeps every record written, so each test can check that
+    replaying them rebuilds the live state."""
+
+    def __init__(self, config: TxnConfig | None = None) -> None:
+        self.shard = TransactionShard(config)
+        self.now = T0
+        self.log: list[TxnRecord] = []
+        self.next_pid = 1000
+
+    def step(self, result: Result) -> Result:
+        self.log += result.records
+        rebuilt, _ = TransactionShard.load(self.log, self.now, self.shard.config)
+        assert rebuilt.durable_view() == self.shard.durable_view()
+        return result
+
+    def ask(self, request: c.Request) -> tuple[c.Response, Result]:
+        out = self.step(self.shard.handle(request, "tok", self.now))
+        ((token, response),) = out.completions
+        assert token == "tok"
+        return response, out
+
+    def init(self, tid: str = TID, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1,
+             fresh: int | None = None) -> c.InitProducerIdResponse:
+        if fresh is None:
+            fresh, self.next_pid = self.next_pid, self.next_pid + 1
+        r, _ = self.ask(c.InitProducerId(tid, timeout_ms, pid, epoch, fresh))
+        assert isinstance(r, c.InitProducerIdResponse)
+        return r
+
+    def add(self, pid: int, epoch: int, *tps: tuple[str, int], tid: str = TID) -> TxnError:
+        r, _ = self.ask(c.AddPartitions(tid, pid, epoch, tps or (TP,)))
+        assert isinstance(r, c.AddPartitionsResponse)
+        assert len(set(r.errors.values())) == 1
+        return r.error
+
+    def end(self, pid: int, epoch: int, commit: bool, tid: str = TID) -> tuple[TxnError, Result]:
+        r, out = self.ask(c.EndTxn(tid, pid, epoch, commit))
+        assert isinstance(r, c.EndTxnResponse)
+        return r.error, out
+
+    def markers_done(self, m: c.WriteMarkers) -> Result:
+        return self.step(self.shard.markers_written(m.transactional_id, m.producer_id, m.producer_epoch,
+                                                    m.commit, self.now))
+
+    def tick(self, ms: int) -> Result:
+        self.now += ms
+        return self.step(self.shard.fire_due(self.now))
+
+    def state(self, tid: str = TID) -> TxnValue:
+        return self.shard.txns[tid].value
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+# ---------------------------------------------------------------- InitProducerId
+
+def test_an_empty_transactional_id_is_an_invalid_request(h: Harness) -> None:
+    assert h.init("").error is E.INVALID_REQUEST
+
+
+def test_a_new_transactional_id_gets_a_fresh_producer_id_at_epoch_zero(h: Harness) -> None:
+    r = h.init(fresh=77)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.NONE, 77, 0)
+    assert h.log == [TxnRecord(TID, TxnValue(77, 0, 60_000, S.EMPTY, frozenset(), T0, -1))]
+
+
+def test_without_a_producer_id_at_hand_a_new_id_is_asked_to_retry(h: Harness) -> None:
+    r, out = h.ask(c.InitProducerId(TID, 60_000, fresh_producer_id=-1))
+    assert r == c.InitProducerIdResponse(E.COORDINATOR_LOAD_IN_PROGRESS) and not out.records
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 900_001])
+def test_a_timeout_outside_the_bounds_is_refused(h: Harness, timeout: int) -> None:
+    assert h.init(timeout_ms=timeout).error is E.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_half_of_an_expected_producer_is_an_invalid_request(h: Harness) -> None:
+    assert h.init(pid=5, epoch=-1).error is E.INVALID_REQUEST
+
+
+def test_an_expected_producer_with_no_state_gets_a_fresh_id_at_epoch_zero(h: Harness) -> None:
+    r = h.init(pid=5, epoch=3, fresh=9)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.NONE, 9, 0)
+
+
+@pytest.mark.parametrize("finish", [None, True, False])
+def test_init_again_bumps_the_epoch_of_an_idle_id(h: Harness, finish: bool | None) -> None:
+    first = h.init()
+    if finish is not None:
+        h.add(first.producer_id, 0)
+        _, out = h.end(first.producer_id, 0, finish)
+        h.markers_done(out.markers[0])
+    again = h.init(timeout_ms=30_000)
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)
+    v = h.state()
+    assert (v.state, v.timeout_ms, v.partitions, v.start_ms) == (S.EMPTY, 30_000, frozenset(), -1)
+
+
+def test_the_epoch_rotates_to_a_new_producer_id_when_exhausted(h: Harness) -> None:
+    h.init(fresh=5)
+    h.shard.replay(TxnRecord(TID, TxnValue(5, MAX_EPOCH - 1, 60_000, S.EMPTY, frozenset(), T0, -1)))
+    r = h.init(pid=5, epoch=MAX_EPOCH - 1, fresh=6)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.NONE, 6, 0)
+    # the producer retrying (its answer was lost) is recognised through the previous id
+    retry = h.init(pid=5, epoch=MAX_EPOCH - 1, fresh=7)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (E.NONE, 6, 0)
+    assert h.init(pid=5, epoch=MAX_EPOCH - 2, fresh=8).error is E.PRODUCER_FENCED
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_init_while_a_decision_is_being_written_waits(h: Harness, commit: bool) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0)
+    h.end(r.producer_id, 0, commit)
+    assert h.init().error is E.CONCURRENT_TRANSACTIONS
+    assert h.init(pid=r.producer_id, epoch=0).error is E.CONCURRENT_TRANSACTIONS
+    assert h.init(pid=r.producer_id + 1, epoch=0).error is E.CONCURRENT_TRANSACTIONS  # before fencing
+
+
+def test_init_during_an_open_transaction_aborts_it_at_the_next_epoch(h: Harness) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("a", 0), ("b", 1))
+    resp, out = h.ask(c.InitProducerId(TID, 60_000, fresh_producer_id=99))
+    assert resp == c.InitProducerIdResponse(E.CONCURRENT_TRANSACTIONS)
+    v = h.state()
+    assert (v.state, v.producer_epoch, v.partitions) == (S.PREPARE_ABORT, 1, frozenset({("a", 0), ("b", 1)}))
+    assert out.markers == [c.WriteMarkers(TID, r.producer_id, 1, False, (("a", 0), ("b", 1)))]
+    # the zombie with epoch 0 is fenced
+    assert h.add(r.producer_id, 0) is E.PRODUCER_FENCED
+    h.markers_done(out.markers[0])
+    assert h.state().state is S.COMPLETE_ABORT
+    again = h.init()
+    assert (again.error, again.producer_id, again.producer_epoch) == (E.NONE, r.producer_id, 2)
+
+
+def test_fencing_at_the_last_epoch_does_not_overflow(h: Harness) -> None:
+    h.init(fresh=5)
+    h.shard.replay(TxnRecord(TID, TxnValue(5, MAX_EPOCH, 60_000, S.ONGOING, frozenset({TP}), T0, T0)))
+    assert h.init().error is E.CONCURRENT_TRANSACTIONS
+    assert (h.state().state, h.state().producer_epoch) == (S.PREPARE_ABORT, MAX_EPOCH)
+
+
+def test_kip360_bump_with_the_current_epoch_and_a_retry_of_it(h: Harness) -> None:
+    r = h.init()
+    bumped = h.init(pid=r.producer_id, epoch=0)
+    assert (bumped.error, bumped.producer_epoch) == (E.NONE, 1)
+    retried = h.init(pid=r.producer_id, epoch=0)  # the answer was lost; the same epoch again
+    assert (retried.error, retried.producer_epoch) == (E.NONE, 1)
+    assert h.init(pid=r.producer_id, epoch=7).error is E.PRODUCER_FENCED
+
+
+def test_a_retried_bump_after_a_reload_is_fenced_as_in_kafka(h: Harness) -> None:
+    r = h.init()
+    h.init(pid=r.producer_id, epoch=0)
+    h.shard, _ = TransactionShard.load(h.log, h.now)
+    assert h.init(pid=r.producer_id, epoch=0).error is E.PRODUCER_FENCED
+
+
+def test_an_expected_producer_id_that_is_not_the_current_one_is_fenced(h: Harness) -> None:
+    r = h.init()
+    assert h.init(pid=r.producer_id + 1, epoch=0).error is E.PRODUCER_FENCED
+
+
+# ---------------------------------------------------------------- AddPartitions / AddOffsets
+
+def test_add_partitions_for_an_unknown_id_or_producer_is_a_mapping_error(h: Harness) -> None:
+    assert h.add(1, 0) is E.INVALID_PRODUCER_ID_MAPPING
+    r = h.init()
+    assert h.add(r.producer_id + 1, 0) is E.INVALID_PRODUCER_ID_MAPPING
+    assert h.add(r.producer_id, 0, tid="") is E.INVALID_REQUEST
+
+
+def test_add_partitions_with_another_epoch_is_fenced(h: Harness) -> None:
+    r = h.init()
+    assert h.add(r.producer_id, 1) is E.PRODUCER_FENCED
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_add_partitions_while_deciding_waits(h: Harness, commit: bool) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0)
+    h.end(r.producer_id, 0, commit)
+    assert h.add(r.producer_id, 0, ("x", 1)) is E.CONCURRENT_TRANSACTIONS
+
+
+def test_add_partitions_opens_then_extends_a_transaction_and_writes_nothing_for_a_subset(h: Harness) -> None:
+    r = h.init()
+    assert h.add(r.producer_id, 0, ("a", 0)) is E.NONE
+    v = h.state()
+    assert (v.state, v.partitions, v.start_ms) == (S.ONGOING, frozenset({("a", 0)}), T0)
+    h.now += 10
+    assert h.add(r.producer_id, 0, ("a", 1)) is E.NONE
+    v = h.state()
+    assert (v.partitions, v.start_ms, v.last_update_ms) == (frozenset({("a", 0), ("a", 1)}), T0, T0 + 10)
+    _, out = h.ask(c.AddPartitions(TID, r.producer_id, 0, (("a", 0),)))
+    assert out.records == []
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_new_transaction_after_a_complete_one_starts_afresh(h: Harness, commit: bool) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("a", 0))
+    _, out = h.end(r.producer_id, 0, commit)
+    h.markers_done(out.markers[0])
+    h.now += 50
+    assert h.add(r.producer_id, 0, ("b", 0)) is E.NONE
+    assert (h.state().partitions, h.state().start_ms) == (frozenset({("b", 0)}), T0 + 50)
+
+
+# ---------------------------------------------------------------- EndTxn
+
+def test_end_txn_for_an_unknown_id_or_producer(h: Harness) -> None:
+    assert h.end(1, 0, True)[0] is E.INVALID_PRODUCER_ID_MAPPING
+    r = h.init()
+    assert h.end(r.producer_id + 1, 0, True)[0] is E.INVALID_PRODUCER_ID_MAPPING
+    assert h.end(r.producer_id, 0, True, tid="")[0] is E.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("epoch", [1, -1])
+def test_end_txn_with_a_larger_or_smaller_epoch_is_fenced(h: Harness, epoch: int) -> None:
+    r = h.init(pid=-1)
+    h.init(pid=r.producer_id, epoch=0)  # now at epoch 1
+    h.add(r.producer_id, 1)
+    assert h.end(r.producer_id, 1 + epoch, True)[0] is E.PRODUCER_FENCED
+
+
+def test_end_txn_in_empty_is_an_invalid_state(h: Harness) -> None:
+    r = h.init()
+    assert h.end(r.producer_id, 0, True)[0] is E.INVALID_TXN_STATE
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_end_txn_writes_the_decision_with_the_same_partitions_and_start(h: Harness, commit: bool) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("a", 0), ("b", 2))
+    h.now += 5
+    err, out = h.end(r.producer_id, 0, commit)
+    assert err is E.NONE
+    want = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+    assert out.records == [TxnRecord(TID, TxnValue(r.producer_id, 0, 60_000, want,
+                                                   frozenset({("a", 0), ("b", 2)}), T0 + 5, T0))]
+    assert out.markers == [c.WriteMarkers(TID, r.producer_id, 0, commit, (("a", 0), ("b", 2)))]
+
+
+@pytest.mark.parametrize(("decided", "asked", "error"), [
+    (True, True, E.CONCURRENT_TRANSACTIONS), (True, False, E.INVALID_TXN_STATE),
+    (False, False, E.CONCURRENT_TRANSACTIONS), (False, True, E.INVALID_TXN_STATE)])
+def test_end_txn_while_deciding(h: Harness, decided: bool, asked: bool, error: TxnError) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0)
+    h.end(r.producer_id, 0, decided)
+    assert h.end(r.producer_id, 0, asked)[0] is error
+
+
+@pytest.mark.parametrize(("done", "asked", "error"), [
+    (True, True, E.NONE), (True, False, E.INVALID_TXN_STATE),
+    (False, False, E.NONE), (False, True, E.INVALID_TXN_STATE)])
+def test_end_txn_after_completion(h: Harness, done: bool, asked: bool, error: TxnError) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0)
+    _, out = h.end(r.producer_id, 0, done)
+    h.markers_done(out.markers[0])
+    assert h.state().state is (S.COMPLETE_COMMIT if done else S.COMPLETE_ABORT)
+    assert h.state().partitions == frozenset()
+    err, again = h.end(r.producer_id, 0, asked)
+    assert err is error and not again.records and not again.markers
+
+
+def test_a_stale_markers_notice_writes_nothing(h: Harness) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0)
+    _, out = h.end(r.producer_id, 0, True)
+    h.markers_done(out.markers[0])
+    assert h.markers_done(out.markers[0]).records == []
+
+
+# ---------------------------------------------------------------- timers
+
+def test_an_open_transaction_past_its_timeout_is_aborted_at_the_next_epoch(h: Harness) -> None:
+    r = h.init(timeout_ms=1000)
+    h.add(r.producer_id, 0)
+    assert h.tick(1000).records == []  # Kafka aborts past the timeout, not at it
+    out = h.tick(1)
+    v = h.state()
+    assert (v.state, v.producer_epoch, v.start_ms) == (S.PREPARE_ABORT, 1, T0)
+    assert out.markers == [c.WriteMarkers(TID, r.producer_id, 1, False, (TP,))]
+    assert h.end(r.producer_id, 0, True)[0] is E.PRODUCER_FENCED
+
+
+def test_a_transaction_decided_in_time_is_not_aborted_by_its_old_deadline(h: Harness) -> None:
+    r = h.init(timeout_ms=1000)
+    h.add(r.producer_id, 0)
+    _, out = h.end(r.producer_id, 0, True)
+    h.markers_done(out.markers[0])
+    assert h.tick(5000).records == []
+    assert h.state().state is S.COMPLETE_COMMIT
+
+
+def test_idle_ids_expire_and_open_ones_do_not() -> None:
+    h = Harness(TxnConfig(id_expiration_ms=10_000))
+    a = h.init("idle")
+    b = h.init("open", timeout_ms=900_000)
+    h.add(b.producer_id, 0, tid="open")
+    h.tick(9_999)
+    assert set(h.shard.txns) == {"idle", "open"}
+    out = h.tick(1)
+    assert out.records == [TxnRecord("idle", None)] and set(h.shard.txns) == {"open"}
+    assert h.add(a.producer_id, 0, tid="idle") is E.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_activity_postpones_expiry() -> None:
+    h = Harness(TxnConfig(id_expiration_ms=10_000))
+    r = h.init()
+    h.now += 8_000
+    h.add(r.producer_id, 0)
+    _, out = h.end(r.producer_id, 0, True)
+    h.markers_done(out.markers[0])
+    assert h.tick(5_000).records == []  # 13 s after creation, 5 s after completion
+    assert h.tick(5_000).records == [TxnRecord(TID, None)]
+
+
+# ---------------------------------------------------------------- load
+
+def test_load_resumes_the_markers_of_every_decided_transaction(h: Harness) -> None:
+    a, b = h.init("a"), h.init("b")
+    h.add(a.producer_id, 0, ("x", 0), tid="a")
+    h.add(b.producer_id, 0, ("y", 1), tid="b")
+    h.end(a.producer_id, 0, True, tid="a")
+    h.end(b.producer_id, 0, False, tid="b")
+    shard, out = TransactionShard.load(h.log, h.now)
+    assert sorted(out.markers, key=lambda m: m.transactional_id) == [
+        c.WriteMarkers("a", a.producer_id, 0, True, (("x", 0),)),
+        c.WriteMarkers("b", b.producer_id, 0, False, (("y", 1),))]
+    assert out.records == [] and out.completions == []
+    done = shard.markers_written("a", a.producer_id, 0, True, h.now)
+    assert [r.value.state for r in done.records if r.value] == [S.COMPLETE_COMMIT]
+
+
+def test_load_arms_the_timeout_of_open_transactions(h: Harness) -> None:
+    r = h.init(timeout_ms=1000)
+    h.add(r.producer_id, 0)
+    shard, _ = TransactionShard.load(h.log, h.now)
+    assert shard.next_deadline() == T0 + 1001
+
+
+# ---------------------------------------------------------------- reads
+
+def test_describe_transactions(h: Harness) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("b", 1), ("a", 0))
+    resp, out = h.ask(c.DescribeTransactions((TID, "", "nope")))
+    assert not out.records
+    assert resp == c.DescribeTransactionsResponse((
+        c.DescribedTransaction(TID, E.NONE, "Ongoing", 60_000, T0, r.producer_id, 0, (("a", 0), ("b", 1))),
+        c.DescribedTransaction("", E.INVALID_REQUEST),
+        c.DescribedTransaction("nope", E.TRANSACTIONAL_ID_NOT_FOUND)))
+
+
+def test_list_transactions_filters(h: Harness) -> None:
+    a, b = h.init("a"), h.init("b")
+    h.add(b.producer_id, 0, tid="b")
+    h.now += 100
+
+    def listed(**kw: object) -> tuple[list[str], tuple[str, ...]]:
+        resp, _ = h.ask(c.ListTransactions(**kw))  # type: ignore[arg-type]
+        assert isinstance(resp, c.ListTransactionsResponse)
+        return [t.transactional_id for t in resp.transactions], resp.unknown_states
+
+    assert listed() == (["a", "b"], ())
+    assert listed(states=("Ongoing",)) == (["b"], ())
+    assert listed(states=("Bogus",)) == ([], ("Bogus",))
+    assert listed(producer_ids=(a.producer_id,)) == (["a"], ())
+    assert listed(duration_ms=99) == (["a", "b"], ())  # Empty has start -1: always "long"
+    assert listed(duration_ms=100) == (["a"], ())
+
+
+def test_state_ids_and_names_round_trip() -> None:
+    for s in TxnState:
+        assert TxnState.from_label(s.label) is s
+    assert [s.value for s in TxnState] == list(range(8))
+
+
+def test_producer_fenced_is_downgraded_for_old_request_versions() -> None:
+    assert for_version(E.PRODUCER_FENCED, 1, fenced_since=2) is E.INVALID_PRODUCER_EPOCH
+    assert for_version(E.PRODUCER_FENCED, 2, fenced_since=2) is E.PRODUCER_FENCED
+    assert for_version(E.CONCURRENT_TRANSACTIONS, 0, fenced_since=2) is E.CONCURRENT_TRANSACTIONS
