@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -21,7 +22,17 @@ from replication.batch_validator import validate_batch
 from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult
 from replication.data_passthrough import DataPassThroughLog
 from replication.durable import remove_dir
-from replication.record_batch import BatchHeader, InvalidBatchError, assign_offsets, split_batches
+from replication.record_batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BatchHeader,
+    InvalidBatchError,
+    assign_offsets,
+    build_batch,
+    parse_header,
+    split_batches,
+)
+from replication.txn_index import marker_record
 
 log = logging.getLogger("kcoord.data")
 
@@ -38,6 +49,7 @@ class Err(IntEnum):
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     INVALID_RECORD = 87
 
@@ -104,10 +116,11 @@ class DataPartition:
         (OffsetForLeaderEpoch is not served; committed entries are never truncated)."""
         return -1 if self.raft else self.rlog.leader_epoch()
 
-    async def produce(self, records: bytes | None, timeout_s: float = 30.0) -> ProduceResult:
+    async def produce(self, records: bytes | None, timeout_s: float = 30.0, *,
+                      transactional: bool = False) -> ProduceResult:
         """Append one producer batch; answered once a majority holds it, or with
         REQUEST_TIMED_OUT after ``timeout_s`` (the request's timeout: the batch may still be
-        committed, as with Kafka)."""
+        committed, as with Kafka). ``transactional``: the request names a transactional id."""
         if not records:
             return ProduceResult(Err.INVALID_RECORD, message="Produce request has no record batch")
         try:
@@ -127,8 +140,12 @@ class DataPartition:
             return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
         if hdr.is_control:
             return ProduceResult(Err.INVALID_RECORD, message="Control records cannot be produced by clients")
-        if hdr.is_transactional:
-            return ProduceResult(Err.INVALID_TXN_STATE, message="Transactions are not supported by kcoord")
+        if hdr.is_transactional and (not transactional or hdr.producer_id < 0):
+            return ProduceResult(Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                 message="A transactional batch needs the producer's transactional id")
+        if not hdr.is_transactional and hdr.producer_id >= 0 and self.data.txns.is_open(hdr.producer_id):
+            return ProduceResult(Err.INVALID_TXN_STATE,
+                                 message=f"Producer {hdr.producer_id} has a transaction open on this partition")
         if hdr.producer_id < 0:
             return await self._append(hdr, batch, timeout_s)
         # The producer's state only knows applied batches: the same batch sent again (a retry on a
@@ -167,6 +184,28 @@ class DataPartition:
                 return ProduceResult(Err.DUPLICATE_SEQUENCE_NUMBER,
                                      message=f"Duplicate sequence number {hdr.base_sequence} for producer "
                                              f"{hdr.producer_id}")
+        return await self._replicate(hdr, batch, timeout_s)
+
+    async def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                           timeout_s: float = 30.0) -> ProduceResult:
+        """Close ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the
+        transaction coordinator's WriteTxnMarkers). A marker for a producer with nothing open is
+        written too (Kafka's "empty transaction"), so a retry is harmless."""
+        if not self.is_leader:
+            return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
+        if self.data.check_sequence(producer_id, producer_epoch, 0, 0).result is SeqResult.FENCED:
+            return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
+                                 message=f"Marker epoch {producer_epoch} is older than the producer's")
+        batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+        return await self._replicate(parse_header(batch), batch, timeout_s)
+
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest open transaction."""
+        return self.data.txns.last_stable_offset(self.data.high_watermark, self.data.log_start_offset)
+
+    async def _replicate(self, hdr: BatchHeader, batch: bytes, timeout_s: float) -> ProduceResult:
         epoch = self.leader_epoch
         base = self.next_offset
         assigned = assign_offsets(batch, base, epoch)
@@ -188,8 +227,8 @@ class DataPartition:
         self._wake()
         return ProduceResult(Err.NONE, base, self.data.log_start_offset)
 
-    def plan_read(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadPlan:
-        return self.data.plan_read(offset, max_bytes, min_one=min_one)
+    def plan_read(self, offset: int, max_bytes: int, *, min_one: bool, upper: int | None = None) -> ReadPlan:
+        return self.data.plan_read(offset, max_bytes, min_one=min_one, upper=upper)
 
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.add(fut)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from cluster.deadline_timer import DeadlineTimer
@@ -42,9 +43,14 @@ from transactions.runtime import (
 log = logging.getLogger("kcoord.transactions")
 
 # Writes the markers of one decided transaction (the coordinator epoch they carry is the second
-# argument); returns once every partition holds its marker, raises to be retried.
-MarkerWriter = Callable[[c.WriteMarkers, int], Awaitable[None]]
+# argument); returns the partitions still without theirs (retried), raises MarkersAbandoned to stop.
+MarkerWriter = Callable[[c.WriteMarkers, int], Awaitable[tuple[tuple[str, int], ...]]]
 MARKER_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+class MarkersAbandoned(Exception):
+    """A partition refused the markers for good (a newer epoch of the producer wrote there): the
+    transaction stays decided until the partition's next owner tries again, as in Kafka."""
 
 
 class TxnDriver:
@@ -172,21 +178,28 @@ class TxnDriver:
 
     async def _send_markers(self, send: SendMarkers) -> None:
         m = send.markers
+        todo = m
         attempt = 0
         while self.runtime.epoch_of(send.partition) == send.epoch:
             try:
-                await self._write_markers(m, send.epoch)
-            except Exception as exc:  # noqa: BLE001 - every failure is retried while we own the partition
-                delay = MARKER_RETRY_S[min(attempt, len(MARKER_RETRY_S) - 1)]
-                attempt += 1
+                left = await self._write_markers(todo, send.epoch)
+            except MarkersAbandoned as exc:
+                log.warning("event=txn_markers_abandoned transactional_id=%r producer_id=%d error=%r",
+                            m.transactional_id, m.producer_id, str(exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - every other failure is retried while we own the partition
                 log.info("event=txn_markers_retry transactional_id=%r attempt=%d error=%r", m.transactional_id,
                          attempt, str(exc))
-                await asyncio.sleep(delay)
-                continue
-            log.info("event=txn_markers_written transactional_id=%r producer_id=%d epoch=%d commit=%s partitions=%d",
-                     m.transactional_id, m.producer_id, m.producer_epoch, m.commit, len(m.partitions))
-            self._run(self.runtime.markers_written(send.partition, send.epoch, m, self._now_ms()))
-            return
+                left = todo.partitions
+            if not left:
+                log.info("event=txn_markers_written transactional_id=%r producer_id=%d epoch=%d commit=%s "
+                         "partitions=%d", m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
+                         len(m.partitions))
+                self._run(self.runtime.markers_written(send.partition, send.epoch, m, self._now_ms()))
+                return
+            todo = replace(m, partitions=tuple(left))
+            await asyncio.sleep(MARKER_RETRY_S[min(attempt, len(MARKER_RETRY_S) - 1)])
+            attempt += 1
 
     # ---------------------------------------------------------------- timers
 

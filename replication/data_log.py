@@ -50,6 +50,7 @@ from replication.record_batch import (
     decode_records,
     parse_header,
 )
+from replication.txn_index import PartitionTxns, control_type
 
 log = logging.getLogger("kcoord.replication.data_log")
 _pread = os.pread  # by name, so tests can watch reads
@@ -243,11 +244,13 @@ class ProducerStateManager:
         if pid == NO_PRODUCER_ID:
             return SeqCheck(SeqResult.OK)
         entry = self.producers.get(pid)
-        if entry is None or not entry.batches:
+        if entry is None:
             # Unknown producer (new, or its state expired): accept what it sends.
             return SeqCheck(SeqResult.OK)
         if epoch < entry.epoch:
             return SeqCheck(SeqResult.FENCED)
+        if not entry.batches:  # only its epoch is known (from a marker): any sequence starts it
+            return SeqCheck(SeqResult.OK)
         if epoch > entry.epoch:
             # A bumped epoch restarts sequences at 0.
             return SeqCheck(SeqResult.OK if first_seq == 0 else SeqResult.OUT_OF_ORDER)
@@ -271,6 +274,12 @@ class ProducerStateManager:
             self.producers[hdr.producer_id] = entry
         entry.batches.append((hdr.base_sequence, hdr.last_sequence, hdr.base_offset, hdr.last_offset,
                               hdr.max_timestamp))
+
+    def observe_epoch(self, pid: int, epoch: int) -> None:
+        """A transaction marker at ``epoch``: older epochs of the producer are fenced from now on."""
+        entry = self.producers.get(pid)
+        if entry is None or epoch > entry.epoch:
+            self.producers[pid] = _ProducerEntry(epoch, deque(maxlen=PRODUCER_WINDOW))
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is older than ``expiration_ms`` (Kafka's
@@ -371,6 +380,7 @@ class DataLog:
         self.index_interval_bytes = index_interval_bytes
         self.clock = clock
         self.producer_state = ProducerStateManager()
+        self.txns = PartitionTxns()  # open and aborted transactions, the last stable offset
         # Raft applies batches on its ticker thread while the event loop reads: one lock.
         self.lock = threading.RLock()
         self._segments: list[_Segment] = []
@@ -426,8 +436,8 @@ class DataLog:
     def _save_producer_state(self) -> None:
         tmp = self._snapshot_path + ".tmp"
         with open(tmp, "wb") as fh:
-            fh.write(msgpack.packb({"offset": self.log_end_offset, "producers": self.producer_state.to_obj()},
-                                   use_bin_type=True))
+            fh.write(msgpack.packb({"offset": self.log_end_offset, "producers": self.producer_state.to_obj(),
+                                    "txns": self.txns.to_obj()}, use_bin_type=True))
         os.replace(tmp, self._snapshot_path)
 
     def _load_producer_state(self) -> None:
@@ -437,12 +447,15 @@ class DataLog:
                 snap = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
             if start <= int(snap["offset"]) <= self.log_end_offset:
                 self.producer_state.load_obj(snap["producers"])
+                self.txns = PartitionTxns.from_obj(snap.get("txns"))
                 start = int(snap["offset"])
         except (FileNotFoundError, ValueError, KeyError, TypeError, msgpack.UnpackException):
-            pass
-        for _seg, _pos, hdr in self._iter_headers(start):
+            self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
+        for seg, pos, hdr in self._iter_headers(start):
             if hdr.base_offset >= start:
                 self.producer_state.update(hdr)
+                if hdr.is_transactional:
+                    self._track_txn(hdr, seg.read_at(pos, hdr.size) if hdr.is_control else b"")
 
     # -- offsets ----------------------------------------------------------------------------
 
@@ -484,7 +497,17 @@ class DataLog:
             active = self.roll()
         active.append(hdr, batch)
         self.producer_state.update(hdr)
+        if hdr.is_transactional:
+            self._track_txn(hdr, batch)
         return hdr
+
+    def _track_txn(self, hdr: BatchHeader, batch: bytes) -> None:
+        kind = None
+        if hdr.is_control:
+            kind = control_type(batch)
+            # A marker carries the producer's latest epoch (a fenced producer's abort bumps it).
+            self.producer_state.observe_epoch(hdr.producer_id, hdr.producer_epoch)
+        self.txns.update(hdr, kind)
 
     def roll(self) -> _Segment:
         seg = self._new_segment(self.log_end_offset)
@@ -517,6 +540,7 @@ class DataLog:
         seg = self._segments.pop(0)
         self._bases.pop(0)
         seg.delete()
+        self.txns.forget_before(self.log_start_offset)
         log.info("event=segment_deleted dir=%s base=%d log_start_offset=%d",
                  self.directory, seg.base, self.log_start_offset)
 
@@ -630,12 +654,13 @@ class DataLog:
         with self.lock:
             return self._check_sequence_unlocked(producer_id, producer_epoch, first_seq, last_seq)
 
-    def reset_to(self, start_offset: int, batches: bytes, producers: Any) -> None:
+    def reset_to(self, start_offset: int, batches: bytes, producers: Any, txns: Any = None) -> None:
         """Replace the whole partition with a snapshot: offsets from ``start_offset``, these batches."""
         with self.lock:
             for seg in self._segments:
                 seg.delete()
             self._segments, self._bases = [], []
+            self.txns = PartitionTxns()
             self._new_segment(start_offset)
             pos = 0
             while pos < len(batches):
@@ -644,10 +669,13 @@ class DataLog:
                 pos += hdr.size
             self.producer_state = ProducerStateManager()
             self.producer_state.load_obj(producers)
+            if txns is not None:  # a snapshot from before transactions: what the batches said
+                self.txns = PartitionTxns.from_obj(txns)
             self._save_producer_state()
 
-    def snapshot(self) -> tuple[int, bytes, Any]:
-        """``(log start offset, every retained batch, producer state)`` for a Raft snapshot."""
+    def snapshot(self) -> tuple[int, bytes, Any, Any]:
+        """``(log start offset, every retained batch, producer state, transactions)`` for a Raft
+        snapshot."""
         with self.lock:
             start = self.log_start_offset
             chunks = []
@@ -662,4 +690,4 @@ class DataLog:
                     hdr = parse_header(chunk, pos)
                     pos += hdr.size
                     off = hdr.next_offset
-            return start, b"".join(chunks), self.producer_state.to_obj()
+            return start, b"".join(chunks), self.producer_state.to_obj(), self.txns.to_obj()

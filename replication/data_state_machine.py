@@ -52,11 +52,11 @@ class DataStateMachine:
         return hdr.base_offset
 
     def snapshot(self) -> bytes:
-        start, batches, producers = self.data.snapshot()
-        return bytes(msgpack.packb({"start": start, "batches": batches, "producers": producers},
+        start, batches, producers, txns = self.data.snapshot()
+        return bytes(msgpack.packb({"start": start, "batches": batches, "producers": producers, "txns": txns},
                                    use_bin_type=True))
 
     def restore(self, blob: bytes) -> None:
         state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-        self.data.reset_to(int(state["start"]), state["batches"], state["producers"])
+        self.data.reset_to(int(state["start"]), state["batches"], state["producers"], state.get("txns"))
         self._on_applied()

@@ -1,5 +1,11 @@
 """Fetch (1) v4–12 (consumer fetches; no fetch sessions: session_id 0 = full fetches)
-and ListOffsets (2) v1–7."""
+and ListOffsets (2) v1–7.
+
+Isolation: a read_committed Fetch (isolation level 1) reads up to the partition's last stable
+offset and is told the aborted transactions its data overlaps (the consumer drops their
+batches); a read_uncommitted one reads up to the high watermark and gets no list. Every
+answer carries the LSO. ListOffsets LATEST answers the LSO for read_committed.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +37,11 @@ def _epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
 
 
 def _pdata(m: Any, index: int, code: ErrorCode, *, hw: int = -1, lso: int = -1, log_start: int = -1,
-           records: bytes = b"") -> Any:
+           records: bytes = b"", aborted: list[tuple[int, int]] | None = None) -> Any:
     return mk(m.PartitionData, partition_index=index, error_code=code, high_watermark=hw, last_stable_offset=lso,
-              log_start_offset=log_start, aborted_transactions=None, preferred_read_replica=-1,
-              records=Records(records))
+              log_start_offset=log_start, preferred_read_replica=-1, records=Records(records),
+              aborted_transactions=None if aborted is None else tuple(
+                  mk(m.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in aborted))
 
 
 # A read planned at more bytes than this runs on a worker thread, so one large fetch never holds
@@ -48,8 +55,10 @@ class _Pending:
 
     index: int
     hw: int
+    lso: int
     log_start: int
     plan: ReadPlan | None
+    aborted: list[tuple[int, int]] | None  # read_committed: the aborted transactions in range
 
 
 @dataclass(slots=True)
@@ -71,6 +80,7 @@ def _collect(node: NodeServices, request: Any, m: Any) -> _Pass:
     """One pass over the requested partitions: errors answered, reads planned (under each log's
     lock, briefly) but not executed. ``planned`` bounds the bytes the reads return."""
     remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes)  # the broker's cap wins
+    committed = int(getattr(request, "isolation_level", 0)) == 1
     out = _Pass([], 0, False, [])
     for t in request.topics:
         pds: list[Any] = []
@@ -92,22 +102,26 @@ def _collect(node: NodeServices, request: Any, m: Any) -> _Pass:
                 out.any_error = True
                 continue
             hw = data.high_watermark
+            lso = part.last_stable_offset()
+            end = lso if committed else hw
             try:
                 limit = min(int(p.partition_max_bytes), remaining)
                 if p.fetch_offset < data.log_start_offset or p.fetch_offset > data.log_end_offset:
                     raise OffsetOutOfRangeError(p.fetch_offset)
                 plan = None
-                if p.fetch_offset < hw and (limit > 0 or out.planned == 0):
-                    plan = part.plan_read(p.fetch_offset, max(limit, 0), min_one=out.planned == 0)
+                if p.fetch_offset < end and (limit > 0 or out.planned == 0):
+                    plan = part.plan_read(p.fetch_offset, max(limit, 0), min_one=out.planned == 0,
+                                          upper=end if committed else None)
             except OffsetOutOfRangeError:
-                pds.append(_pdata(m, p.partition, ErrorCode.offset_out_of_range, hw=hw, lso=hw,
+                pds.append(_pdata(m, p.partition, ErrorCode.offset_out_of_range, hw=hw, lso=lso,
                                   log_start=data.log_start_offset))
                 out.any_error = True
                 continue
             if plan is not None:
                 out.planned += plan.size
                 remaining = max(remaining - plan.size, 0)
-            pds.append(_Pending(p.partition, hw, data.log_start_offset, plan))
+            aborted = data.txns.aborted_between(p.fetch_offset, end) if committed else None
+            pds.append(_Pending(p.partition, hw, lso, data.log_start_offset, plan, aborted))
         out.topics.append((t.topic, pds))
     return out
 
@@ -134,8 +148,8 @@ async def _answer(found: _Pass, m: Any) -> tuple[Any, ...]:
     topics = []
     for topic, items in found.topics:
         pds = [p if not isinstance(p, _Pending) else
-               _pdata(m, p.index, ErrorCode.none, hw=p.hw, lso=p.hw, log_start=p.log_start,
-                      records=read[id(p.plan)] if p.plan is not None else b"")
+               _pdata(m, p.index, ErrorCode.none, hw=p.hw, lso=p.lso, log_start=p.log_start,
+                      records=read[id(p.plan)] if p.plan is not None else b"", aborted=p.aborted)
                for p in items]
         topics.append(mk(m.FetchableTopicResponse, topic=topic, partitions=tuple(pds)))
     return tuple(topics)
@@ -188,6 +202,7 @@ def _lo_part(m: Any, index: int, code: ErrorCode, ts: int = -1, offset: int = -1
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
     m = resp_mod(LIST_OFFSETS_KEY, ctx.api_version)
+    committed = int(getattr(request, "isolation_level", 0)) == 1
     topics = []
     for t in request.topics:
         parts = []
@@ -207,7 +222,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             epoch = part.reported_epoch
             ts = int(p.timestamp)
             if ts == LATEST:
-                parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, data.high_watermark, epoch))
+                latest = part.last_stable_offset() if committed else data.high_watermark
+                parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, latest, epoch))
             elif ts == EARLIEST:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, data.log_start_offset, epoch))
             elif ts == MAX_TIMESTAMP:

@@ -3,8 +3,9 @@ v3–9; v0–2 are rejected (no kio schema → the connection is closed, as Kafk
 them). acks=0 sends no response at all; acks=1 and acks=-1 are the same on one node.
 
 InitProducerId (22) for an idempotent producer is answered here; ``cluster.apis.transactions``
-registers the API and hands a transactional id to the transaction coordinator. Transactional
-batches are refused until the data partitions keep a last stable offset (issue 15).
+registers the API and hands a transactional id to the transaction coordinator. A transactional
+batch opens its producer's transaction on the partition (``replication.txn_index``); it is not
+checked against the coordinator's partition list (KIP-890's verification is not done).
 """
 
 from __future__ import annotations
@@ -51,10 +52,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(_part(m, p.index, ErrorCode.invalid_required_acks))
                 continue
-            if request.transactional_id is not None:
-                parts.append(_part(m, p.index, ErrorCode.transactional_id_authorization_failed,
-                                   message="Transactions are not supported by kcoord"))
-                continue
             if node.is_internal_topic(t.name):
                 parts.append(_part(m, p.index, ErrorCode.invalid_topic_exception,
                                    message=f"Cannot append to internal topic {t.name}"))
@@ -64,7 +61,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
                                    message="This server does not host this topic-partition."))
                 continue
-            res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s)
+            res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,
+                                     transactional=request.transactional_id is not None)
             if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)

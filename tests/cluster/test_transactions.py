@@ -143,3 +143,49 @@ def test_a_second_confluent_producer_with_the_same_id_fences_the_first(cluster: 
         assert "fenced" in err.str().lower() or "epoch" in err.str().lower(), err.str()
     finally:
         consumer.close()
+
+
+def _consume(bs: str, topic: str, partitions: int, isolation: str, want: int, settle_s: float = 2.0) -> list[str]:
+    """Every value a consumer with ``isolation`` reads from the start: until ``want`` values, then
+    ``settle_s`` more to see that nothing else comes."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"reader-{isolation}", "isolation.level": isolation,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    settle_until: float | None = None
+    try:
+        while time.monotonic() < (settle_until or deadline):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append((m.value() or b"").decode())
+            if settle_until is None and len(got) >= want:
+                settle_until = time.monotonic() + settle_s
+    finally:
+        c.close()
+    return got
+
+
+def test_read_committed_consumers_see_committed_output_only(cluster: Cluster) -> None:
+    bs = cluster.bootstrap
+    create_topic(bs, "eos-out", 3)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "eos-1", "linger.ms": 5})
+    p.init_transactions(30)
+    for label, finish in (("aborted", p.abort_transaction), ("committed", p.commit_transaction)):
+        p.begin_transaction()
+        for i in range(30):
+            p.produce("eos-out", key=str(i).encode(), value=f"{label}-{i}".encode())
+        p.flush(30)
+        finish(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("eos-out", key=str(i).encode(), value=f"open-{i}".encode())
+    p.flush(30)  # written, not yet committed
+
+    committed = {f"committed-{i}" for i in range(30)}
+    assert sorted(_consume(bs, "eos-out", 3, "read_committed", 30)) == sorted(committed)
+    everything = _consume(bs, "eos-out", 3, "read_uncommitted", 70)
+    assert len(everything) == 70 and committed <= set(everything)
+    p.commit_transaction(30)
+    later = _consume(bs, "eos-out", 3, "read_committed", 40)
+    assert set(later) == committed | {f"open-{i}" for i in range(10)} and len(later) == 40
