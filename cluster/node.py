@@ -186,6 +186,12 @@ class Node:
         self._producer_id_next += 1
         return pid
 
+    async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                                    coordinator_epoch: int) -> int:
+        """The marker of a transaction for ``__consumer_offsets`` partition ``partition``."""
+        return int(await self.group_api.end_transaction(partition, producer_id, producer_epoch, commit,
+                                                        coordinator_epoch))
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:

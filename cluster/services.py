@@ -64,3 +64,9 @@ class NodeServices(Protocol):
     async def delete_topic_async(self, name: str) -> TopicMeta | None: ...
 
     async def allocate_producer_id(self) -> int: ...
+
+    async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                                    coordinator_epoch: int) -> int:
+        """Write a transaction's marker to ``__consumer_offsets`` partition ``partition``; the
+        Kafka error code."""
+        ...

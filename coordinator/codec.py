@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import msgpack
 
@@ -20,6 +21,8 @@ from .records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    TxnMarkerKey,
+    TxnMarkerValue,
 )
 
 
@@ -148,6 +151,7 @@ def encode_key(record: Record) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return b"".join((_OFFSET_KEY_TYPE, _short_string(key.group), _short_string(key.topic),
                          _I32.pack(key.partition)))
+    assert isinstance(key, GroupMetadataKey), "a transaction marker is not a keyed record"
     w = _Writer()
     w.int16(2)
     w.string(key.group)
@@ -169,6 +173,7 @@ def encode_value(record: Record) -> bytes | None:
             return w.done()
         return b"".join((_OFFSET_V3_HEAD.pack(3, value.offset, value.leader_epoch), _short_string(value.metadata),
                          _I64.pack(value.commit_timestamp)))
+    assert isinstance(value, GroupMetadataValue), "a transaction marker is not a keyed record"
     w.int16(3)
     w.string(value.protocol_type)
     w.int32(value.generation)
@@ -297,15 +302,26 @@ def _decode_group_value(data: bytes) -> GroupMetadataValue:
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
+def _item(r: Record) -> Any:
+    """A record as an entry holds it: [key, value], [key, value, producer id] for an offset
+    committed in a transaction, or a map for a transaction marker (Kafka's control batch)."""
+    if isinstance(r.key, TxnMarkerKey):
+        assert isinstance(r.value, TxnMarkerValue)
+        return {"marker": r.key.producer_id, "commit": r.value.commit, "epoch": r.value.coordinator_epoch}
+    if r.producer_id >= 0:
+        return [encode_key(r), encode_value(r), r.producer_id]
+    return [encode_key(r), encode_value(r)]
+
+
 def encode_batch(records: Sequence[Record]) -> bytes:
     """One replicated entry: the records of one or many requests, in order."""
-    packed: bytes = msgpack.packb([[encode_key(r), encode_value(r)] for r in records], use_bin_type=True)
+    packed: bytes = msgpack.packb([_item(r) for r in records], use_bin_type=True)
     return packed
 
 
 def record_size(record: Record) -> int:
     """The bytes ``record`` takes in an entry."""
-    return len(msgpack.packb([encode_key(record), encode_value(record)], use_bin_type=True))
+    return len(msgpack.packb(_item(record), use_bin_type=True))
 
 
 class EntryTooLarge(ValueError):
@@ -332,7 +348,7 @@ def encode_batches(records: Sequence[Record], max_bytes: int) -> list[tuple[byte
     items: list[bytes] = []
     size = 0
     for r in records:
-        item: bytes = msgpack.packb([encode_key(r), encode_value(r)], use_bin_type=True)
+        item: bytes = msgpack.packb(_item(r), use_bin_type=True)
         if len(item) > room:
             raise EntryTooLarge(f"a record of {len(item)} bytes cannot fit in an entry of {max_bytes}")
         if size + len(item) > room:
@@ -352,9 +368,18 @@ def decode_batch(payload: bytes) -> list[Record]:
     except Exception as exc:  # msgpack raises several unrelated types
         raise RecordDecodeError(f"undecodable entry: {exc}") from exc
     out: list[Record] = []
-    for key, value in items:
-        try:
-            out.append(decode_record(key, value))
-        except UnknownRecordType:
-            continue
+    try:
+        for item in items:
+            if isinstance(item, dict):
+                out.append(Record(TxnMarkerKey(int(item["marker"])),
+                                  TxnMarkerValue(bool(item["commit"]), int(item["epoch"]))))
+                continue
+            key, value, *rest = item
+            try:
+                record = decode_record(key, value)
+            except UnknownRecordType:
+                continue
+            out.append(Record(record.key, record.value, int(rest[0])) if rest else record)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RecordDecodeError(f"undecodable entry: {exc}") from exc
     return out

@@ -239,6 +239,37 @@ class OffsetDeleteResponse:
     topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...] = ()
 
 
+# ---------------------------------------------------------------- transactions
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a producer's transaction (sendOffsetsToTransaction)."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
+    generation_id: int = -1  # v3+ (KIP-447); older clients send no member information
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarkerRequest:
+    """The transaction coordinator's marker for this partition (WriteTxnMarkers)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarkerResponse:
+    error: ErrorCode
+
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -250,6 +281,8 @@ Request = (
     | ListGroupsRequest
     | DeleteGroupsRequest
     | OffsetDeleteRequest
+    | TxnOffsetCommitRequest
+    | EndTxnMarkerRequest
 )
 
 Response = (
@@ -263,6 +296,7 @@ Response = (
     | ListGroupsResponse
     | DeleteGroupsResponse
     | OffsetDeleteResponse
+    | EndTxnMarkerResponse
 )
 
 
@@ -276,7 +310,9 @@ def error_response(request: Request, error: ErrorCode) -> Response:
         return HeartbeatResponse(error)
     if isinstance(request, LeaveGroupRequest):
         return LeaveGroupResponse(error)
-    if isinstance(request, OffsetCommitRequest):
+    if isinstance(request, EndTxnMarkerRequest):
+        return EndTxnMarkerResponse(error)
+    if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
         return OffsetCommitResponse(
             tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in request.topics)
         )

@@ -9,24 +9,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from .records import (
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    TxnMarkerKey,
+    TxnMarkerValue,
+)
+from .txn_offsets import PendingOffsets
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 
 
-def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, record: Record) -> None:
+def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending: PendingOffsets,
+                record: Record) -> None:
     """Apply one record to durable state (the only place durable state changes)."""
     key = record.key
     if isinstance(key, OffsetCommitKey):
         if record.value is None:
+            pending.tombstone(key)
             by_group = offsets.get(key.group)
             if by_group is not None:
                 by_group.pop((key.topic, key.partition), None)
                 if not by_group:
                     del offsets[key.group]
+        elif record.producer_id >= 0:
+            assert isinstance(record.value, OffsetCommitValue)
+            pending.add(record.producer_id, key, record.value)
         else:
             assert isinstance(record.value, OffsetCommitValue)
+            pending.plain_commit(key)
             offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
+    elif isinstance(key, TxnMarkerKey):
+        assert isinstance(record.value, TxnMarkerValue)
+        for k, v in pending.end(key.producer_id, record.value.commit):
+            offsets.setdefault(k.group, {})[(k.topic, k.partition)] = v
     else:
         if record.value is None:
             groups.pop(key.group, None)
@@ -38,14 +56,15 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, record:
 class DurableImage:
     """Durable state after replaying a log's entries up to (not including) ``next_offset``."""
 
-    __slots__ = ("groups", "offsets", "next_offset")
+    __slots__ = ("groups", "offsets", "pending", "next_offset")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
         self.offsets: Offsets = {}
+        self.pending = PendingOffsets()
         self.next_offset = 0
 
     def replay(self, records: Iterable[Record]) -> None:
-        groups, offsets = self.groups, self.offsets
+        groups, offsets, pending = self.groups, self.offsets, self.pending
         for record in records:
-            replay_into(groups, offsets, record)
+            replay_into(groups, offsets, pending, record)

@@ -1,7 +1,8 @@
-"""Committed offsets on one shard: OffsetCommit, OffsetFetch, OffsetDelete, and which offsets
-have expired (KIP-211), as Kafka's OffsetMetadataManager.
+"""Committed offsets on one shard: OffsetCommit, TxnOffsetCommit and its markers, OffsetFetch,
+OffsetDelete, and which offsets have expired (KIP-211), as Kafka's OffsetMetadataManager.
 
-``offsets`` is durable state, changed only by replaying the records written here.
+``offsets`` and ``pending`` (transactional offsets awaiting their marker) are durable state,
+changed only by replaying the records written here.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState
-from .records import OffsetCommitKey, OffsetCommitValue, Record
+from .records import OffsetCommitKey, OffsetCommitValue, Record, TxnMarkerKey, TxnMarkerValue
+from .txn_offsets import PendingOffsets
 from .write_context import WriteContext
 
 E = ErrorCode
 S = GroupState
 
 
-def _commit_size(req: c.OffsetCommitRequest) -> int:
+def _commit_size(req: c.OffsetCommitRequest | c.TxnOffsetCommitRequest) -> int:
     """About what the offset records of one commit take (a little more, never less)."""
     size = 0
     group = len(req.group_id.encode())
@@ -35,17 +37,22 @@ def _utf16_len(s: str) -> int:
 
 class OffsetHandlers:
     def __init__(self, config: GroupConfig, groups: dict[str, ClassicGroup],
-                 offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]], classic: ClassicGroupHandlers,
-                 w: WriteContext) -> None:
+                 offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]], pending: PendingOffsets,
+                 classic: ClassicGroupHandlers, w: WriteContext) -> None:
         self.config = config
         self.groups = groups
         self.offsets = offsets
+        self.pending = pending
         self.classic = classic
         self.w = w
 
     # ================================================================ offsets
 
-    def _validate_offset_commit(self, group: ClassicGroup, req: c.OffsetCommitRequest) -> ErrorCode:
+    def _validate_commit(self, group: ClassicGroup, req: c.OffsetCommitRequest | c.TxnOffsetCommitRequest) -> ErrorCode:
+        """Kafka's validateOffsetCommit, and validateTransactionalOffsetCommit for a transactional
+        one: any state is fine there (never REBALANCE_IN_PROGRESS), and a commit without member
+        information is accepted as older clients send it."""
+        transactional = isinstance(req, c.TxnOffsetCommitRequest)
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if req.generation_id < 0 and group.is_in(S.EMPTY):
@@ -56,35 +63,42 @@ class OffsetHandlers:
                 return invalid
             if req.generation_id != group.generation_id:
                 return E.ILLEGAL_GENERATION
-        elif not group.is_in(S.EMPTY):
+        elif not transactional and not group.is_in(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
-        if group.is_in(S.COMPLETING_REBALANCE):
+        if not transactional and group.is_in(S.COMPLETING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
-    def offset_commit(self, req: c.OffsetCommitRequest) -> c.OffsetCommitResponse:
+    def offset_commit(self, req: c.OffsetCommitRequest | c.TxnOffsetCommitRequest) -> c.OffsetCommitResponse:
+        """OffsetCommit, or TxnOffsetCommit: its records carry the producer id and wait, pending,
+        for the transaction's marker (``end_txn_marker``)."""
         def all_partitions(e: ErrorCode) -> c.OffsetCommitResponse:
             return c.OffsetCommitResponse(tuple((t, tuple((p.partition, e) for p in ps)) for t, ps in req.topics))
 
+        transactional = isinstance(req, c.TxnOffsetCommitRequest)
+        if transactional and not req.group_id:
+            return all_partitions(E.INVALID_GROUP_ID)
         if _commit_size(req) > self.config.max_record_batch_bytes:
             return all_partitions(E.INVALID_COMMIT_OFFSET_SIZE)  # Kafka's answer to RECORD_LIST_TOO_LARGE
 
         group = self.groups.get(req.group_id)
         if group is None:
             if req.generation_id >= 0:
-                return all_partitions(E.GROUP_ID_NOT_FOUND if req.group_id_not_found_error
-                                      else E.ILLEGAL_GENERATION)
+                not_found = isinstance(req, c.OffsetCommitRequest) and req.group_id_not_found_error
+                return all_partitions(E.GROUP_ID_NOT_FOUND if not_found else E.ILLEGAL_GENERATION)
             group = ClassicGroup(req.group_id, current_state_timestamp=self.w.now)
             self.groups[req.group_id] = group
         else:
-            error = self._validate_offset_commit(group, req)
+            error = self._validate_commit(group, req)
             if error is not E.NONE:
                 return all_partitions(error)
-            if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            if not transactional and group.is_in(S.STABLE, S.PREPARING_REBALANCE):
                 member = group.members.get(req.member_id)
                 if member is not None:
                     self.classic.reschedule_heartbeat(group, member)
-        expire = self.w.now + req.retention_time_ms if req.retention_time_ms != -1 else -1
+        retention = req.retention_time_ms if isinstance(req, c.OffsetCommitRequest) else -1
+        expire = self.w.now + retention if retention != -1 else -1
+        producer_id = req.producer_id if isinstance(req, c.TxnOffsetCommitRequest) else -1
         topics_out = []
         for topic, partitions in req.topics:
             results = []
@@ -100,28 +114,43 @@ class OffsetHandlers:
                     commit_timestamp=p.commit_timestamp if p.commit_timestamp != -1 else self.w.now,
                     expire_timestamp=expire,
                 )
-                self.w.write(Record(OffsetCommitKey(req.group_id, topic, p.partition), value))
+                self.w.write(Record(OffsetCommitKey(req.group_id, topic, p.partition), value, producer_id))
                 results.append((p.partition, E.NONE))
             topics_out.append((topic, tuple(results)))
         return c.OffsetCommitResponse(tuple(topics_out))
+
+    def end_txn_marker(self, req: c.EndTxnMarkerRequest) -> c.EndTxnMarkerResponse:
+        """The transaction ended: its pending offsets are installed (COMMIT) or dropped (ABORT)
+        when the marker record replays. Nothing pending: nothing to write (a retry, or a
+        transaction that committed no offsets here)."""
+        if req.producer_id in self.pending.by_producer:
+            self.w.write(Record(TxnMarkerKey(req.producer_id), TxnMarkerValue(req.commit, req.coordinator_epoch)))
+        return c.EndTxnMarkerResponse(E.NONE)
 
     def offset_fetch(self, req: c.OffsetFetchRequest) -> c.OffsetFetchResponse:
         group = self.groups.get(req.group_id)
         committed = self.offsets.get(req.group_id, {})
         if group is None or group.is_in(S.DEAD):
             committed = {}
+        # require_stable: a partition with an offset pending in an open transaction is unstable
+        unstable = self.pending.partitions(req.group_id) if req.require_stable else set()
         if req.topics is None:
             by_topic: dict[str, list[c.FetchedOffset]] = {}
-            for (topic, partition), v in sorted(committed.items()):
+            for (topic, partition) in sorted(set(committed) | unstable):
+                v = committed.get((topic, partition))
                 by_topic.setdefault(topic, []).append(
-                    c.FetchedOffset(partition, v.offset, v.leader_epoch, v.metadata))
+                    c.FetchedOffset(partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT) if (topic, partition) in unstable
+                    else c.FetchedOffset(partition, v.offset, v.leader_epoch, v.metadata) if v is not None
+                    else c.FetchedOffset(partition, -1, -1, ""))
             return c.OffsetFetchResponse(E.NONE, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
         out = []
         for topic, partitions in req.topics:
             fetched = []
             for partition in partitions:
                 found = committed.get((topic, partition))
-                if found is None:
+                if (topic, partition) in unstable:
+                    fetched.append(c.FetchedOffset(partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+                elif found is None:
                     fetched.append(c.FetchedOffset(partition, -1, -1, ""))
                 else:
                     fetched.append(c.FetchedOffset(partition, found.offset, found.leader_epoch, found.metadata))
@@ -161,7 +190,8 @@ class OffsetHandlers:
         return None
 
     def delete_all_offsets(self, group_id: str) -> None:
-        for topic, partition in sorted(self.offsets.get(group_id, {})):
+        """Tombstones for every committed offset and every partition with only a pending one."""
+        for topic, partition in sorted(set(self.offsets.get(group_id, {})) | self.pending.partitions(group_id)):
             self.w.write(Record(OffsetCommitKey(group_id, topic, partition), None))
 
     def expire_offsets(self, group_id: str, group: ClassicGroup) -> bool:
@@ -173,9 +203,10 @@ class OffsetHandlers:
         if base is None:
             return False
         all_expired = True
+        pending = self.pending.partitions(group_id)
         for (topic, partition), v in sorted(committed.items()):
-            if group.is_subscribed_to_topic(topic) and not group.is_in(S.EMPTY):
-                all_expired = False
+            if (group.is_subscribed_to_topic(topic) and not group.is_in(S.EMPTY)) or (topic, partition) in pending:
+                all_expired = False  # an offset with a transactional one pending stays until the marker
                 continue
             if v.expire_timestamp != -1:
                 expired = self.w.now >= v.expire_timestamp

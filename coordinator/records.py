@@ -52,14 +52,28 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+@dataclass(frozen=True, slots=True)
+class TxnMarkerKey:
+    """The end of a producer's transaction on this partition (Kafka writes a control batch)."""
+
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerValue:
+    commit: bool
+    coordinator_epoch: int
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
     key: RecordKey
     value: RecordValue | None  # None = tombstone
+    producer_id: int = -1  # an offset commit made in this producer's transaction (TxnOffsetCommit)
 
     @property
     def is_tombstone(self) -> bool:

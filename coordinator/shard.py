@@ -28,6 +28,7 @@ from .image import DurableImage, replay_into
 from .offset_handlers import OffsetHandlers
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitValue, Record
 from .timers import EXPIRE_KEY, TimerKind, TimerSet, heartbeat_key
+from .txn_offsets import PendingOffsets
 from .write_context import Result, WriteContext
 
 __all__ = ["GroupCoordinatorShard", "Result"]
@@ -52,10 +53,12 @@ class GroupCoordinatorShard:
         self.durable_groups: dict[str, GroupMetadataValue] = image.groups if image is not None else {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = (
             image.offsets if image is not None else {})
+        self.pending = image.pending if image is not None else PendingOffsets()  # transactional offsets
         self.timers = TimerSet()
         self.w = WriteContext(self.timers)
         self.classic = ClassicGroupHandlers(self.config, self._new_id, self.groups, self.timers, self.w)
-        self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.classic, self.w)
+        self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.pending, self.classic,
+                                              self.w)
         self.census = GroupCensus()  # which groups each step touched, for GroupsObserved
 
     def _begin(self, now_ms: int) -> None:
@@ -71,7 +74,7 @@ class GroupCoordinatorShard:
 
     def replay(self, record: Record) -> None:
         """Apply one committed (or about-to-be-committed) record to durable state."""
-        replay_into(self.durable_groups, self.offsets, record)
+        replay_into(self.durable_groups, self.offsets, self.pending, record)
 
     def durable_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         return (dict(self.durable_groups), {g: dict(o) for g, o in self.offsets.items()})
@@ -90,7 +93,7 @@ class GroupCoordinatorShard:
         shard._begin(now_ms)
         for group_id, value in shard.durable_groups.items():
             shard.groups[group_id] = ClassicGroup.from_record_value(group_id, value)
-        for group_id in shard.offsets:
+        for group_id in [*shard.offsets, *shard.pending.by_group]:
             if group_id not in shard.groups:
                 shard.groups[group_id] = ClassicGroup(group_id)  # a simple (offsets-only) group
         for group in shard.groups.values():
@@ -154,6 +157,10 @@ class GroupCoordinatorShard:
             respond(token, groups.list_groups(request))
         elif isinstance(request, c.DeleteGroupsRequest):
             respond(token, self._delete_groups(request))
+        elif isinstance(request, c.TxnOffsetCommitRequest):
+            respond(token, offsets.offset_commit(request))
+        elif isinstance(request, c.EndTxnMarkerRequest):
+            respond(token, offsets.end_txn_marker(request))
         else:
             respond(token, offsets.offset_delete(request))
         return self._end()
@@ -204,7 +211,8 @@ class GroupCoordinatorShard:
     def _cleanup_group_metadata(self) -> None:
         """Kafka's cleanupGroupMetadata: expire offsets, then drop the Empty groups left with none."""
         for group_id, group in list(self.groups.items()):
-            if self.offset_handlers.expire_offsets(group_id, group) and group.is_in(S.EMPTY):
+            if (self.offset_handlers.expire_offsets(group_id, group) and group.is_in(S.EMPTY)
+                    and not self.pending.has_open(group_id)):
                 self.w.write(Record(GroupMetadataKey(group_id), None))
                 self.groups.pop(group_id, None)
         self.w.schedule(EXPIRE_KEY, self.config.offsets_retention_check_interval_ms, TimerKind.EXPIRE_OFFSETS)

@@ -21,7 +21,7 @@ from coordinator.config import GroupConfig
 from coordinator.errors import ErrorCode
 from coordinator.group import GroupState
 from coordinator.partitioner import partition_for
-from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Record
+from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, Record, TxnMarkerKey
 from coordinator.runtime import Append, ContextState, CoordinatorRuntime, Effect, Reload, Respond
 from coordinator.shard import GroupCoordinatorShard, Result
 
@@ -436,6 +436,8 @@ class Simulator:
 
     def _model_apply(self, r: Record, index: int) -> None:
         key = r.key
+        if isinstance(key, TxnMarkerKey) or r.producer_id >= 0:
+            return  # the simulated clients commit no offsets in transactions
         if isinstance(key, OffsetCommitKey):
             k = (key.group, (key.topic, key.partition))
             if r.value is None:

@@ -35,6 +35,7 @@ log = logging.getLogger("kcoord.groups")
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+TXN_OFFSET_COMMIT = 28
 
 # Kafka's ranges (reference §6.4), capped below the topic-id versions (OffsetCommit/Fetch 10).
 RANGES = {
@@ -48,6 +49,7 @@ RANGES = {
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    TXN_OFFSET_COMMIT: (0, 4),  # v5 means KIP-890's transaction version 2 (not served)
 }
 
 
@@ -208,23 +210,7 @@ class GroupApi:
         coded by hand (``encode_offset_commit_response``): commits are the hot path."""
         req = decode_body(header, frame, self.node.config.request_max_array_items)
         v = header.api_version
-        unknown: dict[str, list[int]] = {}
-        known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                if not self.node.has_partition(t.name, int(p.partition_index)):
-                    unknown.setdefault(t.name, []).append(int(p.partition_index))
-                    continue
-                parts.append(c.PartitionCommit(
-                    partition=int(p.partition_index),
-                    offset=int(p.committed_offset),
-                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
-                    metadata=p.committed_metadata,
-                    commit_timestamp=-1,
-                ))
-            if parts:
-                known.append((t.name, tuple(parts)))
+        known, unknown = self._commits(req.topics)
         retention = to_ms(req.retention_time) if has_field(req, "retention_time") else -1
         results: dict[str, list[tuple[int, ErrorCode]]] = {}
         if known:
@@ -244,6 +230,58 @@ class GroupApi:
             results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
         answer = [(topic, [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
         return RawResponse(encode_offset_commit_response(v, header.correlation_id, answer), KErr.none)
+
+    def _commits(self, topics: Any) -> tuple[list[tuple[str, tuple[c.PartitionCommit, ...]]], dict[str, list[int]]]:
+        """The committed offsets of an OffsetCommit or TxnOffsetCommit, and the partitions of
+        topics this cluster does not have (answered UNKNOWN_TOPIC_OR_PARTITION here)."""
+        unknown: dict[str, list[int]] = {}
+        known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []
+        for t in topics:
+            parts = []
+            for p in t.partitions:
+                if not self.node.has_partition(t.name, int(p.partition_index)):
+                    unknown.setdefault(t.name, []).append(int(p.partition_index))
+                    continue
+                parts.append(c.PartitionCommit(partition=int(p.partition_index), offset=int(p.committed_offset),
+                                               leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                                               metadata=p.committed_metadata, commit_timestamp=-1))
+            if parts:
+                known.append((t.name, tuple(parts)))
+        return known, unknown
+
+    # ------------------------------------------------------------ TxnOffsetCommit
+
+    async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
+        """Offsets committed in a producer's transaction: pending until its marker (the
+        partition is not checked against the transaction's partitions: KIP-890's verification
+        is not done)."""
+        v = version_of(req)
+        known, unknown = self._commits(req.topics)
+        results: dict[str, list[tuple[int, ErrorCode]]] = {}
+        if known:
+            resp = await self.call(req.group_id, c.TxnOffsetCommitRequest(
+                group_id=req.group_id, producer_id=int(req.producer_id), producer_epoch=int(req.producer_epoch),
+                topics=tuple(known), generation_id=int(getattr(req, "generation_id", -1)),
+                member_id=getattr(req, "member_id", ""), group_instance_id=getattr(req, "group_instance_id", None)))
+            for topic, parts_out in resp.topics:
+                results.setdefault(topic, []).extend(parts_out)
+        for topic, plist in unknown.items():
+            results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
+        mod = resp_mod(TXN_OFFSET_COMMIT, v)
+        return mk(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=tuple(
+            mk(mod.TxnOffsetCommitResponseTopic, name=topic, partitions=tuple(
+                mk(mod.TxnOffsetCommitResponsePartition, partition_index=p,
+                   error_code=_txn_commit_error(e, v)) for p, e in plist))
+            for topic, plist in results.items()))
+
+    async def end_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int) -> ErrorCode:
+        """A transaction marker for ``__consumer_offsets`` partition ``partition``: its pending
+        offsets are installed or dropped once the marker is committed."""
+        resp = await self.driver.call(partition, c.EndTxnMarkerRequest(producer_id, producer_epoch, commit,
+                                                                        coordinator_epoch))
+        assert isinstance(resp, c.EndTxnMarkerResponse)
+        return resp.error
 
     # ------------------------------------------------------------ OffsetFetch
 
@@ -349,6 +387,13 @@ class GroupApi:
                                                    for p, e in ps)) for t, ps in resp.topics))
 
 
+def _txn_commit_error(error: ErrorCode, version: int) -> KErr:
+    """TxnOffsetCommit v0-1 do not know COORDINATOR_LOAD_IN_PROGRESS (Kafka sends NOT_AVAILABLE)."""
+    if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+        return KErr.coordinator_not_available
+    return kerr(error)
+
+
 def error_responder(api_key: int) -> Any:
     """Builds the whole-request error answer of a group API (handler crash, bad version)."""
 
@@ -362,6 +407,11 @@ def error_responder(api_key: int) -> Any:
                 mk(topic_cls, name=t.name, partitions=tuple(
                     mk(part_cls, partition_index=p.partition_index, error_code=error) for p in t.partitions))
                 for t in req.topics))
+        if api_key == TXN_OFFSET_COMMIT:
+            return mk(mod.TxnOffsetCommitResponse, throttle_time=ZERO, topics=tuple(
+                mk(mod.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+                    mk(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions)) for t in req.topics))
         if api_key == OFFSET_FETCH:
             if v >= 8:
                 group_cls = cls(mod, "OffsetFetchResponseGroup")
@@ -398,6 +448,7 @@ def register(node: NodeServices, driver: CoordinatorDriver) -> GroupApi:
         LIST_GROUPS: api.list_groups,
         DELETE_GROUPS: api.delete_groups,
         OFFSET_DELETE: api.offset_delete,
+        TXN_OFFSET_COMMIT: api.txn_offset_commit,
     }
     for key, handler in handlers.items():
         lo, hi = RANGES[key]

@@ -39,9 +39,14 @@ TopicPartition = tuple[str, int]
 async def write_marker(node: NodeServices, producer_id: int, producer_epoch: int, commit: bool,
                        coordinator_epoch: int, topic: str, partition: int) -> ErrorCode:
     if topic == OFFSETS_TOPIC:
-        # Transactional offsets (TxnOffsetCommit) are not accepted yet, so a __consumer_offsets
-        # partition holds nothing for a marker to commit or abort.
-        return ErrorCode.none
+        # The group coordinator writes its own marker (Kafka: completeTransaction); not owning
+        # the partition, or loading it, is "not the leader" for the sender, which retries.
+        code = ErrorCode(await node.end_group_transaction(partition, producer_id, producer_epoch, commit,
+                                                          coordinator_epoch))
+        if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                    ErrorCode.coordinator_load_in_progress):
+            return ErrorCode.not_leader_or_follower
+        return code
     part = node.topology.partition(topic, partition)
     if part is None:
         return ErrorCode.unknown_topic_or_partition

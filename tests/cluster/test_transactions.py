@@ -189,3 +189,55 @@ def test_read_committed_consumers_see_committed_output_only(cluster: Cluster) ->
     p.commit_transaction(30)
     later = _consume(bs, "eos-out", 3, "read_committed", 40)
     assert set(later) == committed | {f"open-{i}" for i in range(10)} and len(later) == 40
+
+
+def test_a_consume_transform_produce_loop_is_exactly_once(cluster: Cluster) -> None:
+    """confluent-kafka's exactly-once loop: input offsets go into the producer's transaction
+    (send_offsets_to_transaction); an aborted round leaves neither output nor offsets, and the
+    consumer rewinds to the committed offsets."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    bs = cluster.bootstrap
+    create_topic(bs, "ctp-in", 2)
+    create_topic(bs, "ctp-out", 2)
+    source = Producer({"bootstrap.servers": bs})
+    for i in range(40):
+        source.produce("ctp-in", key=str(i).encode(), value=f"in-{i}".encode(), partition=i % 2)
+    assert source.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "ctp", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": "ctp-1", "linger.ms": 5})
+    producer.init_transactions(30)
+    consumer.subscribe(["ctp-in"])
+    done: set[str] = set()
+    rounds = aborted = 0
+    deadline = time.monotonic() + 60
+    try:
+        while len(done) < 40 and time.monotonic() < deadline:
+            msgs = [m for m in consumer.consume(num_messages=8, timeout=1.0) if m.error() is None]
+            if not msgs:
+                continue
+            rounds += 1
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce("ctp-out", key=m.key(), value=b"T:" + (m.value() or b""))
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            if rounds == 2:  # abort one round: no output, no offsets; read it again
+                producer.abort_transaction(30)
+                aborted += 1
+                for tp in consumer.committed(consumer.assignment(), 10):
+                    consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                                 tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                continue
+            producer.commit_transaction(30)
+            done |= {(m.value() or b"").decode() for m in msgs}
+        committed = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition("ctp-in", 0), TopicPartition("ctp-in", 1)], 10)}
+    finally:
+        consumer.close()
+    assert aborted == 1 and len(done) == 40
+    assert committed == {0: 20, 1: 20}
+    out = _consume(bs, "ctp-out", 2, "read_committed", 40)
+    assert sorted(out) == sorted(f"T:in-{i}" for i in range(40))  # each exactly once
+    assert len(_consume(bs, "ctp-out", 2, "read_uncommitted", 41, settle_s=1.0)) > 40  # the aborted round is there

@@ -10,7 +10,7 @@ import itertools
 from typing import Any
 
 from coordinator import commands as c
-from coordinator.codec import decode_record, encode_key, encode_value
+from coordinator.codec import decode_batch, encode_batch
 from coordinator.config import GroupConfig
 from coordinator.group import ClassicGroup
 from coordinator.records import Record
@@ -79,8 +79,8 @@ class Harness:
                 assert e.token not in self.responses, f"token {e.token} answered twice"
                 self.responses[e.token] = e.response
             elif isinstance(e, Append):
-                # Round-trip through Kafka's byte format, as the real log would.
-                self.log.extend(decode_record(encode_key(r), encode_value(r)) for r in e.records)
+                # Round-trip through the entry format (Kafka's bytes per record), as the real log would.
+                self.log.extend(decode_batch(encode_batch(list(e.records))))
                 if self.auto_commit:
                     queue.extend(self.rt.on_committed(e.partition, e.epoch, e.end_offset))
                 else:
