@@ -72,6 +72,11 @@ SHARD_LAST_LOAD = Gauge("kcoord_shard_last_load_seconds", "Duration of the last 
                         ["partition"], registry=REGISTRY)
 PARTITION_LEADER = Gauge("kcoord_partition_leader", "1 if this node leads the replicated partition",
                          ["partition"], registry=REGISTRY)
+TXN_OPEN = Gauge("kcoord_transactions_open",
+                 "Transactions this node coordinates that are open or decided but not yet complete",
+                 registry=REGISTRY)
+TXN_ENDED = Counter("kcoord_transactions_ended", "Transactions completed here (every marker written), by result",
+                    ["result"], registry=REGISTRY)
 PARTITION_TERM = Gauge("kcoord_partition_term", "Raft term (leader epoch) this node knows for the partition",
                        ["partition"], registry=REGISTRY)
 
@@ -155,6 +160,14 @@ def observe_commit(seconds: float, ok: bool) -> None:
 def observe_shard_load(partition: int, seconds: float) -> None:
     SHARD_LOAD.observe(seconds)
     SHARD_LAST_LOAD.labels(str(partition)).set(seconds)
+
+
+def set_open_transactions(n: int) -> None:
+    TXN_OPEN.set(n)
+
+
+def count_transaction_end(commit: bool) -> None:
+    TXN_ENDED.labels("committed" if commit else "aborted").inc()
 
 
 def set_partition_leadership(name: str, is_leader: bool, term: int) -> None:

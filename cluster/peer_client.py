@@ -35,6 +35,15 @@ class PeerClient:
         self._conns: dict[tuple[str, int], _Conn] = {}
 
     async def request(self, host: str, port: int, api_key: int, version: int, body: Any) -> Any:
+        resp_cls = response_schema(api_key, version)
+        if resp_cls is None:
+            raise ValueError(f"no schema for api {api_key} v{version}")
+        frame, pos = await self.request_raw(host, port, api_key, version, body)
+        obj, _ = entity_reader(resp_cls)(frame, pos)
+        return obj
+
+    async def request_raw(self, host: str, port: int, api_key: int, version: int, body: Any) -> tuple[bytes, int]:
+        """The response frame and where its body starts (for answers kio cannot read)."""
         req_cls, resp_cls = request_schema(api_key, version), response_schema(api_key, version)
         if req_cls is None or resp_cls is None:
             raise ValueError(f"no schema for api {api_key} v{version}")
@@ -58,8 +67,7 @@ class PeerClient:
         if struct.unpack_from(">i", frame, 0)[0] != conn.corr:
             self._drop(host, port, conn)
             raise PeerRequestError(f"{host}:{port}: answer to another request")
-        obj, _ = entity_reader(resp_cls)(frame, 5 if resp_cls.__flexible__ else 4)
-        return obj
+        return frame, 5 if resp_cls.__flexible__ else 4
 
     async def _conn(self, host: str, port: int) -> _Conn:
         conn = self._conns.get((host, port))

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+from cluster import metrics
 from cluster.deadline_timer import DeadlineTimer
 from cluster.txn_entries import decode_entry, encode_entry
 from replication.api import (
@@ -156,6 +157,7 @@ class TxnDriver:
                 log.warning("event=txn_shard_reload partition=%d epoch=%d", e.partition, e.epoch)
                 if not self._logs(e.partition).refence():
                     self._spawn(self._load(e.partition, e.epoch))
+        metrics.set_open_transactions(self.runtime.open_transactions())
         self._arm_timer()
 
     async def _append(self, append: Append) -> None:
@@ -195,6 +197,7 @@ class TxnDriver:
                 log.info("event=txn_markers_written transactional_id=%r producer_id=%d epoch=%d commit=%s "
                          "partitions=%d", m.transactional_id, m.producer_id, m.producer_epoch, m.commit,
                          len(m.partitions))
+                metrics.count_transaction_end(m.commit)
                 self._run(self.runtime.markers_written(send.partition, send.epoch, m, self._now_ms()))
                 return
             todo = replace(m, partitions=tuple(left))

@@ -90,6 +90,9 @@ class TransactionRuntime:
     def active_partitions(self) -> list[int]:
         return sorted(p for p, ctx in self._contexts.items() if ctx.shard is not None)
 
+    def open_transactions(self) -> int:
+        return sum(ctx.shard.open for ctx in self._contexts.values() if ctx.shard is not None)
+
     def loading(self) -> bool:
         return any(ctx.shard is None for ctx in self._contexts.values())
 

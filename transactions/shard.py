@@ -53,6 +53,7 @@ class TransactionShard:
     def __init__(self, config: TxnConfig | None = None) -> None:
         self.config = config or TxnConfig()
         self.txns: dict[str, TxnMetadata] = {}
+        self.open = 0  # transactions Ongoing or decided and not yet complete
         self._deadlines: list[tuple[int, str]] = []
         self._out = Result()
         self._now = 0
@@ -62,10 +63,11 @@ class TransactionShard:
     def replay(self, record: TxnRecord) -> None:
         """Apply one record; what Kafka keeps only in memory starts out unknown."""
         tid, value = record.transactional_id, record.value
+        md = self.txns.get(tid)
+        self.open += _is_open(value) - (md is not None and _is_open(md.value))
         if value is None:
             self.txns.pop(tid, None)
             return
-        md = self.txns.get(tid)
         if md is None:
             self.txns[tid] = TxnMetadata(value)
         else:
@@ -304,6 +306,10 @@ class TransactionShard:
             heapq.heappush(self._deadlines, (v.start_ms + v.timeout_ms + 1, tid))  # Kafka: past, not at
         elif v.state in IDLE:
             heapq.heappush(self._deadlines, (v.last_update_ms + self.config.id_expiration_ms, tid))
+
+
+def _is_open(v: TxnValue | None) -> bool:
+    return v is not None and (v.state is S.ONGOING or v.state in PREPARING)
 
 
 def _markers(tid: str, v: TxnValue) -> c.WriteMarkers:

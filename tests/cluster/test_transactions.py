@@ -1,12 +1,16 @@
-"""The transaction coordinator on a real 3-node cluster: found through FindCoordinator (key type
-1), driven over the wire and by confluent-kafka, surviving the SIGKILL of its node.
-
-(Transactional data and offsets, markers and read_committed come next: issue 15.)
+"""Transactions on a real 3-node cluster: the coordinator found through FindCoordinator (key type
+1), driven over the wire, by confluent-kafka (transactional producer, read_committed consumers,
+the consume-transform-produce loop) and by KafkaJS, and surviving the SIGKILL of its node, also
+between deciding a commit and writing its markers.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +25,7 @@ from tests.cluster.test_data_plane import create_topic
 from tests.wire.raw import RawConn
 
 pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -118,6 +123,19 @@ def test_a_transaction_over_the_wire_and_its_coordinator_moving(cluster: Cluster
               for t in _ask(cluster.address(i), 66, 1, ListTransactionsRequest(
                   state_filters=(), producer_id_filters=(), duration_filter=-1)).transaction_states}
     assert listed == {(tid, "CompleteCommit")}
+    # kafka-transactions.sh's list and describe, as `kcoord transactions`
+    tool = [sys.executable, "-m", "cluster.cli", "transactions", "--bootstrap-server", cluster.bootstrap]
+    out = subprocess.run([*tool, "list"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert tid in out.stdout and "CompleteCommit" in out.stdout
+    out = subprocess.run([*tool, "describe", "--transactional-id", tid], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert f"{tid}" in out.stdout and f"{pid}" in out.stdout and "CompleteCommit" in out.stdout
+    missing = subprocess.run([*tool, "describe", "--transactional-id", "nope"], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT)
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr.upper()
 
     # The coordinator's node dies: another takes the partition over from the replicated log.
     old = _coordinator(cluster, tid)
@@ -241,3 +259,69 @@ def test_a_consume_transform_produce_loop_is_exactly_once(cluster: Cluster) -> N
     out = _consume(bs, "ctp-out", 2, "read_committed", 40)
     assert sorted(out) == sorted(f"T:in-{i}" for i in range(40))  # each exactly once
     assert len(_consume(bs, "ctp-out", 2, "read_uncommitted", 41, settle_s=1.0)) > 40  # the aborted round is there
+
+
+def test_a_new_coordinator_completes_a_transaction_its_predecessor_left_in_prepare_commit(cluster: Cluster) -> None:
+    """The markers cannot reach the data partition's leader (paused) when the coordinator dies
+    right after deciding to commit: the next coordinator finds PrepareCommit in the log, writes
+    the markers and completes the transaction."""
+    import signal
+
+    from confluent_kafka.admin import AdminClient
+
+    bs = cluster.bootstrap
+    create_topic(bs, "fo-out", 3)
+    tid = "fo-txn"
+    p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5})
+    p.init_transactions(30)
+    coordinator = _coordinator(cluster, tid)
+    leaders = {pid: part.leader for pid, part in AdminClient({"bootstrap.servers": bs}).list_topics(
+        "fo-out", timeout=10).topics["fo-out"].partitions.items()}
+    partition = next(i for i, leader in leaders.items() if leader != coordinator)
+    paused = leaders[partition]
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("fo-out", value=f"fo-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    cluster.signal(paused, signal.SIGSTOP)  # its marker cannot be written now
+    try:
+        p.commit_transaction(30)  # answered once PrepareCommit is durable
+        state = _describe_on(cluster.address(coordinator), tid)
+        assert state.transaction_state == "PrepareCommit", state
+        cluster.kill(coordinator)
+    finally:
+        cluster.signal(paused, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while _describe(cluster, tid).transaction_state != "CompleteCommit":
+        assert time.monotonic() < deadline, "the new coordinator did not complete the transaction"
+        time.sleep(0.2)
+    survivors = [i for i in range(cluster.n) if i != coordinator]
+    assert any(f"event=txn_markers_written transactional_id='{tid}'" in cluster.log_text(i) for i in survivors)
+    got = _consume(bs, "fo-out", 3, "read_committed", 20)
+    assert sorted(got) == sorted(f"fo-{i}" for i in range(20))
+
+
+def _describe_on(address: str, tid: str) -> Any:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    (state,) = _ask(address, 65, 0, DescribeTransactionsRequest(transactional_ids=(tid,))).transaction_states
+    return state
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (ROOT / "node_modules" / "kafkajs").is_dir(),
+                    reason="node or kafkajs not installed")
+def test_kafkajs_transactions_with_offsets(cluster: Cluster) -> None:
+    bs = cluster.bootstrap
+    create_topic(bs, "kjs-txn", 2)
+    out = subprocess.run(["node", str(ROOT / "tests/cluster/js/kjs_txn.js"), bs, "kjs-txn", "kjs-eos"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"aborted": 10, "committed": 10}
+    got = _consume(bs, "kjs-txn", 2, "read_committed", 10)
+    assert sorted(got) == sorted(f"kjs-committed-{i}" for i in range(10))
+    c = Consumer({"bootstrap.servers": bs, "group.id": "kjs-eos"})
+    try:
+        (tp,) = c.committed([TopicPartition("kjs-txn", 0)], 10)
+    finally:
+        c.close()
+    assert tp.offset == 7

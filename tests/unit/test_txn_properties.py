@@ -89,6 +89,8 @@ class Model:
         self.log += out.records
         rebuilt, _ = TransactionShard.load(self.log, self.now, CONFIG)
         assert rebuilt.durable_view() == self.shard.durable_view()
+        open_now = sum(v.state is S.ONGOING or v.state in PREPARING for v in self.shard.durable_view().values())
+        assert self.shard.open == rebuilt.open == open_now  # the metric's count, kept as records replay
         prev = dict(before)
         for record in out.records:
             old, new = prev.get(record.transactional_id), record.value
