@@ -325,3 +325,23 @@ def test_kafkajs_transactions_with_offsets(cluster: Cluster) -> None:
     finally:
         c.close()
     assert tp.offset == 7
+
+
+def test_the_java_clients_exactly_once_loop_and_a_fenced_zombie(cluster: Cluster, tmp_path: Path) -> None:
+    from tests.cluster.java_client import compile_program
+
+    bs = cluster.bootstrap
+    create_topic(bs, "java-in", 2)
+    create_topic(bs, "java-out", 2)
+    source = Producer({"bootstrap.servers": bs})
+    for i in range(50):
+        source.produce("java-in", key=str(i).encode(), value=f"in-{i}".encode(), partition=i % 2)
+    assert source.flush(30) == 0
+    cp = compile_program(ROOT / "tests/cluster/java/TxnEos.java", tmp_path / "classes")
+    out = subprocess.run(["java", "-cp", cp, "TxnEos", bs, "java-in", "java-out", "50"], capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["aborted"] > 0 and res["fenced"] is True, res
+    assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
+    assert sorted(_consume(bs, "java-out", 2, "read_committed", 50)) == sorted(f"J:in-{i}" for i in range(50))

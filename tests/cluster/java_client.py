@@ -1,0 +1,52 @@
+"""The Apache Kafka Java client for tests: kafka-clients resolved from Maven Central into a cache
+outside the repository (``$KCOORD_CACHE`` or ``~/.cache/kcoord``), programs compiled with javac.
+Java 17 and Maven are on the test machine; their absence fails the tests that need them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+CLIENTS_VERSION = "4.4.0"
+SLF4J_VERSION = "2.0.20"
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kcoord.tests</groupId><artifactId>java-clients</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId>
+      <version>{clients}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-nop</artifactId><version>{slf4j}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+def clients_classpath() -> str:
+    home = Path(os.environ.get("KCOORD_CACHE") or Path.home() / ".cache" / "kcoord") / f"kafka-clients-{CLIENTS_VERSION}"
+    libs, done = home / "libs", home / ".resolved"
+    if not done.exists():
+        mvn = shutil.which("mvn")
+        assert mvn is not None, "the Java client tests need Maven (mvn)"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "pom.xml").write_text(POM.format(clients=CLIENTS_VERSION, slf4j=SLF4J_VERSION))
+        shutil.rmtree(libs, ignore_errors=True)
+        proc = subprocess.run([mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
+                               f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        done.write_text(CLIENTS_VERSION + "\n")
+    return os.pathsep.join(str(j) for j in sorted(libs.glob("*.jar")))
+
+
+def compile_program(source: Path, out_dir: Path) -> str:
+    """Compile ``source`` against kafka-clients; the classpath to run it with."""
+    cp = clients_classpath()
+    javac = shutil.which("javac")
+    assert javac is not None, "the Java client tests need a JDK (javac)"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([javac, "-cp", cp, "-d", str(out_dir), str(source)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return os.pathsep.join([str(out_dir), cp])
