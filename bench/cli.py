@@ -5,6 +5,7 @@ against the peer broker in the same run; print a rich table with ratios and one 
     kcoord bench commit --start-kcoord --peer kafka
     kcoord bench rebalance --bootstrap 127.0.0.1:9092 --peer 127.0.0.1:19092 --members 50 --partitions 60
     kcoord bench e2e --start-kcoord --start-peer --profile /tmp/kcoord-e2e.svg
+    kcoord bench txn --bootstrap 127.0.0.1:9092 --peer kafka
 
 ``--start-kcoord`` starts a single kcoord node (initial rebalance delay 0) when no
 ``--bootstrap`` is given. ``--peer tansu`` (or ``--start-peer``) starts tansu with memory
@@ -20,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from bench import cluster3, commit, e2e, heartbeat, kafka_peer, rebalance
+from bench import cluster3, commit, e2e, heartbeat, kafka_peer, rebalance, txn
 from bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
 from bench.report import Reporter, ratios_of
 
@@ -34,6 +35,7 @@ SCENARIOS: dict[str, Any] = {
     "load": cluster3.Load,
     "idle": cluster3.Idle,
     "heartbeat": heartbeat.Heartbeat,
+    "txn": txn,
 }
 HELP = {
     "commit": "K clients commit offsets: sync (1 and 10 offsets) and async (window 16); no commit lost",
@@ -43,6 +45,7 @@ HELP = {
     "load": "G groups in one offsets partition, SIGKILL its leader: new leader's load time (--start-cluster)",
     "idle": "CPU of an idle 3-node cluster, 2 topics x 6 partitions (--start-cluster)",
     "heartbeat": "M members in G groups heartbeat every I s (raw protocol load generator): latency, achieved rate",
+    "txn": "one transactional producer commits every --batch records: transactions/s, commit latency, read back",
 }
 
 

@@ -29,12 +29,13 @@ def run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 replication_factor: int = 1) -> None:
     """Create ``topic`` and wait until the metadata shows every partition with a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
                                   operation_timeout=timeout)
     for f in futures.values():
         try:

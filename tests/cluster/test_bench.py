@@ -54,6 +54,16 @@ def test_bench_commit(node: NodeProcess) -> None:
     assert r["lost_commits"] == 0, r.get("lost_detail")
 
 
+def test_bench_txn(node: NodeProcess) -> None:
+    out = bench("txn", "--bootstrap", node.bootstrap, "--duration", "1.5", "--batch", "20")
+    assert out["scenario"] == "txn" and out["ok"] is True, out
+    r = out["results"]["kcoord"]
+    assert r["transactions"] > 0 and r["txns_per_s"] > 0 and r["records_per_s"] == pytest.approx(
+        20 * r["txns_per_s"], rel=0.01)
+    assert 0 < r["commit_p50_ms"] <= r["commit_p99_ms"]
+    assert (r["missing"], r["duplicates"]) == (0, 0)  # every committed record read back once, read_committed
+
+
 def test_bench_rebalance(node: NodeProcess) -> None:
     out = bench("rebalance", "--bootstrap", node.bootstrap, "--members", "3", "--partitions", "6",
                 "--rounds", "1")
