@@ -31,7 +31,7 @@ def compact_offsets(payloads: list[bytes]) -> list[bytes]:
             key = record.key
             if isinstance(key, TxnMarkerKey):
                 assert isinstance(record.value, TxnMarkerValue)
-                for k, v in pending.end(key.producer_id, record.value.commit):
+                for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch):
                     latest.pop(k, None)
                     latest[k] = Record(k, v)
                 continue
@@ -40,12 +40,12 @@ def compact_offsets(payloads: list[bytes]) -> list[bytes]:
                     pending.tombstone(key)
                 elif record.producer_id >= 0:
                     assert isinstance(record.value, OffsetCommitValue)
-                    pending.add(record.producer_id, key, record.value)
+                    pending.add(record.producer_id, key, record.value, record.producer_epoch)
                     continue
                 else:
                     pending.plain_commit(key)
             latest.pop(key, None)  # re-insert: keep the order of last writes
             if record.value is not None:
                 latest[key] = record
-    records = list(latest.values()) + [Record(k, v, pid) for pid, k, v in pending.items()]
+    records = list(latest.values()) + [Record(k, v, pid, epoch) for pid, epoch, k, v in pending.items()]
     return [encode_batch(records[i : i + CHUNK]) for i in range(0, len(records), CHUNK)]

@@ -307,9 +307,10 @@ def _item(r: Record) -> Any:
     committed in a transaction, or a map for a transaction marker (Kafka's control batch)."""
     if isinstance(r.key, TxnMarkerKey):
         assert isinstance(r.value, TxnMarkerValue)
-        return {"marker": r.key.producer_id, "commit": r.value.commit, "epoch": r.value.coordinator_epoch}
+        return {"marker": r.key.producer_id, "commit": r.value.commit, "epoch": r.value.coordinator_epoch,
+                "producer_epoch": r.value.producer_epoch}
     if r.producer_id >= 0:
-        return [encode_key(r), encode_value(r), r.producer_id]
+        return [encode_key(r), encode_value(r), r.producer_id, r.producer_epoch]
     return [encode_key(r), encode_value(r)]
 
 
@@ -371,15 +372,16 @@ def decode_batch(payload: bytes) -> list[Record]:
     try:
         for item in items:
             if isinstance(item, dict):
-                out.append(Record(TxnMarkerKey(int(item["marker"])),
-                                  TxnMarkerValue(bool(item["commit"]), int(item["epoch"]))))
+                out.append(Record(TxnMarkerKey(int(item["marker"])), TxnMarkerValue(
+                    bool(item["commit"]), int(item["epoch"]), int(item.get("producer_epoch", -1)))))
                 continue
             key, value, *rest = item
             try:
                 record = decode_record(key, value)
             except UnknownRecordType:
                 continue
-            out.append(Record(record.key, record.value, int(rest[0])) if rest else record)
+            out.append(Record(record.key, record.value, int(rest[0]), int(rest[1]) if len(rest) > 1 else -1)
+                       if rest else record)
     except (TypeError, ValueError, KeyError) as exc:
         raise RecordDecodeError(f"undecodable entry: {exc}") from exc
     return out

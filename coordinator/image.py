@@ -36,14 +36,14 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
                     del offsets[key.group]
         elif record.producer_id >= 0:
             assert isinstance(record.value, OffsetCommitValue)
-            pending.add(record.producer_id, key, record.value)
+            pending.add(record.producer_id, key, record.value, record.producer_epoch)
         else:
             assert isinstance(record.value, OffsetCommitValue)
             pending.plain_commit(key)
             offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
     elif isinstance(key, TxnMarkerKey):
         assert isinstance(record.value, TxnMarkerValue)
-        for k, v in pending.end(key.producer_id, record.value.commit):
+        for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch):
             offsets.setdefault(k.group, {})[(k.topic, k.partition)] = v
     else:
         if record.value is None:

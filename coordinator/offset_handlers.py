@@ -78,6 +78,8 @@ class OffsetHandlers:
         transactional = isinstance(req, c.TxnOffsetCommitRequest)
         if transactional and not req.group_id:
             return all_partitions(E.INVALID_GROUP_ID)
+        if isinstance(req, c.TxnOffsetCommitRequest) and self.pending.fenced(req.producer_id, req.producer_epoch):
+            return all_partitions(E.INVALID_PRODUCER_EPOCH)  # a zombie: a newer epoch wrote or ended here
         if _commit_size(req) > self.config.max_record_batch_bytes:
             return all_partitions(E.INVALID_COMMIT_OFFSET_SIZE)  # Kafka's answer to RECORD_LIST_TOO_LARGE
 
@@ -98,7 +100,8 @@ class OffsetHandlers:
                     self.classic.reschedule_heartbeat(group, member)
         retention = req.retention_time_ms if isinstance(req, c.OffsetCommitRequest) else -1
         expire = self.w.now + retention if retention != -1 else -1
-        producer_id = req.producer_id if isinstance(req, c.TxnOffsetCommitRequest) else -1
+        producer_id, producer_epoch = ((req.producer_id, req.producer_epoch) if isinstance(req, c.TxnOffsetCommitRequest)
+                                       else (-1, -1))
         topics_out = []
         for topic, partitions in req.topics:
             results = []
@@ -114,17 +117,21 @@ class OffsetHandlers:
                     commit_timestamp=p.commit_timestamp if p.commit_timestamp != -1 else self.w.now,
                     expire_timestamp=expire,
                 )
-                self.w.write(Record(OffsetCommitKey(req.group_id, topic, p.partition), value, producer_id))
+                self.w.write(Record(OffsetCommitKey(req.group_id, topic, p.partition), value, producer_id,
+                                    producer_epoch))
                 results.append((p.partition, E.NONE))
             topics_out.append((topic, tuple(results)))
         return c.OffsetCommitResponse(tuple(topics_out))
 
     def end_txn_marker(self, req: c.EndTxnMarkerRequest) -> c.EndTxnMarkerResponse:
         """The transaction ended: its pending offsets are installed (COMMIT) or dropped (ABORT)
-        when the marker record replays. Nothing pending: nothing to write (a retry, or a
-        transaction that committed no offsets here)."""
-        if req.producer_id in self.pending.by_producer:
-            self.w.write(Record(TxnMarkerKey(req.producer_id), TxnMarkerValue(req.commit, req.coordinator_epoch)))
+        when the marker record replays. Nothing pending at an epoch already known: nothing to
+        write (a retry, or a transaction that committed no offsets here)."""
+        pid = req.producer_id
+        if pid in self.pending.by_producer or req.producer_epoch > self.pending.epochs.get(pid, -1):
+            # also when nothing is pending but the epoch is new: it fences the producer's older epochs
+            self.w.write(Record(TxnMarkerKey(pid), TxnMarkerValue(req.commit, req.coordinator_epoch,
+                                                                  req.producer_epoch)))
         return c.EndTxnMarkerResponse(E.NONE)
 
     def offset_fetch(self, req: c.OffsetFetchRequest) -> c.OffsetFetchResponse:

@@ -63,6 +63,7 @@ class TxnMarkerKey:
 class TxnMarkerValue:
     commit: bool
     coordinator_epoch: int
+    producer_epoch: int = -1
 
 
 RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey
@@ -74,6 +75,7 @@ class Record:
     key: RecordKey
     value: RecordValue | None  # None = tombstone
     producer_id: int = -1  # an offset commit made in this producer's transaction (TxnOffsetCommit)
+    producer_epoch: int = -1
 
     @property
     def is_tombstone(self) -> bool:

@@ -14,14 +14,25 @@ Partition = tuple[str, int]
 
 
 class PendingOffsets:
-    __slots__ = ("by_producer", "by_group")
+    __slots__ = ("by_producer", "by_group", "epochs")
 
     def __init__(self) -> None:
         # producer id -> group -> partition -> (value, superseded by a later plain commit)
         self.by_producer: dict[int, dict[str, dict[Partition, tuple[OffsetCommitValue, bool]]]] = {}
         self.by_group: dict[str, set[int]] = {}  # the producers with offsets pending in each group
+        # the newest epoch each producer wrote or ended a transaction with here: an older one is a
+        # zombie (Kafka: the producer state of the __consumer_offsets partition)
+        self.epochs: dict[int, int] = {}
 
-    def add(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
+    def saw_epoch(self, producer_id: int, epoch: int) -> None:
+        if epoch > self.epochs.get(producer_id, -1):
+            self.epochs[producer_id] = epoch
+
+    def fenced(self, producer_id: int, epoch: int) -> bool:
+        return epoch < self.epochs.get(producer_id, -1)
+
+    def add(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue, epoch: int = -1) -> None:
+        self.saw_epoch(producer_id, epoch)
         self.by_producer.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = (
             value, False)
         self.by_group.setdefault(key.group, set()).add(producer_id)
@@ -38,8 +49,9 @@ class PendingOffsets:
         for pid in list(self.by_group.get(key.group, ())):
             self.by_producer[pid].get(key.group, {}).pop((key.topic, key.partition), None)
 
-    def end(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+    def end(self, producer_id: int, commit: bool, epoch: int = -1) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
         """The transaction of ``producer_id`` ended: the offsets to install (none on abort)."""
+        self.saw_epoch(producer_id, epoch)
         groups = self.by_producer.pop(producer_id, {})
         out = []
         for group, pending in groups.items():
@@ -60,7 +72,8 @@ class PendingOffsets:
         """The partitions of ``group`` with an offset pending in some transaction."""
         return {tp for pid in self.by_group.get(group, ()) for tp in self.by_producer[pid].get(group, {})}
 
-    def items(self) -> list[tuple[int, OffsetCommitKey, OffsetCommitValue]]:
-        """Every pending offset not superseded (what a compacted log must still carry)."""
-        return [(pid, OffsetCommitKey(g, t, p), v) for pid, groups in self.by_producer.items()
+    def items(self) -> list[tuple[int, int, OffsetCommitKey, OffsetCommitValue]]:
+        """(producer id, its epoch, key, value) of every pending offset not superseded (what a
+        compacted log must still carry)."""
+        return [(pid, self.epochs.get(pid, -1), OffsetCommitKey(g, t, p), v) for pid, groups in self.by_producer.items()
                 for g, pending in groups.items() for (t, p), (v, superseded) in pending.items() if not superseded]

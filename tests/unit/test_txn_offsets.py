@@ -18,18 +18,18 @@ E = ErrorCode
 PID = 4000
 
 
-def txn_commit(h: Harness, group: str, offsets: dict[tuple[str, int], int], *, pid: int = PID,
+def txn_commit(h: Harness, group: str, offsets: dict[tuple[str, int], int], *, pid: int = PID, epoch: int = 0,
                generation: int = -1, member_id: str = "", instance_id: str | None = None) -> dict[tuple[str, int], Any]:
     by_topic: dict[str, list[c.PartitionCommit]] = {}
     for (t, p), o in offsets.items():
         by_topic.setdefault(t, []).append(c.PartitionCommit(p, o))
-    resp = h.call(c.TxnOffsetCommitRequest(group, pid, 0, tuple((t, tuple(ps)) for t, ps in by_topic.items()),
+    resp = h.call(c.TxnOffsetCommitRequest(group, pid, epoch, tuple((t, tuple(ps)) for t, ps in by_topic.items()),
                                            generation, member_id, instance_id))
     return {(t, p): e for t, ps in resp.topics for p, e in ps}
 
 
-def marker(h: Harness, commit: bool, pid: int = PID) -> Any:
-    return h.call(c.EndTxnMarkerRequest(pid, 0, commit, 5)).error
+def marker(h: Harness, commit: bool, pid: int = PID, epoch: int = 0) -> Any:
+    return h.call(c.EndTxnMarkerRequest(pid, epoch, commit, 5)).error
 
 
 def fetch_stable(h: Harness, group: str, partitions: dict[str, list[int]] | None) -> dict[tuple[str, int], Any]:
@@ -86,11 +86,29 @@ def test_transactions_of_two_producers_end_separately() -> None:
     assert h.fetch("g", {"t": [0, 1]}) == {("t", 0): -1, ("t", 1): 2}
 
 
-def test_a_marker_with_nothing_pending_writes_nothing() -> None:
+def test_a_marker_with_nothing_pending_at_a_known_epoch_writes_nothing() -> None:
+    h = Harness()
+    txn_commit(h, "g", {("t", 0): 1})
+    marker(h, True)
+    n = len(h.log)
+    assert marker(h, True) is E.NONE  # a retry
+    assert h.records_since(n) == []
+
+
+def test_a_zombie_producers_transactional_commit_is_fenced() -> None:
+    """The coordinator fenced epoch 0 by aborting at epoch 1: the abort marker reaches this
+    partition (with nothing pending here), and the zombie's late commit must not wait, pending, for
+    the new producer's next COMMIT."""
     h = Harness()
     n = len(h.log)
-    assert marker(h, True) is E.NONE
-    assert h.records_since(n) == []
+    assert marker(h, False, epoch=1) is E.NONE
+    assert len(h.records_since(n)) == 1  # the new epoch is written down
+    assert txn_commit(h, "g", {("t", 0): 99}, epoch=0) == {("t", 0): E.INVALID_PRODUCER_EPOCH}
+    assert txn_commit(h, "g", {("t", 0): 5}, epoch=1) == {("t", 0): E.NONE}
+    marker(h, True, epoch=1)
+    assert h.fetch("g", {"t": [0]}) == {("t", 0): 5}
+    loaded, _ = GroupCoordinatorShard.load(h.log, h.now)
+    assert loaded.pending.fenced(PID, 0) and not loaded.pending.fenced(PID, 1)
 
 
 def test_member_validation_of_a_transactional_commit() -> None:
