@@ -26,6 +26,7 @@ from replication.api import (
     ReplicationError,
     StaleEpochError,
 )
+from replication.raft.settings import EPOCH_STRIDE
 from transactions import commands as c
 from transactions.codec import TxnRecordDecodeError
 from transactions.config import TxnConfig
@@ -47,6 +48,12 @@ log = logging.getLogger("kcoord.transactions")
 # argument); returns the partitions still without theirs (retried), raises MarkersAbandoned to stop.
 MarkerWriter = Callable[[c.WriteMarkers, int], Awaitable[tuple[tuple[str, int], ...]]]
 MARKER_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def marker_epoch(epoch: int) -> int:
+    """The coordinator epoch a marker carries (Kafka's int32): the Raft term of the partition's
+    leadership (the epoch is term * EPOCH_STRIDE + re-fences), which only grows with it."""
+    return min(epoch // EPOCH_STRIDE, (1 << 31) - 1)
 
 
 class MarkersAbandoned(Exception):
@@ -184,7 +191,7 @@ class TxnDriver:
         attempt = 0
         while self.runtime.epoch_of(send.partition) == send.epoch:
             try:
-                left = await self._write_markers(todo, send.epoch)
+                left = await self._write_markers(todo, marker_epoch(send.epoch))
             except MarkersAbandoned as exc:
                 log.warning("event=txn_markers_abandoned transactional_id=%r producer_id=%d error=%r",
                             m.transactional_id, m.producer_id, str(exc))

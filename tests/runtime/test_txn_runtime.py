@@ -119,3 +119,4 @@ def test_the_transaction_timeout_fires_through_advance() -> None:
     (append,) = _of(out, Append)
     assert append.records[0].value is not None and append.records[0].value.state is TxnState.PREPARE_ABORT
     assert _of(rt.on_committed(P, EPOCH, 3), SendMarkers)
+
