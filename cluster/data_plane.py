@@ -49,6 +49,7 @@ class Err(IntEnum):
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     INVALID_RECORD = 87
@@ -196,6 +197,9 @@ class DataPartition:
         if self.data.check_sequence(producer_id, producer_epoch, 0, 0).result is SeqResult.FENCED:
             return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
                                  message=f"Marker epoch {producer_epoch} is older than the producer's")
+        if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
+            return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
+                                 message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")
         batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)

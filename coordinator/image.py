@@ -43,7 +43,8 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
             offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
     elif isinstance(key, TxnMarkerKey):
         assert isinstance(record.value, TxnMarkerValue)
-        for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch):
+        for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch,
+                                record.value.coordinator_epoch):
             offsets.setdefault(k.group, {})[(k.topic, k.partition)] = v
     else:
         if record.value is None:

@@ -128,6 +128,8 @@ class OffsetHandlers:
         when the marker record replays. Nothing pending at an epoch already known: nothing to
         write (a retry, or a transaction that committed no offsets here)."""
         pid = req.producer_id
+        if req.coordinator_epoch < self.pending.coordinator_epochs.get(pid, -1):
+            return c.EndTxnMarkerResponse(E.TRANSACTION_COORDINATOR_FENCED)  # from a deposed coordinator
         if pid in self.pending.by_producer or req.producer_epoch > self.pending.epochs.get(pid, -1):
             # also when nothing is pending but the epoch is new: it fences the producer's older epochs
             self.w.write(Record(TxnMarkerKey(pid), TxnMarkerValue(req.commit, req.coordinator_epoch,

@@ -14,7 +14,7 @@ Partition = tuple[str, int]
 
 
 class PendingOffsets:
-    __slots__ = ("by_producer", "by_group", "epochs")
+    __slots__ = ("by_producer", "by_group", "epochs", "coordinator_epochs")
 
     def __init__(self) -> None:
         # producer id -> group -> partition -> (value, superseded by a later plain commit)
@@ -23,6 +23,7 @@ class PendingOffsets:
         # the newest epoch each producer wrote or ended a transaction with here: an older one is a
         # zombie (Kafka: the producer state of the __consumer_offsets partition)
         self.epochs: dict[int, int] = {}
+        self.coordinator_epochs: dict[int, int] = {}  # of each producer's last marker here
 
     def saw_epoch(self, producer_id: int, epoch: int) -> None:
         if epoch > self.epochs.get(producer_id, -1):
@@ -49,9 +50,12 @@ class PendingOffsets:
         for pid in list(self.by_group.get(key.group, ())):
             self.by_producer[pid].get(key.group, {}).pop((key.topic, key.partition), None)
 
-    def end(self, producer_id: int, commit: bool, epoch: int = -1) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+    def end(self, producer_id: int, commit: bool, epoch: int = -1,
+            coordinator_epoch: int = -1) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
         """The transaction of ``producer_id`` ended: the offsets to install (none on abort)."""
         self.saw_epoch(producer_id, epoch)
+        if coordinator_epoch > self.coordinator_epochs.get(producer_id, -1):
+            self.coordinator_epochs[producer_id] = coordinator_epoch
         groups = self.by_producer.pop(producer_id, {})
         out = []
         for group, pending in groups.items():

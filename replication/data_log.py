@@ -50,7 +50,7 @@ from replication.record_batch import (
     decode_records,
     parse_header,
 )
-from replication.txn_index import PartitionTxns, control_type
+from replication.txn_index import PartitionTxns, read_marker
 
 log = logging.getLogger("kcoord.replication.data_log")
 _pread = os.pread  # by name, so tests can watch reads
@@ -502,12 +502,12 @@ class DataLog:
         return hdr
 
     def _track_txn(self, hdr: BatchHeader, batch: bytes) -> None:
-        kind = None
+        kind, coordinator_epoch = None, -1
         if hdr.is_control:
-            kind = control_type(batch)
+            kind, coordinator_epoch = read_marker(batch) or (None, -1)
             # A marker carries the producer's latest epoch (a fenced producer's abort bumps it).
             self.producer_state.observe_epoch(hdr.producer_id, hdr.producer_epoch)
-        self.txns.update(hdr, kind)
+        self.txns.update(hdr, kind, coordinator_epoch)
 
     def roll(self) -> _Segment:
         seg = self._new_segment(self.log_end_offset)

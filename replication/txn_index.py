@@ -33,8 +33,9 @@ class AbortedTxn:
     last_stable_offset: int  # the LSO when the marker was written (ends a Fetch's search early)
 
 
-def control_type(batch: bytes | memoryview) -> int | None:
-    """COMMIT or ABORT for a control batch's marker record (None: not a marker we know)."""
+def read_marker(batch: bytes | memoryview) -> tuple[int, int] | None:
+    """(COMMIT or ABORT, coordinator epoch) of a control batch's marker record (None: not a
+    marker we know)."""
     try:
         records = decode_records(batch)
     except InvalidBatchError:
@@ -42,7 +43,15 @@ def control_type(batch: bytes | memoryview) -> int | None:
     if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
         return None
     _version, kind = _CONTROL_KEY.unpack_from(records[0].key)
-    return kind if kind in (ABORT, COMMIT) else None
+    value = records[0].value or b""
+    epoch = _MARKER_VALUE.unpack_from(value)[1] if len(value) >= _MARKER_VALUE.size else -1
+    return (kind, epoch) if kind in (ABORT, COMMIT) else None
+
+
+def control_type(batch: bytes | memoryview) -> int | None:
+    """COMMIT or ABORT for a control batch's marker record (None: not a marker we know)."""
+    found = read_marker(batch)
+    return found[0] if found is not None else None
 
 
 def marker_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
@@ -55,8 +64,11 @@ class PartitionTxns:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # by marker offset
         self._ends: list[int] = []  # the aborted markers' offsets, for bisect
+        # the newest coordinator epoch that wrote a marker for each producer: a marker from an
+        # older (deposed) coordinator is refused (Kafka's TRANSACTION_COORDINATOR_FENCED)
+        self.coordinator_epochs: dict[int, int] = {}
 
-    def update(self, hdr: BatchHeader, kind: int | None) -> None:
+    def update(self, hdr: BatchHeader, kind: int | None, coordinator_epoch: int = -1) -> None:
         """Apply one appended batch (``kind``: its marker type, for a control batch)."""
         if not hdr.is_transactional or hdr.producer_id < 0:
             return
@@ -64,6 +76,8 @@ class PartitionTxns:
         if not hdr.is_control:
             self.ongoing.setdefault(pid, hdr.base_offset)
             return
+        if coordinator_epoch > self.coordinator_epochs.get(pid, -1):
+            self.coordinator_epochs[pid] = coordinator_epoch
         first = self.ongoing.pop(pid, None)
         if first is None or kind != ABORT:
             return  # a marker with nothing open ("empty transaction"), or a commit
@@ -73,6 +87,9 @@ class PartitionTxns:
 
     def is_open(self, producer_id: int) -> bool:
         return producer_id in self.ongoing
+
+    def fenced_coordinator(self, producer_id: int, coordinator_epoch: int) -> bool:
+        return coordinator_epoch < self.coordinator_epochs.get(producer_id, -1)
 
     def last_stable_offset(self, high_watermark: int, log_start: int) -> int:
         first = min(self.ongoing.values(), default=None)
@@ -101,7 +118,8 @@ class PartitionTxns:
 
     def to_obj(self) -> dict[str, Any]:
         return {"ongoing": dict(self.ongoing),
-                "aborted": [[e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset] for e in self.aborted]}
+                "aborted": [[e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset] for e in self.aborted],
+                "coordinator_epochs": dict(self.coordinator_epochs)}
 
     @classmethod
     def from_obj(cls, obj: Any) -> PartitionTxns:
@@ -110,4 +128,5 @@ class PartitionTxns:
             t.ongoing = {int(k): int(v) for k, v in dict(obj.get("ongoing") or {}).items()}
             t.aborted = [AbortedTxn(int(a), int(b), int(c), int(d)) for a, b, c, d in obj.get("aborted") or []]
             t._ends = [e.last_offset for e in t.aborted]
+            t.coordinator_epochs = {int(k): int(v) for k, v in dict(obj.get("coordinator_epochs") or {}).items()}
         return t

@@ -31,9 +31,9 @@ class Log:
         self.data.append(batch)
         return base
 
-    def marker(self, pid: int, commit: bool, epoch: int = 0) -> int:
+    def marker(self, pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 3) -> int:
         base = self.data.log_end_offset
-        self.data.append(build_batch([marker_record(commit, 3)], base_offset=base, producer_id=pid,
+        self.data.append(build_batch([marker_record(commit, coordinator_epoch)], base_offset=base, producer_id=pid,
                                      producer_epoch=epoch, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL))
         return base
 
@@ -131,3 +131,14 @@ def test_a_raft_snapshot_carries_the_transactions(tmp_path: Path) -> None:
     other = DataStateMachine(DataLog(str(tmp_path / "b")), lambda: None)
     other.restore(DataStateMachine(log.data, lambda: None).snapshot())
     assert (other.data.txns.ongoing, other.data.txns.aborted) == (log.data.txns.ongoing, log.data.txns.aborted)
+
+
+def test_a_marker_from_a_deposed_coordinator_is_recognised_and_remembered(tmp_path: Path) -> None:
+    log = Log(tmp_path)
+    log.data_batch(P1, 1)
+    log.marker(P1, True, coordinator_epoch=7)
+    txns = log.data.txns
+    assert txns.fenced_coordinator(P1, 6) and not txns.fenced_coordinator(P1, 7)
+    assert not txns.fenced_coordinator(P2, 0)  # another producer: no marker seen yet
+    log.data.close()
+    assert Log(tmp_path).data.txns.fenced_coordinator(P1, 6)  # kept in the producer snapshot

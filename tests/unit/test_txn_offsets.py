@@ -28,8 +28,8 @@ def txn_commit(h: Harness, group: str, offsets: dict[tuple[str, int], int], *, p
     return {(t, p): e for t, ps in resp.topics for p, e in ps}
 
 
-def marker(h: Harness, commit: bool, pid: int = PID, epoch: int = 0) -> Any:
-    return h.call(c.EndTxnMarkerRequest(pid, epoch, commit, 5)).error
+def marker(h: Harness, commit: bool, pid: int = PID, epoch: int = 0, coordinator_epoch: int = 5) -> Any:
+    return h.call(c.EndTxnMarkerRequest(pid, epoch, commit, coordinator_epoch)).error
 
 
 def fetch_stable(h: Harness, group: str, partitions: dict[str, list[int]] | None) -> dict[tuple[str, int], Any]:
@@ -154,3 +154,14 @@ def test_load_and_compaction_rebuild_the_pending_and_committed_offsets() -> None
 def test_transactional_records_and_markers_round_trip_through_an_entry() -> None:
     records = [Record(TxnMarkerKey(7), TxnMarkerValue(True, 3))]
     assert decode_batch(encode_batch(records)) == records
+
+
+def test_a_marker_from_a_deposed_coordinator_is_refused() -> None:
+    h = Harness()
+    txn_commit(h, "g", {("t", 0): 1})
+    marker(h, False, coordinator_epoch=9)
+    txn_commit(h, "g", {("t", 0): 2})  # the producer's next transaction
+    assert marker(h, True, coordinator_epoch=8) is E.TRANSACTION_COORDINATOR_FENCED  # a late one from before
+    assert fetch_stable(h, "g", {"t": [0]}) == {("t", 0): (-1, E.UNSTABLE_OFFSET_COMMIT)}  # still pending
+    assert marker(h, True, coordinator_epoch=9) is E.NONE
+    assert h.fetch("g", {"t": [0]}) == {("t", 0): 2}
