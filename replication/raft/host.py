@@ -234,7 +234,8 @@ class _Ticker:
         self.seen_version = -1
         self.next_round = 0.0
         self.last_pass = time.monotonic()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_at = 0.0  # loop time the timer fires at (uvloop's call_later(0) returns a plain Handle)
         self._soon: asyncio.Handle | None = None
         self._attached = False
 
@@ -294,10 +295,11 @@ class _Ticker:
         if loop is None or not self._attached:
             return
         delay = max(0.0, self.next_round - time.monotonic())
-        if self._timer is None or self._timer.when() > loop.time() + delay + 0.001:
+        at = loop.time() + delay
+        if self._timer is None or self._timer_at > at + 0.001:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = loop.call_later(delay, self._on_round)
+            self._timer, self._timer_at = loop.call_later(delay, self._on_round), at
 
     def _on_round(self) -> None:
         self._timer = None

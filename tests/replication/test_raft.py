@@ -425,3 +425,33 @@ def test_the_survivors_elect_as_soon_as_the_leaders_connection_drops_not_at_the_
             c.stop()
 
     asyncio.run(main())
+
+
+def test_the_loop_driver_rearms_after_a_round_due_at_once_under_uvloop(tmp_path: Path) -> None:
+    """uvloop answers call_later(0) with a plain Handle (no ``when``): a pass that finds its next
+    round already due must still arm the timer without an error in the loop's handler."""
+    import uvloop
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[object] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+        c = Cluster(tmp_path, driver="loop")
+        c.start(loop)
+        try:
+            leader = await c.leader()
+            ticker = c.hosts[0]._ticker
+            assert ticker is not None
+            run_pass = ticker.run_pass
+            ticker.run_pass = lambda wait=False: None  # type: ignore[method-assign]  # a pass that leaves the round due
+            ticker.next_round = 0.0  # due at once: the timer is a call_later(0)
+            ticker._on_loop()
+            ticker._on_loop()  # re-arming against that timer
+            ticker.run_pass = run_pass  # type: ignore[method-assign]
+            await asyncio.sleep(0.05)
+            await leader.append(b"after", leader.leader_epoch())
+            assert errors == []
+        finally:
+            c.stop()
+
+    uvloop.run(main())
