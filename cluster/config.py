@@ -51,6 +51,7 @@ KAFKA_NAMES: dict[str, str] = {
     "log_retention_bytes": "log.retention.bytes",
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
     "producer_id_expiration_ms": "producer.id.expiration.ms",
+    "broker_session_timeout_ms": "broker.session.timeout.ms",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
     "data_dir": "log.dirs",
     "listeners": "listeners",
@@ -159,6 +160,8 @@ class NodeConfig:
     fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
     peers: str = ""
+    # A node no longer connected stays listed in Metadata this long (Kafka's broker session).
+    broker_session_timeout_ms: int = 9000
     # Shared secret of the Raft ports (pysyncobj password); required in cluster mode.
     cluster_secret: str = ""
     raft_election_timeout_ms: int = 700  # minimum; the maximum is twice this
@@ -248,6 +251,7 @@ class NodeConfig:
              "must be >= socket_request_max_bytes")
         need(self.max_partitions_per_request >= 1, "max_partitions_per_request", "must be >= 1")
         need(self.max_partitions >= 1, "max_partitions", "must be >= 1")
+        need(self.broker_session_timeout_ms >= 0, "broker_session_timeout_ms", "must be >= 0")
         need(self.message_max_bytes >= 1024, "message_max_bytes", "must be >= 1024")
         need(self.durability in ("replicated", "fsync"), "durability", 'must be "replicated" or "fsync"')
         need(self.log_flush_interval_messages == -1 or self.log_flush_interval_messages >= 1,

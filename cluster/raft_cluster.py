@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,7 @@ class RaftCluster:
         self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me), driver=cfg.raft_driver)
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
+        self._last_seen: dict[int, float] = {}  # when each peer was last connected (Metadata's grace)
         self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
         # Metadata changes are events: an applied entry wakes the follower, which folds the state
         # and wakes whoever waits for a change (topic creation, the cluster forming).
@@ -226,9 +228,19 @@ class RaftCluster:
             # It cannot tell who is up; listing only itself made clients (librdkafka) drop the
             # other brokers and ask only it, for leaders it cannot name, until the cut healed.
             return [self.broker(p) for p in self.peers]
+        # A node stays listed for broker.session.timeout.ms after its connection dropped, as a
+        # Kafka broker stays registered until its session expires (leaders are still named only
+        # when reachable): librdkafka decommissions a broker that leaves Metadata, and a
+        # transactional producer whose group coordinator it was then waits forever in
+        # send_offsets_to_transaction (librdkafka #5511) even when the node is back in seconds.
         connected = self.meta_log.connected_peers()
+        now = time.monotonic()
+        for p in self.peers:
+            if self.raft_addr(p, META_SLOT) in connected:
+                self._last_seen[p.node_id] = now
+        grace = self.config.broker_session_timeout_ms / 1000
         return [self.broker(p) for p in self.peers
-                if p.node_id == self.me.node_id or self.raft_addr(p, META_SLOT) in connected]
+                if p.node_id == self.me.node_id or now - self._last_seen.get(p.node_id, -grace - 1) <= grace]
 
     def controller_id(self) -> int:
         return (self.leader_of(self.meta_log) or self.me).node_id
