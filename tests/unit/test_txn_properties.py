@@ -1,8 +1,10 @@
-"""Random sequences of InitProducerId / AddPartitions / AddOffsets / EndTxn / markers-written /
-clock steps against the transaction coordinator, checking after every step what must always
-hold: replaying the records rebuilds the live state, every record is a transition Kafka
-allows, epochs only grow, a fenced producer never succeeds, decisions and only decisions send
-markers, and no transaction stays open past its timeout."""
+"""Random sequences of InitProducerId / AddPartitions / AddOffsets / TxnOffsetCommit / EndTxn /
+markers-written / clock steps against the transaction coordinator (and, with TxnOffsetCommit, the
+group coordinator of the offsets' partition), checking after every step what must always hold:
+replaying the records rebuilds the live state, every record is a transition Kafka allows, epochs
+only grow, a fenced producer never succeeds, decisions and only decisions send markers, no
+transaction stays open past its timeout, and OffsetFetch shows exactly the offsets of committed
+transactions."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator import commands as gc
+from tests.unit.harness import Harness
 from transactions import commands as c
 from transactions.config import TxnConfig
 from transactions.errors import TxnError
@@ -147,3 +151,84 @@ def test_every_decided_transaction_completes_once_its_markers_are_written(ops: l
         m.run(Op("markers", "a", 0))
     for tid, v in m.shard.durable_view().items():
         assert v.state not in PREPARING, tid
+
+
+# ---------------------------------------------------------------- with the group coordinator
+
+OFFSETS_TP = ("__consumer_offsets", 3)
+_group_ops = st.builds(
+    Op,
+    st.sampled_from(["init", "init_expected", "add", "add_offsets", "add_offsets", "txn_commit", "txn_commit",
+                     "txn_commit", "commit", "commit", "abort", "markers", "markers", "markers", "tick"]),
+    st.just("a"),
+    st.integers(0, 7),
+    st.lists(st.sampled_from(PARTS[:3]), min_size=1, max_size=2, unique=True).map(tuple),
+)
+
+
+class WithGroup(Model):
+    """The transaction coordinator and the group coordinator of ``__consumer_offsets-3`` together:
+    a producer commits offsets in its transaction (TxnOffsetCommit) only after AddOffsetsToTxn
+    succeeded in that transaction, as every client does; markers reach the group partition in the
+    order the coordinator decided them. What OffsetFetch shows must be exactly the offsets of
+    committed transactions, never an aborted or a fenced producer's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.group = Harness()
+        self.value = 0
+        self.offsets_added: set[tuple[str, int, int]] = set()  # (tid, pid, epoch) with offsets in its txn
+        self.pending: dict[int, dict[tuple[str, int], int]] = {}  # accepted, by producer id
+        self.expected: dict[tuple[str, int], int] = {}
+        self.last_out = Result()
+
+    def run(self, op: Op) -> None:
+        if op.kind == "txn_commit":
+            self.txn_commit(op)
+            return
+        if op.kind == "markers" and self.pending_markers:
+            m = self.pending_markers[op.arg % len(self.pending_markers)]
+            if OFFSETS_TP in m.partitions:
+                r = self.group.call(gc.EndTxnMarkerRequest(m.producer_id, m.producer_epoch, m.commit, 1))
+                assert r.error == 0
+                done = self.pending.pop(m.producer_id, {})
+                if m.commit:
+                    self.expected.update(done)
+        self.last_out = Result()
+        super().run(op)
+        if op.kind == "add_offsets" and any(isinstance(r, c.AddPartitionsResponse) and r.error is E.NONE
+                                            for _, r in self.last_out.completions):
+            pid, epoch = self.producer(op.tid, op.arg)
+            self.offsets_added.add((op.tid, pid, epoch))
+        assert self.group.fetch("g", {"t": [0, 1], "u": [0]}) == {
+            tp: self.expected.get(tp, -1) for tp in (("t", 0), ("t", 1), ("u", 0))}
+
+    def txn_commit(self, op: Op) -> None:
+        pid, epoch = self.producer(op.tid, op.arg)
+        if (op.tid, pid, epoch) not in self.offsets_added:
+            return  # no AddOffsetsToTxn in this transaction: a client does not send it
+        v = self.shard.txns.get(op.tid)
+        current = v is not None and (v.value.producer_id, v.value.producer_epoch) == (pid, epoch) \
+            and v.value.state is S.ONGOING
+        self.value += 1
+        tps = tuple((t, p) for t, p in op.parts)
+        r = self.group.call(gc.TxnOffsetCommitRequest(
+            "g", pid, epoch, tuple((t, (gc.PartitionCommit(p, self.value),)) for t, p in tps)))
+        if all(e == 0 for _, ps in r.topics for _, e in ps) and current:
+            self.pending.setdefault(pid, {}).update({tp: self.value for tp in tps})
+        # accepted from a producer whose transaction is no longer the open one: it must never show
+
+    def check(self, op: Op, before: dict[str, TxnValue], current: dict[str, tuple[int, int]], out: Result) -> None:
+        super().check(op, before, current, out)
+        self.last_out = out
+        for v in self.shard.durable_view().values():  # a transaction that ends forgets its AddOffsets
+            if v.state is not S.ONGOING:
+                self.offsets_added = {x for x in self.offsets_added if x[1] != v.producer_id or x[2] != v.producer_epoch}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_group_ops, min_size=20, max_size=80))
+def test_random_histories_with_transactional_offsets_show_only_committed_offsets(ops: list[Op]) -> None:
+    m = WithGroup()
+    for op in ops:
+        m.run(op)
