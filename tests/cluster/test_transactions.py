@@ -345,3 +345,39 @@ def test_the_java_clients_exactly_once_loop_and_a_fenced_zombie(cluster: Cluster
     assert res["aborted"] > 0 and res["fenced"] is True, res
     assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
     assert sorted(_consume(bs, "java-out", 2, "read_committed", 50)) == sorted(f"J:in-{i}" for i in range(50))
+
+
+def test_aiokafka_transactions_on_version_0_of_every_transactional_api(cluster: Cluster) -> None:
+    """aiokafka sends only v0 of InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+    TxnOffsetCommit: an aborted and a committed transaction, offsets in the committed one."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTP
+
+    bs = cluster.bootstrap
+    create_topic(bs, "aio-txn", 2)
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-txn")
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            for i in range(10):
+                await producer.send_and_wait("aio-txn", f"aio-aborted-{i}".encode())
+            await producer.abort_transaction()
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send_and_wait("aio-txn", f"aio-committed-{i}".encode())
+                await producer.send_offsets_to_transaction({AioTP("aio-txn", 1): 3}, "aio-eos")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert sorted(_consume(bs, "aio-txn", 2, "read_committed", 10)) == sorted(f"aio-committed-{i}" for i in range(10))
+    c = Consumer({"bootstrap.servers": bs, "group.id": "aio-eos"})
+    try:
+        (tp,) = c.committed([TopicPartition("aio-txn", 1)], 10)
+    finally:
+        c.close()
+    assert tp.offset == 3
