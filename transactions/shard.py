@@ -192,12 +192,9 @@ class TransactionShard:
         return c.AddPartitionsResponse({tp: error for tp in r.partitions})
 
     def _try_add(self, r: c.AddPartitions) -> TxnError:
-        md, error = self._producer(r.transactional_id, r.producer_id)
-        if md is None:
+        v, error = self._producer(r.transactional_id, r.producer_id, r.producer_epoch)
+        if v is None:
             return error
-        v = md.value
-        if v.producer_epoch != r.producer_epoch:
-            return E.PRODUCER_FENCED
         if v.state in PREPARING:
             return E.CONCURRENT_TRANSACTIONS
         added = frozenset(r.partitions)
@@ -209,12 +206,9 @@ class TransactionShard:
         return E.NONE
 
     def _end_txn(self, r: c.EndTxn) -> TxnError:
-        md, error = self._producer(r.transactional_id, r.producer_id)
-        if md is None:
+        v, error = self._producer(r.transactional_id, r.producer_id, r.producer_epoch)
+        if v is None:
             return error
-        v = md.value
-        if r.producer_epoch != v.producer_epoch:
-            return E.PRODUCER_FENCED
         if v.state is S.ONGOING:
             self._decide(r.transactional_id, v, r.commit)
             return E.NONE
@@ -226,13 +220,17 @@ class TransactionShard:
             return E.CONCURRENT_TRANSACTIONS
         return E.INVALID_TXN_STATE
 
-    def _producer(self, tid: str, producer_id: int) -> tuple[TxnMetadata | None, TxnError]:
+    def _producer(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[TxnValue | None, TxnError]:
+        """The id's state if the request comes from its current producer, else why not (Kafka's
+        order: the id, the producer id, then the epoch)."""
         if not tid:
             return None, E.INVALID_REQUEST
         md = self.txns.get(tid)
         if md is None or md.value.producer_id != producer_id:
             return None, E.INVALID_PRODUCER_ID_MAPPING
-        return md, E.NONE
+        if md.value.producer_epoch != producer_epoch:
+            return None, E.PRODUCER_FENCED
+        return md.value, E.NONE
 
     def _fence_and_abort(self, tid: str, md: TxnMetadata) -> None:
         """Abort the open transaction at the next epoch, so its producer is fenced (Kafka's
