@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster import metrics
 from cluster.deadline_timer import DeadlineTimer
+from cluster.waiters import Waiters
 from coordinator import commands as c
 from coordinator.codec import EntryTooLarge, RecordDecodeError, decode_batch, encode_batches
 from coordinator.config import GroupConfig
@@ -53,7 +54,7 @@ class CoordinatorDriver:
         self._now_ms = now_ms
         self._commit_timeout_s = commit_timeout_ms / 1000
         self.max_entry_bytes = MAX_ENTRY_BYTES  # replicated entries are split below this
-        self._futures: dict[object, asyncio.Future[c.Response]] = {}
+        self._waiters: Waiters[c.Response] = Waiters()
         self._timer = DeadlineTimer(now_ms, self._on_timer)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -226,14 +227,8 @@ class CoordinatorDriver:
 
     async def _call(self, partition: int, request: c.Request) -> c.Response:
         assert self._loop is not None, "driver not started"
-        token = object()
-        fut: asyncio.Future[c.Response] = self._loop.create_future()
-        self._futures[token] = fut
-        try:
-            self._run(self.runtime.submit(partition, request, token, self._now_ms()))
-            return await fut
-        finally:
-            self._futures.pop(token, None)
+        return await self._waiters.wait(
+            lambda token: self._run(self.runtime.submit(partition, request, token, self._now_ms())))
 
     # ---------------------------------------------------------------- effects
 
@@ -245,9 +240,7 @@ class CoordinatorDriver:
             if isinstance(e, Respond):
                 if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse)):
                     timers_may_change = True
-                fut = self._futures.pop(e.token, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(e.response)
+                self._waiters.resolve(e.token, e.response)
             elif isinstance(e, Append):
                 timers_may_change = True
                 self._spawn(self._append(e))

@@ -19,6 +19,7 @@ from typing import Any
 from cluster import metrics
 from cluster.deadline_timer import DeadlineTimer
 from cluster.txn_entries import decode_entry, encode_entry
+from cluster.waiters import Waiters
 from replication.api import (
     CoordinatorLog,
     LeadershipChange,
@@ -70,7 +71,7 @@ class TxnDriver:
         self._now_ms = now_ms
         self._write_markers = write_markers
         self._commit_timeout_s = commit_timeout_ms / 1000
-        self._futures: dict[object, asyncio.Future[c.Response]] = {}
+        self._waiters: Waiters[c.Response] = Waiters()
         self._append_locks: dict[int, asyncio.Lock] = {}
         self._timer = DeadlineTimer(now_ms, self._on_timer)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -139,23 +140,15 @@ class TxnDriver:
             # Leading by our own account but without a lease: the others may have elected
             # another coordinator, which is where this producer must go.
             return error_response(request, TxnError.NOT_COORDINATOR)
-        token = object()
-        fut: asyncio.Future[c.Response] = self._loop.create_future()
-        self._futures[token] = fut
-        try:
-            self._run(self.runtime.submit(partition, request, token, self._now_ms()))
-            return await fut
-        finally:
-            self._futures.pop(token, None)
+        return await self._waiters.wait(
+            lambda token: self._run(self.runtime.submit(partition, request, token, self._now_ms())))
 
     # ---------------------------------------------------------------- effects
 
     def _run(self, effects: list[Effect]) -> None:
         for e in effects:
             if isinstance(e, Respond):
-                fut = self._futures.pop(e.token, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(e.response)
+                self._waiters.resolve(e.token, e.response)
             elif isinstance(e, Append):
                 self._spawn(self._append(e))
             elif isinstance(e, SendMarkers):
