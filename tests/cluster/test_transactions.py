@@ -163,6 +163,16 @@ def test_a_second_confluent_producer_with_the_same_id_fences_the_first(cluster: 
         consumer.close()
 
 
+def _committed(bs: str, group: str, topic: str, partition: int) -> int:
+    """The offset ``group`` has committed for one partition (negative: none)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        (tp,) = c.committed([TopicPartition(topic, partition)], 10)
+    finally:
+        c.close()
+    return int(tp.offset)
+
+
 def _consume(bs: str, topic: str, partitions: int, isolation: str, want: int, settle_s: float = 2.0) -> list[str]:
     """Every value a consumer with ``isolation`` reads from the start: until ``want`` values, then
     ``settle_s`` more to see that nothing else comes."""
@@ -319,12 +329,7 @@ def test_kafkajs_transactions_with_offsets(cluster: Cluster) -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"aborted": 10, "committed": 10}
     got = _consume(bs, "kjs-txn", 2, "read_committed", 10)
     assert sorted(got) == sorted(f"kjs-committed-{i}" for i in range(10))
-    c = Consumer({"bootstrap.servers": bs, "group.id": "kjs-eos"})
-    try:
-        (tp,) = c.committed([TopicPartition("kjs-txn", 0)], 10)
-    finally:
-        c.close()
-    assert tp.offset == 7
+    assert _committed(bs, "kjs-eos", "kjs-txn", 0) == 7
 
 
 def test_the_java_clients_exactly_once_loop_and_a_fenced_zombie(cluster: Cluster, tmp_path: Path) -> None:
@@ -375,9 +380,4 @@ def test_aiokafka_transactions_on_version_0_of_every_transactional_api(cluster: 
 
     asyncio.run(run())
     assert sorted(_consume(bs, "aio-txn", 2, "read_committed", 10)) == sorted(f"aio-committed-{i}" for i in range(10))
-    c = Consumer({"bootstrap.servers": bs, "group.id": "aio-eos"})
-    try:
-        (tp,) = c.committed([TopicPartition("aio-txn", 1)], 10)
-    finally:
-        c.close()
-    assert tp.offset == 3
+    assert _committed(bs, "aio-eos", "aio-txn", 1) == 3
