@@ -17,6 +17,10 @@ e.g. ``"ck-consumer-2"``) and ``type``. The types and their fields:
   OffsetFetch returned, e.g. the resume points after an assignment; -1 = none)
 - ``leave``           ``group, member``                        (clean close)
 - ``crash``           ``group, member``                        (the client process was killed)
+- ``txn.commit.invoke`` ``op, txn, outputs, records``          (an exactly-once worker's transaction:
+  its input records, ``outputs`` output records tagged ``txn``; chaos/eos_workload.py)
+- ``txn.commit.ok`` / ``txn.commit.fail`` / ``txn.commit.unknown``  ``op, error``
+- ``read``            ``records``                              (a read_committed reader's records)
 
 The fault timeline (``faults.jsonl``) has ``t, type, node, detail`` with ``type`` one of
 ``kill, restart, pause, resume, partition, heal, transfer, kill_all, restart_all`` and an
@@ -38,6 +42,7 @@ EVENT_TYPES = frozenset({
     "assign", "revoke", "poll",
     "commit.invoke", "commit.ok", "commit.fail", "commit.unknown",
     "fetch_committed", "leave", "crash",
+    "txn.commit.invoke", "txn.commit.ok", "txn.commit.fail", "txn.commit.unknown", "read",
 })
 FAULT_TYPES = frozenset({"kill", "restart", "pause", "resume", "partition", "heal", "transfer",
                          "kill_all", "restart_all", "raft_partition", "raft_heal"})

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster import ChaosCluster
+from chaos.eos_workload import OUTPUT_PARTITIONS
 from chaos.history import FAULT_TYPES, run_clock
 from chaos.net import ChaosNet
+from chaos.observe import PARTITIONS
 from coordinator.partitioner import partition_for
 
 
@@ -50,8 +52,11 @@ class FaultLog:
 class Nemesis:
     def __init__(self, seed: int, cluster: ChaosCluster, net: ChaosNet, faults: FaultLog, bootstrap: str,
                  groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None,
-                 data_topic: str | None = None, *, offsets_partitions: int) -> None:
+                 data_topic: str | None = None, *, offsets_partitions: int,
+                 transactional_ids: list[str] | None = None, eos_topics: list[str] | None = None) -> None:
         self.rng = random.Random(seed)
+        self.transactional_ids = transactional_ids or []  # the exactly-once workers' (chaos/eos_workload.py)
+        self.eos_topics = eos_topics or []  # the topics those workers read and write
         self.offsets_partitions = offsets_partitions  # the nodes' offsets.topic.num.partitions
         self.seed = seed
         self.cluster = cluster
@@ -78,6 +83,11 @@ class Nemesis:
         """The leader of the group's ``__consumer_offsets`` partition (random node if unknown)."""
         return self.leader_of("__consumer_offsets", partition_for(group, self.offsets_partitions))
 
+    def _partitions(self, topic: str) -> int:
+        if topic == "__consumer_offsets":
+            return self.offsets_partitions
+        return PARTITIONS if topic == self.data_topic else OUTPUT_PARTITIONS
+
     def leader_of(self, topic: str, p: int) -> int:
         """The leader of a partition, as Metadata names it (random node if unknown)."""
         from confluent_kafka.admin import AdminClient
@@ -95,6 +105,40 @@ class Nemesis:
                     return int(leader)
             except Exception:  # noqa: BLE001 - metadata unavailable during faults: retry
                 pass
+            time.sleep(0.2)
+        return self.rng.randrange(self.cluster.n)
+
+    def txn_coordinator_of(self, transactional_id: str) -> int:
+        """The node FindCoordinator (key type 1) names for a transactional id (random node if
+        no node answers): ``__transaction_state`` partitions are not in Metadata."""
+        import asyncio
+
+        from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+        from cluster.peer_client import PeerClient
+
+        async def ask() -> int:
+            client = PeerClient("kcoord-chaos", 3.0)
+            try:
+                for addr in self.bootstrap.split(","):
+                    host, _, port = addr.rpartition(":")
+                    try:
+                        r = await client.request(host, int(port), 10, 3,
+                                                 FindCoordinatorRequest(key=transactional_id,
+                                                                        key_type=1))  # type: ignore[arg-type]
+                    except (OSError, TimeoutError):
+                        continue
+                    if int(r.error_code) == 0:
+                        return int(r.node_id)
+                return -1
+            finally:
+                client.close()
+
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            node = asyncio.run(ask())
+            if node >= 0:
+                return node
             time.sleep(0.2)
         return self.rng.randrange(self.cluster.n)
 
@@ -122,6 +166,21 @@ class Nemesis:
         self.kill_node(node, down, reason="coordinator", group=group,
                        offsets_partition=partition_for(group, self.offsets_partitions))
         self.ops_done[-1] = "kill_coordinator"
+
+    def kill_txn_coordinator(self, down: float | None = None) -> None:
+        """Kill the transaction coordinator of one exactly-once worker."""
+        tid = self.rng.choice(self.transactional_ids)
+        down = self.rng.uniform(2, 6) if down is None else down
+        self.kill_node(self.txn_coordinator_of(tid), down, reason="txn_coordinator", transactional_id=tid)
+        self.ops_done[-1] = "kill_txn_coordinator"
+
+    def kill_data_leader(self, down: float | None = None) -> None:
+        """Kill the leader of a partition of the exactly-once input or output topic."""
+        topic = self.rng.choice(self.eos_topics or [self.data_topic or "__consumer_offsets"])
+        p = self.rng.randrange(self._partitions(topic))
+        down = self.rng.uniform(2, 6) if down is None else down
+        self.kill_node(self.leader_of(topic, p), down, reason="data_leader", topic=topic, partition=p)
+        self.ops_done[-1] = "kill_data_leader"
 
     def pause_node(self, i: int | None = None, seconds: float | None = None) -> None:
         i = self.rng.randrange(self.cluster.n) if i is None else i
@@ -227,10 +286,16 @@ class Nemesis:
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         self.isolate(self.coordinator_of(group), seconds, "isolate_coordinator", group=group)
 
-    def isolate_data_leader(self, seconds: float | None = None) -> None:
+    def isolate_txn_coordinator(self, seconds: float | None = None) -> None:
+        """Cut an exactly-once worker's transaction coordinator off from the other nodes."""
+        tid = self.rng.choice(self.transactional_ids)
+        seconds = self.rng.uniform(3, 8) if seconds is None else seconds
+        self.isolate(self.txn_coordinator_of(tid), seconds, "isolate_txn_coordinator", transactional_id=tid)
+
+    def isolate_data_leader(self, seconds: float | None = None, topic: str | None = None) -> None:
         """Cut off the leader of a partition of the workload's topic, under produce load."""
-        topic = self.data_topic or "__consumer_offsets"
-        p = self.rng.randrange(self.offsets_partitions if topic == "__consumer_offsets" else 6)
+        topic = topic or self.data_topic or "__consumer_offsets"
+        p = self.rng.randrange(self._partitions(topic))
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         self.isolate(self.leader_of(topic, p), seconds, "isolate_data_leader", topic=topic, partition=p)
 
@@ -391,6 +456,54 @@ def _broker_failure(n: Nemesis) -> None:
         n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
 
 
+def _eos_op(n: Nemesis) -> Callable[[], None]:
+    """One fault aimed at what exactly-once depends on: the transaction coordinator, the
+    group coordinator, the input and output leaders, the workers themselves."""
+    ops: list[tuple[float, Callable[[], None]]] = [
+        (3, n.kill_txn_coordinator),
+        (2, n.kill_coordinator),
+        (2, n.kill_data_leader),
+        (2, n.isolate_txn_coordinator),
+        (1, n.isolate_coordinator),
+        (1, lambda: n.isolate_data_leader(topic=n.rng.choice(n.eos_topics))),
+        (1, lambda: n.partition_node(mode=n.rng.choice(["drop", "close"]))),
+        (1, n.pause_node),
+        (1, lambda: n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(2, 5), clean=True)),
+        (1, lambda: n.client("crash_eos_worker")),
+        (0.5, n.majority_split),
+        (0.5, lambda: n.kill_all(down=n.rng.uniform(1, 3))),
+    ]
+    x = n.rng.uniform(0, sum(w for w, _ in ops))
+    for w, fn in ops:
+        x -= w
+        if x <= 0:
+            return fn
+    return ops[-1][1]
+
+
+def _eos(n: Nemesis) -> None:
+    while n._gap(2, 5):
+        _eos_op(n)()
+
+
+def _eos_bounded(n: Nemesis) -> None:
+    """The CI version: each exactly-once fault once, transaction coordinator first."""
+    plan: list[Callable[[], None]] = [
+        lambda: n.kill_txn_coordinator(down=3),
+        lambda: n.kill_coordinator(down=3),
+        lambda: n.kill_data_leader(down=3),
+        lambda: n.isolate_txn_coordinator(seconds=4),
+        lambda: n.client("crash_eos_worker"),
+        lambda: n.isolate_data_leader(seconds=4, topic=n.rng.choice(n.eos_topics)),
+    ]
+    first, rest = plan[0], plan[1:]
+    n.rng.shuffle(rest)
+    for op in [first, *rest]:
+        if not n._gap(3, 5):
+            return
+        op()
+
+
 def _every_few_seconds(fault: Callable[[Nemesis], None]) -> Callable[[Nemesis], None]:
     """A scenario that repeats one network fault, 3-6 s apart."""
     def scenario(n: Nemesis) -> None:
@@ -444,4 +557,6 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "partition-flapping": _every_few_seconds(lambda n: n.flapping()),
     "random": _random,
     "bounded": _bounded,
+    "eos": _eos,
+    "eos-bounded": _eos_bounded,
 }

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster import ChaosCluster, free_port
+from chaos.eos_workload import EOS_GROUP, OUTPUT_PARTITIONS, OUTPUT_TOPIC
 from chaos.history import HistoryWriter, run_clock
 from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
 from chaos.net import ChaosNet, netns_unavailable
@@ -46,6 +47,8 @@ from chaos.workload import member_name
 from cluster import netns
 
 GROUPS = ["chaos-group-a", "chaos-group-b"]
+WORKLOADS = ("classic", "eos", "both")  # the consumer groups, the exactly-once workers, or both
+EOS_WORKERS = 2
 MAX_BOUNDED = 150.0
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,7 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass
 class Client:
     base: str  # e.g. "ck-a1"; each incarnation is "<base>.<n>"
-    role: str  # producer | ck-consumer | kp-consumer
+    role: str  # producer | ck-consumer | kp-consumer | eos-worker | rc-reader
     group: str = ""
     instance_id: str | None = None
     session_ms: int = 10000
@@ -68,7 +71,8 @@ class Client:
 
     @property
     def consumer(self) -> bool:
-        return self.role != "producer"
+        """A member of a classic group (the checker's I1-I9 are about these)."""
+        return self.role.endswith("-consumer")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -98,13 +102,16 @@ class Clients:
         c.incarnation += 1
         path = self.run_dir / "history" / f"{c.name}.jsonl"
         c.history.append(path)
-        cmd = [sys.executable, "-m", "chaos.workload", c.role, "--bootstrap", self.bootstrap, "--topic", TOPIC,
+        topic = OUTPUT_TOPIC if c.role == "rc-reader" else TOPIC
+        cmd = [sys.executable, "-m", "chaos.workload", c.role, "--bootstrap", self.bootstrap, "--topic", topic,
                "--proc", c.name, "--history", str(path), "--rate", str(self.rate),
                "--session-ms", str(c.session_ms)]
         if c.group:
             cmd += ["--group", c.group]
         if c.instance_id:
             cmd += ["--instance-id", c.instance_id]
+        if c.role == "eos-worker":
+            cmd += ["--out-topic", OUTPUT_TOPIC]
         with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
             c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
         if self.on_spawn is not None:
@@ -188,6 +195,19 @@ class Clients:
             for c in members:
                 self.start(c)
 
+    def crash_eos_worker(self, rng: random.Random) -> None:
+        """SIGKILL an exactly-once worker and start its next incarnation (same transactional.id:
+        it fences the transaction the killed one left open)."""
+        with self.lock:
+            workers = [c for c in self.clients if c.role == "eos-worker"]
+            if not workers:
+                return
+            c = rng.choice(workers)
+            self.crash(c)
+        time.sleep(rng.uniform(0.5, 3.0))
+        with self.lock:
+            self.start(c)
+
     def bounce_static(self, rng: random.Random) -> None:
         """Clean-bounce every static member but the first of each group (Kafka
         test_static_consumer_bounce: the kept-alive members must see no revocation)."""
@@ -203,8 +223,14 @@ class Clients:
                 self.start(c)
 
 
-def plan_clients(clients: Clients, scenario: str) -> None:
+def plan_clients(clients: Clients, scenario: str, workload: str = "classic") -> None:
     clients.add(Client("producer", "producer"))
+    if workload in ("eos", "both"):
+        for k in range(1, EOS_WORKERS + 1):
+            clients.add(Client(f"eos-w{k}", "eos-worker", EOS_GROUP, instance_id=f"chaos-eos-txn-{k}"))
+        clients.add(Client("rc-reader", "rc-reader"))
+    if workload == "eos":
+        return
     all_static = scenario == "static-consumer-bounce"
     # group a: confluent dynamic, confluent static, kafka-python dynamic
     # group b: kafka-python dynamic, kafka-python static, confluent dynamic
@@ -261,8 +287,9 @@ class Sampler(threading.Thread):
     (``rd_kafka_enq_once_del_source_return`` assertion) when such a request was pending
     while brokers were killed, and the runner must survive that."""
 
-    def __init__(self, run_dir: Path, bootstrap: str, on_spawn: Any = None) -> None:
+    def __init__(self, run_dir: Path, bootstrap: str, on_spawn: Any = None, groups: list[str] | None = None) -> None:
         super().__init__(daemon=True, name="describe-sampler")
+        self.groups = GROUPS if groups is None else groups
         self.run_dir = run_dir
         self.bootstrap = bootstrap
         self.stop_ev = threading.Event()
@@ -273,7 +300,7 @@ class Sampler(threading.Thread):
         while not self.stop_ev.is_set():
             with open(self.run_dir / "logs" / "observe.log", "ab") as err:
                 proc = subprocess.Popen([sys.executable, "-m", "chaos.observe", "sample", str(self.run_dir / "groups.jsonl"),
-                                         self.bootstrap, *GROUPS], cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+                                         self.bootstrap, *self.groups], cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
             if self.on_spawn is not None:
                 self.on_spawn(proc.pid)
             while proc.poll() is None and not self.stop_ev.wait(0.5):
@@ -294,9 +321,9 @@ class Sampler(threading.Thread):
         self.join(30)
 
 
-def observe_state(bootstrap: str, describe: bool = False) -> dict[str, Any]:
+def observe_state(bootstrap: str, describe: bool = False, groups: list[str] | None = None) -> dict[str, Any]:
     """End offsets and committed offsets (and DescribeGroups) from a ``chaos.observe`` child."""
-    cmd = [sys.executable, "-m", "chaos.observe", "state", bootstrap, *GROUPS]
+    cmd = [sys.executable, "-m", "chaos.observe", "state", bootstrap, *(GROUPS if groups is None else groups)]
     if describe:
         cmd.append("--describe")
     try:
@@ -326,14 +353,14 @@ def wait_healthy(bootstrap: str, timeout: float = 90.0) -> bool:
     return False
 
 
-def create_topic(bootstrap: str) -> None:
+def create_topic(bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     admin = _admin(bootstrap)
     deadline = time.monotonic() + 60
     while True:
         try:
-            for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
+            for f in admin.create_topics([NewTopic(topic, partitions, 3)]).values():
                 f.result(timeout=30)
             return
         except Exception as e:  # noqa: BLE001 - the cluster may still be forming
@@ -344,14 +371,15 @@ def create_topic(bootstrap: str) -> None:
             time.sleep(0.5)
 
 
-def wait_drained(bootstrap: str, timeout: float) -> tuple[bool, dict[str, Any]]:
+def wait_drained(bootstrap: str, timeout: float, groups: list[str] | None = None) -> tuple[bool, dict[str, Any]]:
+    groups = GROUPS if groups is None else groups
     deadline = time.monotonic() + timeout
     state: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        state = observe_state(bootstrap)
+        state = observe_state(bootstrap, groups=groups)
         ends, committed = state.get("end_offsets"), state.get("committed")
         if ends and committed:
-            behind = [[g, p, committed[g].get(str(p), -1), ends[str(p)]] for g in GROUPS for p in range(PARTITIONS)
+            behind = [[g, p, committed[g].get(str(p), -1), ends[str(p)]] for g in groups for p in range(PARTITIONS)
                       if committed[g].get(str(p), -1) < ends[str(p)]]
             state["behind"] = behind  # [group, partition, committed, end offset]
             if not behind:
@@ -414,11 +442,17 @@ def count_events(run_dir: Path) -> dict[str, int]:
 
 
 def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
-        drain_timeout: float = 120.0, net_mode: str = "auto") -> Path:
+        drain_timeout: float = 120.0, net_mode: str = "auto", workload: str = "classic") -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
-    if scenario == "bounded":
+    if workload not in WORKLOADS:
+        raise SystemExit(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+    if scenario.startswith("eos") and workload == "classic":
+        workload = "eos"  # the exactly-once scenarios aim at the exactly-once workers
+    if scenario in ("bounded", "eos-bounded"):
         duration = min(duration, MAX_BOUNDED)
+    classic, eos = workload in ("classic", "both"), workload in ("eos", "both")
+    groups = (GROUPS if classic else []) + ([EOS_GROUP] if eos else [])
     run_dir = Path(out).resolve() if out else Path(tempfile.mkdtemp(prefix=f"kcoord-chaos-{scenario}-"))
     run_dir.mkdir(parents=True, exist_ok=True)
     if any((run_dir / x).exists() for x in ("history", "faults.jsonl", "run.json")):
@@ -427,7 +461,8 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     os.environ["KCOORD_CHAOS_T0"] = repr(t0)
     started = time.monotonic()
     info: dict[str, Any] = {"scenario": scenario, "seed": seed, "duration": duration, "t0": t0,
-                            "topic": TOPIC, "partitions": PARTITIONS, "groups": GROUPS, "rate": rate,
+                            "topic": TOPIC, "partitions": PARTITIONS, "groups": groups, "rate": rate,
+                            "workload": workload,
                             "versions": versions(), "status": "running"}
     faulthandler.enable()  # a C-level abort in a client library still shows every thread's stack
     pidfile = run_dir / "pids.txt"
@@ -464,30 +499,36 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     faults = FaultLog(run_dir / "faults.jsonl")
     clients = Clients(run_dir, bootstrap, rate)
     clients.on_spawn = remember
-    sampler = Sampler(run_dir, bootstrap, on_spawn=remember)
+    sampler = Sampler(run_dir, bootstrap, on_spawn=remember, groups=groups)
     watchdog = Watchdog(clients)
     nemesis: Nemesis | None = None
     log = _progress
     try:
         cluster.start()
         create_topic(bootstrap)
+        if eos:
+            create_topic(bootstrap, OUTPUT_TOPIC, OUTPUT_PARTITIONS)
         if not wait_healthy(bootstrap, 60):
             raise RuntimeError("cluster not healthy after start")
         log(f"cluster up ({net.mode}{'' if why_not is None else ': ' + why_not}): bootstrap {bootstrap}, "
             f"run dir {run_dir}")
-        plan_clients(clients, scenario)
+        plan_clients(clients, scenario, workload)
         for c in clients.clients:
             clients.start(c)
         sampler.start()
         watchdog.start()
-        _wait_consuming(run_dir, 45)
+        _wait_consuming(run_dir, 45, classic, eos)
         info["nemesis_start"] = round(run_clock(), 3)
         log(f"workload running; nemesis '{scenario}' for {duration:.0f}s (seed {seed})")
-        nemesis = Nemesis(seed, cluster, net, faults, bootstrap, GROUPS,
-                          client_ops={"crash_consumer": clients.crash_consumer,
-                                      "bounce_group": clients.bounce_group,
-                                      "bounce_static": clients.bounce_static}, data_topic=TOPIC,
-                          offsets_partitions=info["offsets_partitions"])
+        client_ops = {"crash_eos_worker": clients.crash_eos_worker}
+        if classic:
+            client_ops.update(crash_consumer=clients.crash_consumer, bounce_group=clients.bounce_group,
+                              bounce_static=clients.bounce_static)
+        nemesis = Nemesis(seed, cluster, net, faults, bootstrap, groups, client_ops=client_ops, data_topic=TOPIC,
+                          offsets_partitions=info["offsets_partitions"],
+                          transactional_ids=[c.instance_id for c in clients.clients
+                                             if c.role == "eos-worker" and c.instance_id],
+                          eos_topics=[TOPIC, OUTPUT_TOPIC] if eos else [])
         nemesis.run(scenario, duration)
         info["nemesis_end"] = round(run_clock(), 3)
         info["ops"] = nemesis.ops_done
@@ -498,7 +539,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         producer = [c for c in clients.clients if c.role == "producer"]
         clients.stop_many(producer, timeout=60)
         log("producer stopped; draining the groups")
-        drained, state = wait_drained(bootstrap, drain_timeout)
+        drained, state = wait_drained(bootstrap, drain_timeout, groups)
         info["drained"] = drained
         if not drained:
             info["not_drained"] = state.get("behind") or state.get("error")
@@ -506,18 +547,22 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         watchdog.stop_ev.set()
         watchdog.join(5)
         clients.stop_many(clients.consumers(), timeout=30)
+        if eos:
+            info["eos"] = _finish_eos(clients, bootstrap, run_dir)
         sampler.stop()
         info["observer_restarts"] = sampler.restarts
         info["clients_died"] = watchdog.died
         sampler.stop_ev.set()
         final_state: dict[str, Any] = dict(state, drained=drained)
-        after = observe_state(bootstrap, describe=True)
+        after = observe_state(bootstrap, describe=True, groups=groups)
         final_state["describe"] = after.get("describe")
         final_state["committed_after_close"] = after.get("committed")
         if "error" in after:
             final_state["error_after_close"] = after["error"]
         (run_dir / "final.json").write_text(json.dumps(final_state, indent=2))
         info["status"] = "ok" if drained else "not-drained"
+        if eos and "scan_error" in info["eos"]:
+            info["status"] = "eos-scan-failed"
     except BaseException as e:
         info["status"] = "error"
         info["error"] = f"{type(e).__name__}: {e}"[:2000]
@@ -579,17 +624,38 @@ def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
     info["faults"] = kinds
 
 
-def _wait_consuming(run_dir: Path, timeout: float) -> None:
-    """Until both groups have assignments and some commits (or the timeout)."""
+def _finish_eos(clients: Clients, bootstrap: str, run_dir: Path) -> dict[str, Any]:
+    """Stop the exactly-once workers (each ends its transaction), let the reader catch up, stop
+    it, and scan the input and output topics into ``eos-final.jsonl`` (``chaos/eos_scan.py``)."""
+    clients.stop_many([c for c in clients.clients if c.role == "eos-worker"], timeout=60)
+    time.sleep(5.0)
+    clients.stop_many([c for c in clients.clients if c.role == "rc-reader"], timeout=30)
+    cmd = [sys.executable, "-m", "chaos.eos_scan", bootstrap, TOPIC, OUTPUT_TOPIC, str(run_dir / "eos-final.jsonl")]
+    with open(run_dir / "logs" / "eos_scan.log", "ab") as err:
+        try:
+            out = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, timeout=900)
+        except subprocess.TimeoutExpired:
+            return {"scan_error": "chaos.eos_scan timed out"}
+    if out.returncode != 0:
+        return {"scan_error": f"chaos.eos_scan exited {out.returncode} (logs/eos_scan.log)"}
+    counts: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return counts
+
+
+def _wait_consuming(run_dir: Path, timeout: float, classic: bool = True, eos: bool = False) -> None:
+    """Until both groups have assignments and some commits, and the exactly-once workers have
+    committed a transaction (or the timeout)."""
+    want = ({"a", "b"} if classic else set()) | ({"eos"} if eos else set())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ok_groups = set()
         for f in (run_dir / "history").glob("*.jsonl"):
-            for line in f.read_text().splitlines():
-                if '"commit.ok"' in line:
-                    ok_groups.add(f.name.split("-")[1][0])
-                    break
-        if ok_groups >= {"a", "b"}:
+            text = f.read_text()
+            if '"commit.ok"' in text:
+                ok_groups.add(f.name.split("-")[1][0])
+            if '"txn.commit.ok"' in text:
+                ok_groups.add("eos")
+        if ok_groups >= want:
             return
         time.sleep(0.5)
 
@@ -605,13 +671,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", default=None, help="run directory (default: a new temp dir)")
     ap.add_argument("--rate", type=float, default=50.0, help="produce rate, messages/s")
     ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--workload", choices=list(WORKLOADS), default="classic",
+                    help="classic consumer groups, exactly-once workers (the eos scenarios' default), or both")
     ap.add_argument("--net", choices=["auto", "netns", "proxy"], default="auto",
                     help="network faults: nodes in namespaces with nftables (needs root), or the TCP proxies and "
                          "Raft-transport drops; auto = netns where possible (run.json records which)")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net)
+    run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net,
+                  args.workload)
     print(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     return 0 if info.get("status") == "ok" else 1

@@ -10,6 +10,8 @@ Roles:
   retries cannot duplicate a value); unique values ``<proc>-<n>``.
 - ``ck-consumer``: confluent-kafka (librdkafka) consumer, manual sync commits.
 - ``kp-consumer``: kafka-python consumer, manual sync commits.
+- ``eos-worker`` and ``rc-reader``: exactly-once consume-transform-produce and a
+  ``read_committed`` reader of its output (``chaos/eos_workload.py``).
 
 What the consumer events mean:
 - ``member`` is the member's identity as the group protocol sees it across rejoins:
@@ -46,8 +48,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from chaos import eos_workload
 from chaos.history import HistoryWriter
 
 STOP = threading.Event()
@@ -346,7 +350,10 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
     h.write("leave", group=args.group, member=MEMBER, instance=args.instance_id)
 
 
-ROLES = {"producer": run_producer, "ck-consumer": run_ck_consumer, "kp-consumer": run_kp_consumer}
+ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], None]] = {
+    "producer": run_producer, "ck-consumer": run_ck_consumer, "kp-consumer": run_kp_consumer,
+         "eos-worker": lambda a, h: eos_workload.run_eos_worker(a, h, STOP),
+         "rc-reader": lambda a, h: eos_workload.run_rc_reader(a, h, STOP)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instance-id", default=None)
     ap.add_argument("--rate", type=float, default=50.0)
     ap.add_argument("--session-ms", type=int, default=10000)
+    ap.add_argument("--out-topic", default="", help="eos-worker: the topic it writes")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {args.proc} %(levelname)s %(name)s %(message)s")

@@ -8,7 +8,8 @@ or their Parquet copies (``history.parquet``, ``offsets.parquet``: chaos/check/c
 read instead whenever they are complete. RUN_DIR may be any URL Spark's Hadoop file system
 reads (hdfs://, s3a://): the files are listed through it, never through the driver's disk.
 
-It checks invariants I1-I9 (shared/reference/raft-coordinator-anchors.md §2.4), gives a verdict
+It checks invariants I1-I9 (shared/reference/raft-coordinator-anchors.md §2.4) and I10, exactly-once
+(chaos/check/exactly_once.py), gives a verdict
 per invariant with up to ``max_examples`` counterexamples, and writes RUN_DIR/report/
 (summary.json, summary.txt, index.html with plots). This module is the driver and the CLI; the
 tables are loaded by chaos/check/tables.py, the invariants are chaos/check/invariants.py, and
@@ -35,6 +36,7 @@ if __package__ in (None, ""):  # spark-submit chaos/check/job.py: make `chaos` i
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from chaos.check.exactly_once import check_i10
 from chaos.check.invariants import (
     _generations,
     check_i1,
@@ -88,8 +90,10 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
             verdicts[vid] = check_i7(tb, opts)
         elif vid == "I8":
             verdicts[vid] = check_i8(tb, opts)
-        else:
+        elif vid == "I9":
             verdicts[vid], durations = check_i9(spark, tb, opts)
+        else:
+            verdicts[vid] = check_i10(spark, str(run_dir), tb, opts)
         timings[vid] = round(time.monotonic() - t, 3)
         if opts.progress:
             print(f"[chaos check] {vid} {verdicts[vid].status} in {timings[vid]:.1f} s", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ INVARIANTS = {
     "I7": "a bounced static member causes no revocation on the others",
     "I8": "delivery: no lost ack'd produce, no duplicates, no inconsistent offsets, no aborted reads",
     "I9": "liveness: progress within a bound after each fault window ends",
+    "I10": "exactly-once: every input record once in the committed output; no aborted record read_committed",
 }
 # start type -> the type that ends its window (same node unless the start has no node)
 WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all",

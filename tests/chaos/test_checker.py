@@ -163,7 +163,7 @@ def test_clean_history_passes(spark: Any, tmp_path: Path) -> None:
     assert r.verdicts["I9"].status in ("pass", "inconclusive")
     out = Path(r.out_dir or "")
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["ok"] is True and set(summary["verdicts"]) == {f"I{i}" for i in range(1, 10)}
+    assert summary["ok"] is True and set(summary["verdicts"]) == {f"I{i}" for i in range(1, 11)}
     assert "data:image/png;base64," in (out / "index.html").read_text()
     assert "I8" in (out / "summary.txt").read_text()
 
