@@ -17,7 +17,7 @@ COMMAND = "chaos"
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("chaos.run", "run a chaos scenario on a fresh local 3-node cluster; writes a run directory"),
     "fuzz": ("chaos.fuzz.cli", "fuzz a running cluster's wire protocol beside a healthy client group"),
-    "check": ("chaos.check.job", "check a chaos run's history (PySpark): invariants I1-I9, report in RUN_DIR/report"),
+    "check": ("chaos.check.job", "check a chaos run's history (PySpark): invariants I1-I10, report in RUN_DIR/report"),
     "parquet": ("chaos.check.columnar", "write Parquet copies of a run's histories and offsets exports (faster checks)"),
 }
 

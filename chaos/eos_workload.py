@@ -15,6 +15,9 @@ input records), then one of ``txn.commit.ok`` (committed), ``txn.commit.fail`` (
 the transaction failed before EndTxn(commit) was sent, or was aborted) or ``txn.commit.unknown``
 (the outcome is the coordinator's to decide); ``read`` (``records``: output records).
 
+One transaction in ten is aborted on purpose after its output and offsets were sent (its input is
+then processed again), so the output holds aborted records for the reader to never return.
+
 Error handling is librdkafka's documented one: retriable errors retry the call, abortable ones
 abort and rewind the consumer to the group's committed offsets, a fatal one (fenced) starts a
 new producer and consumer. A step that hangs for ``HANG_S`` ends the process: the runner starts
@@ -37,6 +40,7 @@ OUTPUT_TOPIC, OUTPUT_PARTITIONS = "chaos-output", 3
 EOS_GROUP = "chaos-eos"
 HANG_S = 120.0
 HOLD_S = 0.3
+ABORT_SHARE = 0.1  # of the transactions, aborted on purpose after their output and offsets were sent
 LOG = logging.getLogger("chaos.eos")
 
 
@@ -103,7 +107,7 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
         stall.since, stall.op = time.monotonic(), op
         records = [[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs]
         h.write("txn.commit.invoke", op=op, txn=txn, outputs=len(msgs), records=records)
-        sent_commit = False
+        sent_commit = must_rewind = False
         try:
             producer.begin_transaction()
             for _topic, p, o, value in records:
@@ -112,15 +116,20 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
             time.sleep(rng.uniform(0, HOLD_S))
             producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                                  consumer.consumer_group_metadata(), 30)
-            sent_commit = True
-            while True:
-                try:
-                    producer.commit_transaction(30)
-                    break
-                except KafkaException as e:
-                    if not e.args[0].retriable():
-                        raise
-            h.write("txn.commit.ok", op=op, error=None)
+            if rng.random() < ABORT_SHARE:  # the transform failed: its output must never be read
+                producer.abort_transaction(30)
+                h.write("txn.commit.fail", op=op, error="aborted by the worker")
+                must_rewind = True
+            else:
+                sent_commit = True
+                while True:
+                    try:
+                        producer.commit_transaction(30)
+                        break
+                    except KafkaException as e:
+                        if not e.args[0].retriable():
+                            raise
+                h.write("txn.commit.ok", op=op, error=None)
         except KafkaException as e:
             err = e.args[0]
             if err.fatal():
@@ -139,7 +148,9 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
                             error=f"{err.name()}; abort: {e2.args[0].name()}")
                     # a producer that cannot abort is left to the next incarnation to fence
                     raise
-                rewind(consumer)  # a failure here ends the process: never go on from a wrong position
+                must_rewind = True
+        if must_rewind:
+            rewind(consumer)  # a failure here ends the process: never go on from a wrong position
         stall.since, stall.op = None, None
     consumer.close()
 

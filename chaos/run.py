@@ -2,10 +2,11 @@
 
 A fresh local 3-node cluster (``RUN_DIR/cluster``) behind one fault proxy per node, a
 6-partition topic, real clients as separate processes (one producer, two consumer groups
-mixing confluent-kafka and kafka-python, dynamic and static members), and a seeded
-nemesis for ``duration`` seconds. Then: heal everything, stop the producer, let the groups
-drain to the end of the topic, close the consumers cleanly, stop the nodes (SIGTERM),
-export each node's replicated offsets state offline, copy the logs.
+mixing confluent-kafka and kafka-python, dynamic and static members) and/or exactly-once
+workers (``--workload``), and a seeded nemesis for ``duration`` seconds. Then: heal
+everything, stop the producer, let the groups drain to the end of the topic, close the
+consumers cleanly, stop the exactly-once workers and scan their end state, stop the nodes
+(SIGTERM), export each node's replicated offsets state offline, copy the logs.
 
 The run directory:
 - ``history/<proc>.jsonl``: one file per client process incarnation (``chaos/history.py``);
@@ -14,6 +15,7 @@ The run directory:
   ``__consumer_offsets`` records (``chaos/export.py``);
 - ``groups.jsonl``: DescribeGroups + committed offsets sampled by the runner every ~2 s;
 - ``final.json``: end offsets, final committed offsets, whether the groups drained;
+- ``eos-final.jsonl``: with exactly-once workers, the input and output as scanned at the end;
 - ``logs/``: node logs and client stderr; ``run.json``: scenario, seed, ports, versions.
 """
 

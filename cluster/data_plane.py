@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -43,6 +44,7 @@ class Err(IntEnum):
     NONE = 0
     CORRUPT_MESSAGE = 2
     NOT_LEADER_OR_FOLLOWER = 6
+    NOT_ENOUGH_REPLICAS = 19
     MESSAGE_TOO_LARGE = 10
     REQUEST_TIMED_OUT = 7
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -63,6 +65,24 @@ class ProduceResult:
     message: str | None = None
 
 
+# How a partition leader answers a transactional batch whose verification failed (Kafka's
+# ReplicaManager for Produce <= v10): the partition is not in the transaction -> abort it; the
+# producer is fenced -> fenced; the coordinator is busy or unreachable -> retry.
+_VERIFY_RETRIABLE = frozenset({13, 14, 15, 16, 51})  # network, load in progress, not available, not coordinator, concurrent
+Verifier = Callable[[int, int], Awaitable[int]]
+
+
+def _verification_error(code: int) -> ProduceResult | None:
+    if code == 0:
+        return None
+    if code in (47, 90):
+        return ProduceResult(Err.INVALID_PRODUCER_EPOCH, message="The producer was fenced")
+    if code in _VERIFY_RETRIABLE:
+        return ProduceResult(Err.NOT_ENOUGH_REPLICAS, message=f"Transaction verification incomplete ({code})")
+    return ProduceResult(Err.INVALID_TXN_STATE,
+                         message=f"The partition is not part of the producer's open transaction ({code})")
+
+
 _PROBLEM_CODES = {"invalid": Err.INVALID_RECORD, "corrupt": Err.CORRUPT_MESSAGE, "too_large": Err.MESSAGE_TOO_LARGE}
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's message.max.bytes
 
@@ -80,6 +100,9 @@ class DataPartition:
         self.raft = False
         self._waiters: set[asyncio.Future[None]] = set()
         self._in_flight: dict[tuple[int, int, int], asyncio.Future[ProduceResult]] = {}
+        # KIP-890 part 1: producer id -> (epoch, guard) of a verification under way or passed; a
+        # marker for the producer removes it, so a batch verified before a marker is refused after
+        self._verified: dict[int, tuple[int, object]] = {}
 
     def attach(self, rlog: ReplicatedLog) -> None:
         """Cluster mode: replicate through Raft; the DataLog is written by the applied entries."""
@@ -88,6 +111,7 @@ class DataPartition:
         rlog.subscribe(self._on_leadership)
 
     def _on_leadership(self, change: LeadershipChange) -> None:
+        self._verified.clear()
         if change.is_leader:
             # Everything before our announce is applied: continue from the log end.
             self.next_offset = self.data.log_end_offset
@@ -118,10 +142,12 @@ class DataPartition:
         return -1 if self.raft else self.rlog.leader_epoch()
 
     async def produce(self, records: bytes | None, timeout_s: float = 30.0, *,
-                      transactional: bool = False) -> ProduceResult:
+                      transactional: bool = False, verify: Verifier | None = None) -> ProduceResult:
         """Append one producer batch; answered once a majority holds it, or with
         REQUEST_TIMED_OUT after ``timeout_s`` (the request's timeout: the batch may still be
-        committed, as with Kafka). ``transactional``: the request names a transactional id."""
+        committed, as with Kafka). ``transactional``: the request names a transactional id.
+        ``verify(producer_id, epoch)`` asks the transaction coordinator whether this partition is
+        in the producer's open transaction; it is asked before a transactional batch opens one."""
         if not records:
             return ProduceResult(Err.INVALID_RECORD, message="Produce request has no record batch")
         try:
@@ -147,6 +173,10 @@ class DataPartition:
         if not hdr.is_transactional and hdr.producer_id >= 0 and self.data.txns.is_open(hdr.producer_id):
             return ProduceResult(Err.INVALID_TXN_STATE,
                                  message=f"Producer {hdr.producer_id} has a transaction open on this partition")
+        if hdr.is_transactional and verify is not None and not self.data.txns.is_open(hdr.producer_id):
+            refused = await self._verify(hdr, verify)
+            if refused is not None:
+                return refused
         if hdr.producer_id < 0:
             return await self._append(hdr, batch, timeout_s)
         # The producer's state only knows applied batches: the same batch sent again (a retry on a
@@ -167,6 +197,23 @@ class DataPartition:
             self._in_flight.pop(key, None)
         fut.set_result(result)
         return result
+
+    async def _verify(self, hdr: BatchHeader, verify: Verifier) -> ProduceResult | None:
+        """Verify with the coordinator; then refuse the batch if a marker for its producer came in
+        meanwhile (the transaction the answer was about is over: Kafka's verification guard). The
+        check and the append that follows run without a pause, so no marker can slip between."""
+        pid, epoch = hdr.producer_id, hdr.producer_epoch
+        entry = self._verified.get(pid)
+        if entry is None or entry[0] != epoch:
+            entry = (epoch, object())
+            self._verified[pid] = entry
+        refused = _verification_error(await verify(pid, epoch))
+        if refused is not None:
+            return refused
+        if self._verified.get(pid) is not entry and not self.data.txns.is_open(pid):
+            return ProduceResult(Err.INVALID_TXN_STATE,
+                                 message=f"Producer {pid}'s transaction ended while the batch was verified")
+        return None
 
     async def _append(self, hdr: BatchHeader, batch: bytes, timeout_s: float) -> ProduceResult:
         if hdr.producer_id >= 0:
@@ -197,6 +244,7 @@ class DataPartition:
         if self.data.check_sequence(producer_id, producer_epoch, 0, 0).result is SeqResult.FENCED:
             return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
                                  message=f"Marker epoch {producer_epoch} is older than the producer's")
+        self._verified.pop(producer_id, None)
         if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
             return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
                                  message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")

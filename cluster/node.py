@@ -186,6 +186,10 @@ class Node:
         self._producer_id_next += 1
         return pid
 
+    async def verify_txn_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                                   partition: int) -> int:
+        return await self.txn_api.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int) -> int:
         """The marker of a transaction for ``__consumer_offsets`` partition ``partition``."""

@@ -65,6 +65,12 @@ class NodeServices(Protocol):
 
     async def allocate_producer_id(self) -> int: ...
 
+    async def verify_txn_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                                   partition: int) -> int:
+        """The transaction coordinator's answer (a Kafka error code) to: is this partition in the
+        producer's open transaction? (KIP-890 part 1)"""
+        ...
+
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int) -> int:
         """Write a transaction's marker to ``__consumer_offsets`` partition ``partition``; the

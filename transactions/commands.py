@@ -38,6 +38,19 @@ class AddPartitions:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifyPartitions:
+    """Is each partition part of the producer's open transaction? A partition leader asks before
+    it lets a transactional batch open a transaction on the partition (KIP-890 part 1), so a
+    late batch of a finished transaction cannot open one that no marker will ever close.
+    Answered with ``AddPartitionsResponse``; nothing is written."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AddPartitionsResponse:
     errors: dict[TopicPartition, TxnError]
 
@@ -115,6 +128,6 @@ class WriteMarkers:
     partitions: tuple[TopicPartition, ...]
 
 
-Request = InitProducerId | AddPartitions | EndTxn | DescribeTransactions | ListTransactions
+Request = InitProducerId | AddPartitions | VerifyPartitions | EndTxn | DescribeTransactions | ListTransactions
 Response = (InitProducerIdResponse | AddPartitionsResponse | EndTxnResponse
             | DescribeTransactionsResponse | ListTransactionsResponse)

@@ -21,6 +21,7 @@ class TxnError(IntEnum):
     OPERATION_NOT_ATTEMPTED = 55
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    TRANSACTION_ABORTABLE = 120
 
 
 def for_version(error: TxnError, version: int, fenced_since: int) -> TxnError:

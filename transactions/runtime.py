@@ -194,7 +194,7 @@ def error_response(request: c.Request | c.Response, error: TxnError) -> c.Respon
     only ``error``."""
     if isinstance(request, c.InitProducerId | c.InitProducerIdResponse):
         return c.InitProducerIdResponse(error)
-    if isinstance(request, c.AddPartitions):
+    if isinstance(request, c.AddPartitions | c.VerifyPartitions):
         return c.AddPartitionsResponse({tp: error for tp in request.partitions})
     if isinstance(request, c.AddPartitionsResponse):
         return c.AddPartitionsResponse({tp: error for tp in request.errors})

@@ -100,6 +100,8 @@ class TransactionShard:
             response = self._init_producer_id(request)
         elif isinstance(request, c.AddPartitions):
             response = self._add_partitions(request)
+        elif isinstance(request, c.VerifyPartitions):
+            response = self._verify(request)
         elif isinstance(request, c.EndTxn):
             response = c.EndTxnResponse(self._end_txn(request))
         elif isinstance(request, c.DescribeTransactions):
@@ -204,6 +206,17 @@ class TransactionShard:
         self._write(r.transactional_id, replace(v, state=S.ONGOING, partitions=v.partitions | added,
                                               start_ms=start, last_update_ms=self._now))
         return E.NONE
+
+    def _verify(self, r: c.VerifyPartitions) -> c.AddPartitionsResponse:
+        """Kafka's verify-only AddPartitionsToTxn: the producer checks first, then per partition
+        NONE if it is in the open transaction, else TRANSACTION_ABORTABLE."""
+        v, error = self._producer(r.transactional_id, r.producer_id, r.producer_epoch)
+        if v is not None and v.state in PREPARING:
+            error = E.CONCURRENT_TRANSACTIONS
+        if v is None or error is not E.NONE:
+            return c.AddPartitionsResponse({tp: error for tp in r.partitions})
+        inside = v.partitions if v.state is S.ONGOING else frozenset()
+        return c.AddPartitionsResponse({tp: E.NONE if tp in inside else E.TRANSACTION_ABORTABLE for tp in r.partitions})
 
     def _end_txn(self, r: c.EndTxn) -> TxnError:
         v, error = self._producer(r.transactional_id, r.producer_id, r.producer_epoch)

@@ -21,6 +21,12 @@ def resp_mod(api_key: int, version: int) -> ModuleType:
 
 
 @cache
+def req_mod(api_key: int, version: int) -> ModuleType:
+    """The kio request module of ``api_key`` at ``version`` (for requests a node sends)."""
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+@cache
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 

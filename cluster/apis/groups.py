@@ -25,6 +25,7 @@ from cluster.codec import (
 )
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
+from cluster.metadata import OFFSETS_TOPIC
 from cluster.services import NodeServices
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
@@ -72,6 +73,9 @@ class GroupApi:
         self.node = node
         self.driver = driver
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
+        # KIP-890 guards of verified TxnOffsetCommits: (partition, producer id) -> guard; a marker
+        # for the producer removes it (see DataPartition._verify)
+        self._verified: dict[tuple[int, int], object] = {}
 
     async def start(self) -> None:
         await self.driver.start()
@@ -252,13 +256,18 @@ class GroupApi:
     # ------------------------------------------------------------ TxnOffsetCommit
 
     async def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
-        """Offsets committed in a producer's transaction: pending until its marker (the
-        partition is not checked against the transaction's partitions: KIP-890's verification
-        is not done)."""
+        """Offsets committed in a producer's transaction: pending until its marker. The group's
+        partition must be in the producer's open transaction (AddOffsetsToTxn): the transaction
+        coordinator is asked first (KIP-890 part 1), so a late commit of a finished transaction
+        cannot leave offsets pending that no marker will ever resolve."""
         v = version_of(req)
         known, unknown = self._commits(req.topics)
         results: dict[str, list[tuple[int, ErrorCode]]] = {}
-        if known:
+        refused = await self._verify(req, v) if known else None
+        if refused is not None:
+            for topic, parts in known:
+                results[topic] = [(p.partition, refused) for p in parts]
+        elif known:
             resp = await self.call(req.group_id, c.TxnOffsetCommitRequest(
                 group_id=req.group_id, producer_id=int(req.producer_id), producer_epoch=int(req.producer_epoch),
                 topics=tuple(known), generation_id=int(getattr(req, "generation_id", -1)),
@@ -274,10 +283,34 @@ class GroupApi:
                    error_code=_txn_commit_error(e, v)) for p, e in plist))
             for topic, plist in results.items()))
 
+    async def _verify(self, req: Any, version: int) -> ErrorCode | None:
+        """Why the transaction coordinator refuses this commit (None: it is in the transaction).
+        Kafka's mapping: a network failure is COORDINATOR_LOAD_IN_PROGRESS (retried), a partition
+        outside the transaction INVALID_TXN_STATE (v<4) or TRANSACTION_ABORTABLE, the rest as is."""
+        partition = self.partition(req.group_id)
+        pid, epoch = int(req.producer_id), int(req.producer_epoch)
+        guard = self._verified.setdefault((partition, pid), object())
+        code = await self.node.verify_txn_partition(req.transactional_id, pid, epoch, OFFSETS_TOPIC, partition)
+        if code == 0 and self._verified.get((partition, pid)) is not guard:
+            code = 120  # a marker for this producer came in meanwhile: that transaction is over
+        if code == 0:
+            return None
+        if code == 13:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code == 90:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code == 120 and version < 4:
+            return ErrorCode.INVALID_TXN_STATE
+        try:
+            return ErrorCode(code)
+        except ValueError:
+            return ErrorCode.INVALID_TXN_STATE
+
     async def end_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                               coordinator_epoch: int) -> ErrorCode:
         """A transaction marker for ``__consumer_offsets`` partition ``partition``: its pending
         offsets are installed or dropped once the marker is committed."""
+        self._verified.pop((partition, producer_id), None)
         resp = await self.driver.call(partition, c.EndTxnMarkerRequest(producer_id, producer_epoch, commit,
                                                                         coordinator_epoch))
         assert isinstance(resp, c.EndTxnMarkerResponse)

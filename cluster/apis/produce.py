@@ -4,8 +4,9 @@ them). acks=0 sends no response at all; acks=1 and acks=-1 are the same on one n
 
 InitProducerId (22) for an idempotent producer is answered here; ``cluster.apis.transactions``
 registers the API and hands a transactional id to the transaction coordinator. A transactional
-batch opens its producer's transaction on the partition (``replication.txn_index``); it is not
-checked against the coordinator's partition list (KIP-890's verification is not done).
+batch that would open its producer's transaction on the partition (``replication.txn_index``) is
+first verified with the transaction coordinator (KIP-890 part 1, ``DataPartition.produce``): a
+late batch of a finished transaction would otherwise open one that no marker ever closes.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
                                    message="This server does not host this topic-partition."))
                 continue
+            tid = request.transactional_id
+            verify = None if tid is None else _verifier(node, tid, t.name, p.index)
             res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,
-                                     transactional=request.transactional_id is not None)
+                                     transactional=tid is not None, verify=verify)
             if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)
@@ -72,6 +75,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if acks == 0:
         return None
     return mk(m.ProduceResponse, throttle_time=ZERO, responses=tuple(topics))
+
+
+def _verifier(node: NodeServices, transactional_id: str, topic: str, partition: int) -> Any:
+    async def verify(producer_id: int, producer_epoch: int) -> int:
+        return await node.verify_txn_partition(transactional_id, producer_id, producer_epoch, topic, partition)
+    return verify
 
 
 def build_init_pid(request: Any, code: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:

@@ -1,10 +1,12 @@
 """The transaction coordinator's APIs: InitProducerId with a transactional id (22),
-AddPartitionsToTxn (24) v0-3, AddOffsetsToTxn (25) v0-4, EndTxn (26) v0-4,
-DescribeTransactions (65) v0 and ListTransactions (66) v0-1.
+AddPartitionsToTxn (24) v0-3 from clients and v4 from the other nodes, AddOffsetsToTxn (25) v0-4,
+EndTxn (26) v0-4, DescribeTransactions (65) v0 and ListTransactions (66) v0-1.
 
-Transaction protocol version 1 only: the versions that would switch a client to KIP-890's
-version 2 (EndTxn v5, AddPartitionsToTxn v4+ broker batches) are not advertised, and the
-``transaction.version`` feature is not finalized in ApiVersions, so clients stay on version 1.
+Transaction protocol version 1 only: EndTxn v5 is not advertised and the ``transaction.version``
+feature is not finalized in ApiVersions, so clients stay on version 1 (clients send
+AddPartitionsToTxn v3 at most). Partition leaders verify a transactional batch that would open a
+transaction on their partition against the coordinator (KIP-890 part 1, ``verify``): directly when
+the coordinator is on the same node, else with a VerifyOnly AddPartitionsToTxn v4 batch.
 A transactional id lives in ``__transaction_state`` partition ``partition_for(id, m)``; a node
 that does not lead it answers NOT_COORDINATOR and the client looks it up again.
 """
@@ -18,9 +20,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from cluster.apis import produce
-from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
+from cluster.apis.common import ZERO, mk, req_mod, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
+from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.services import NodeServices
 from cluster.txn_driver import TxnDriver
 from coordinator.partitioner import partition_for
@@ -30,6 +33,7 @@ from transactions.errors import TxnError, for_version
 from transactions.state import TxnState
 
 INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, DESCRIBE_TXNS, LIST_TXNS = 22, 24, 25, 26, 65, 66
+NETWORK_EXCEPTION = 13
 # The first version of each API that may carry PRODUCER_FENCED (older ones are told 47).
 _FENCED_SINCE = {INIT_PID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
 log = logging.getLogger("kcoord.api.transactions")
@@ -49,11 +53,13 @@ class TxnApi:
     def __init__(self, node: NodeServices, driver: TxnDriver) -> None:
         self.node = node
         self.driver = driver
+        self.peers = PeerClient(f"kcoord-{node.node_id}-txn-verify")
 
     async def start(self) -> None:
         await self.driver.start()
 
     async def stop(self) -> None:
+        self.peers.close()
         await self.driver.stop()
 
     def partition(self, transactional_id: str) -> int:
@@ -86,6 +92,8 @@ class TxnApi:
 
     async def add_partitions(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
+        if v >= 4:
+            return await self._add_partitions_batch(req)
         tid = req.v3_and_below_transactional_id
         wanted = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
         # Kafka adds nothing if any partition is unknown: that one says why, the rest were not tried.
@@ -100,15 +108,53 @@ class TxnApi:
             errors = r.errors
         return self._add_partitions_response(req, {tp: _code(e, ADD_PARTITIONS, v) for tp, e in errors.items()})
 
+    async def _add_partitions_batch(self, req: Any) -> Any:
+        """v4, sent by a partition leader: each transaction is verified (VerifyOnly) or added."""
+        m = resp_mod(ADD_PARTITIONS, version_of(req))
+        results = []
+        for t in req.transactions:
+            wanted = tuple((x.name, int(p)) for x in t.topics for p in x.partitions)
+            ask = c.VerifyPartitions if t.verify_only else c.AddPartitions
+            r = await self.call(t.transactional_id, ask(t.transactional_id, int(t.producer_id), int(t.producer_epoch),
+                                                        wanted))
+            assert isinstance(r, c.AddPartitionsResponse)
+            results.append(mk(m.AddPartitionsToTxnResult, transactional_id=t.transactional_id,
+                              topic_results=_topic_results(m, {tp: ErrorCode(int(e)) for tp, e in r.errors.items()})))
+        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=ErrorCode.none,
+                  results_by_transaction=tuple(results))
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                     partition: int) -> int:
+        """The coordinator's answer (a Kafka error code) to: is ``topic``-``partition`` in this
+        producer's open transaction?"""
+        tp = (topic, partition)
+        leader = self.node.topology.txn_leader(self.partition(transactional_id))
+        if leader is None:
+            return int(TxnError.COORDINATOR_NOT_AVAILABLE)
+        if leader.node_id == self.node.node_id:
+            r = await self.call(transactional_id, c.VerifyPartitions(transactional_id, producer_id, producer_epoch, (tp,)))
+            assert isinstance(r, c.AddPartitionsResponse)
+            return int(r.errors.get(tp, TxnError.UNKNOWN_SERVER_ERROR))
+        m = req_mod(ADD_PARTITIONS, 4)
+        request = mk(m.AddPartitionsToTxnRequest, transactions=(mk(
+            m.AddPartitionsToTxnTransaction, transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True,
+            topics=(mk(m.AddPartitionsToTxnTopic, name=topic, partitions=(partition,)),)),))
+        try:
+            resp = await self.peers.request(leader.host, leader.port, ADD_PARTITIONS, 4, request)
+        except PeerRequestError as e:
+            log.info("event=txn_verify_unsent coordinator=%d error=%r", leader.node_id, str(e))
+            return NETWORK_EXCEPTION
+        if int(resp.error_code) != 0:
+            return int(resp.error_code)
+        return next((int(r.partition_error_code) for x in resp.results_by_transaction for t in x.topic_results
+                     for r in t.results_by_partition if (t.name, int(r.partition_index)) == tp),
+                    int(TxnError.UNKNOWN_SERVER_ERROR))
+
     @staticmethod
     def _add_partitions_response(req: Any, codes: dict[tuple[str, int], ErrorCode]) -> Any:
         m = resp_mod(ADD_PARTITIONS, version_of(req))
-        topics: dict[str, list[Any]] = {}
-        for (topic, p), code in codes.items():
-            topics.setdefault(topic, []).append(mk(m.AddPartitionsToTxnPartitionResult, partition_index=p,
-                                                   partition_error_code=code))
-        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
-            mk(m.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(ps)) for t, ps in topics.items()))
+        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, results_by_topic_v3_and_below=_topic_results(m, codes))
 
     async def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -183,10 +229,20 @@ class TxnApi:
                                               transaction_state=t.state) for t in listed))
 
 
+def _topic_results(m: Any, codes: dict[tuple[str, int], ErrorCode]) -> tuple[Any, ...]:
+    topics: dict[str, list[Any]] = {}
+    for (topic, p), code in codes.items():
+        topics.setdefault(topic, []).append(mk(m.AddPartitionsToTxnPartitionResult, partition_index=p,
+                                               partition_error_code=code))
+    return tuple(mk(m.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(ps)) for t, ps in topics.items())
+
+
 def _errors(api_key: int) -> Any:
     def respond(req: Any, code: ErrorCode) -> Any:
         v = version_of(req)
         m = resp_mod(api_key, v)
+        if api_key == ADD_PARTITIONS and v >= 4:
+            return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=code, results_by_transaction=())
         if api_key == ADD_PARTITIONS:
             return TxnApi._add_partitions_response(
                 req, {(t.name, int(p)): code for t in req.v3_and_below_topics for p in t.partitions})
@@ -212,7 +268,7 @@ def register(node: NodeServices, driver: TxnDriver) -> TxnApi:
         return await api.init_producer_id(ctx, req, produce.build_init_pid)
 
     node.registry.register(INIT_PID, 0, 4, init_producer_id, error_response=produce.build_init_pid)
-    for key, lo, hi, handler in ((ADD_PARTITIONS, 0, 3, api.add_partitions), (ADD_OFFSETS, 0, 4, api.add_offsets),
+    for key, lo, hi, handler in ((ADD_PARTITIONS, 0, 4, api.add_partitions), (ADD_OFFSETS, 0, 4, api.add_offsets),
                                  (END_TXN, 0, 4, api.end_txn), (DESCRIBE_TXNS, 0, 0, api.describe),
                                  (LIST_TXNS, 0, 1, api.list_transactions)):
         node.registry.register(key, lo, hi, handler, error_response=_errors(key))

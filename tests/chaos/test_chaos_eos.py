@@ -44,3 +44,4 @@ def test_exactly_once_holds_through_a_bounded_eos_run(tmp_path: Path) -> None:
     summary = json.loads((out / "report" / "summary.json").read_text())
     stats = summary["verdicts"]["I10"]["stats"]
     assert stats["reader_records"] > 0 and stats["transactions"].get("ok", 0) > 20, stats
+    assert stats["aborted_output"] > 0, stats  # the workers abort one transaction in ten on purpose

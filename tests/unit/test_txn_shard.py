@@ -232,6 +232,41 @@ def test_a_new_transaction_after_a_complete_one_starts_afresh(h: Harness, commit
     assert (h.state().partitions, h.state().start_ms) == (frozenset({("b", 0)}), T0 + 50)
 
 
+# ---------------------------------------------------------------- verification (KIP-890 part 1)
+
+def _verify(h: Harness, pid: int, epoch: int, *tps: tuple[str, int], tid: str = TID) -> dict[tuple[str, int], TxnError]:
+    r, out = h.ask(c.VerifyPartitions(tid, pid, epoch, tps))
+    assert isinstance(r, c.AddPartitionsResponse) and out.records == [] and out.markers == []
+    return r.errors
+
+
+def test_verify_answers_none_for_partitions_in_the_open_transaction_and_abortable_for_others(h: Harness) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("a", 0), ("a", 1))
+    assert _verify(h, r.producer_id, 0, ("a", 0), ("a", 1), ("b", 0)) == {
+        ("a", 0): E.NONE, ("a", 1): E.NONE, ("b", 0): E.TRANSACTION_ABORTABLE}
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_verify_after_the_transaction_finished_is_abortable_and_while_deciding_concurrent(h: Harness,
+                                                                                          commit: bool) -> None:
+    r = h.init()
+    assert _verify(h, r.producer_id, 0, ("a", 0)) == {("a", 0): E.TRANSACTION_ABORTABLE}  # Empty
+    h.add(r.producer_id, 0, ("a", 0))
+    _, out = h.end(r.producer_id, 0, commit)
+    assert _verify(h, r.producer_id, 0, ("a", 0)) == {("a", 0): E.CONCURRENT_TRANSACTIONS}
+    h.markers_done(out.markers[0])
+    assert _verify(h, r.producer_id, 0, ("a", 0)) == {("a", 0): E.TRANSACTION_ABORTABLE}  # a late batch
+
+
+def test_verify_checks_the_producer_first(h: Harness) -> None:
+    r = h.init()
+    h.add(r.producer_id, 0, ("a", 0))
+    assert _verify(h, r.producer_id + 1, 0, ("a", 0)) == {("a", 0): E.INVALID_PRODUCER_ID_MAPPING}
+    assert _verify(h, r.producer_id, 1, ("a", 0)) == {("a", 0): E.PRODUCER_FENCED}
+    assert _verify(h, r.producer_id, 0, ("a", 0), tid="other") == {("a", 0): E.INVALID_PRODUCER_ID_MAPPING}
+
+
 # ---------------------------------------------------------------- EndTxn
 
 def test_end_txn_for_an_unknown_id_or_producer(h: Harness) -> None:

@@ -1,0 +1,182 @@
+"""KIP-890 part 1 on a real 3-node cluster: a partition leader lets a transactional batch open a
+transaction on its partition only if the transaction coordinator says the partition is in the
+producer's open transaction (asked directly on the coordinator's node, over AddPartitionsToTxn v4
+VerifyOnly from the others; a 3-partition topic puts leaders on both sides). A late batch of a
+finished transaction is refused (INVALID_TXN_STATE) instead of opening a transaction no marker
+would ever close, so the last stable offset does not hang."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replication.record_batch import ATTR_TRANSACTIONAL, build_batch
+from tests.cluster.cluster_harness import Cluster, running_cluster
+from tests.cluster.test_data_plane import create_topic
+from tests.cluster.test_transactions import _ask, _describe, _init, _until_ok
+
+pytestmark = pytest.mark.cluster
+TOPIC, PARTS, TID = "late", 3, "verified-txn"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from running_cluster(tmp_path, request, {"group.initial.rebalance.delay.ms": 0})
+
+
+def _leader(cluster: Cluster, p: int) -> int:
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(TOPIC, timeout=10)
+    return int(md.topics[TOPIC].partitions[p].leader)
+
+
+def _produce(cluster: Cluster, p: int, pid: int, epoch: int, seq: int) -> int:
+    """One transactional batch to partition ``p``'s leader; its error code."""
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    batch = build_batch([(None, b"v%d" % seq)], timestamp=1, producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, attributes=ATTR_TRANSACTIONAL)
+    deadline = time.monotonic() + 20
+    while True:
+        r = _ask(cluster.address(_leader(cluster, p)), 0, 9, ProduceRequest(
+            transactional_id=TID, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(TopicProduceData(
+                name=TOPIC, partition_data=(PartitionProduceData(index=p, records=batch),)),)))
+        code = int(r.responses[0].partition_responses[0].error_code)
+        if code not in (6, 19) or time.monotonic() > deadline:  # not the leader / coordinator busy: again
+            return code
+        time.sleep(0.2)
+
+
+def _add(cluster: Cluster, pid: int, epoch: int, *parts: int) -> None:
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+
+    r = _until_ok(cluster, TID, 24, 3, AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=TID, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(AddPartitionsToTxnTopic(name=TOPIC, partitions=parts),)),
+        lambda r: all(x.partition_error_code == 0 for t in r.results_by_topic_v3_and_below
+                      for x in t.results_by_partition))
+    assert all(x.partition_error_code == 0 for t in r.results_by_topic_v3_and_below for x in t.results_by_partition)
+
+
+def _end(cluster: Cluster, pid: int, epoch: int, commit: bool) -> None:
+    from kio.schema.end_txn.v3.request import EndTxnRequest
+
+    r = _until_ok(cluster, TID, 26, 3, EndTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=epoch,
+                                                     committed=commit), lambda r: r.error_code == 0)
+    assert r.error_code == 0
+    want = "CompleteCommit" if commit else "CompleteAbort"
+    deadline = time.monotonic() + 15
+    while _describe(cluster, TID).transaction_state != want:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def _stable_and_end(cluster: Cluster) -> list[tuple[int, int]]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    out: list[tuple[int, int]] = []
+    for p in range(PARTS):
+        tp = TopicPartition(TOPIC, p)
+        lso = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)[tp]
+        hw = admin.list_offsets({tp: OffsetSpec.latest()})[tp]
+        out.append((int(lso.result(timeout=15).offset), int(hw.result(timeout=15).offset)))
+    return out
+
+
+def test_a_late_batch_of_a_finished_transaction_is_refused_and_nothing_hangs(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, PARTS)
+    pid, epoch = _init(cluster, TID)
+    _add(cluster, pid, epoch, *range(PARTS))
+    assert [_produce(cluster, p, pid, epoch, 0) for p in range(PARTS)] == [0] * PARTS
+    _end(cluster, pid, epoch, commit=True)
+    # the same producer's next batch arrives after the commit, with no AddPartitionsToTxn before it
+    assert [_produce(cluster, p, pid, epoch, 1) for p in range(PARTS)] == [48] * PARTS
+    deadline = time.monotonic() + 10
+    ends = _stable_and_end(cluster)
+    while any(lso != hw for lso, hw in ends):
+        assert time.monotonic() < deadline, ends  # a hanging transaction would hold the LSO back
+        time.sleep(0.2)
+        ends = _stable_and_end(cluster)
+    assert all(hw == 2 for _, hw in ends), ends  # the batch and its marker; the late batch is not there
+
+
+def test_a_batch_for_a_partition_not_in_the_transaction_is_refused_until_it_is_added(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, PARTS)
+    pid, epoch = _init(cluster, TID)
+    _add(cluster, pid, epoch, 0)
+    assert _produce(cluster, 0, pid, epoch, 0) == 0
+    refused: dict[int, Any] = {p: _produce(cluster, p, pid, epoch, 0) for p in range(1, PARTS)}
+    assert refused == {p: 48 for p in range(1, PARTS)}
+    _add(cluster, pid, epoch, *range(1, PARTS))
+    assert [_produce(cluster, p, pid, epoch, 0) for p in range(1, PARTS)] == [0] * (PARTS - 1)
+    assert _produce(cluster, 0, pid, epoch, 1) == 0  # the open transaction's next batch needs no check
+    _end(cluster, pid, epoch, commit=False)
+    # a fenced epoch is told so at verification
+    pid2, epoch2 = _init(cluster, TID)
+    assert (pid2, epoch2) == (pid, epoch + 1)
+    assert _produce(cluster, 1, pid, epoch, 1) == 47
+
+
+def _group_coordinator(cluster: Cluster, group: str) -> str:
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+    deadline = time.monotonic() + 20
+    while True:
+        r = _ask(cluster.bootstrap.split(",")[0], 10, 3, FindCoordinatorRequest(key=group, key_type=0))
+        if r.error_code == 0 or time.monotonic() > deadline:
+            return cluster.address(int(r.node_id))
+        time.sleep(0.2)
+
+
+def _txn_commit(cluster: Cluster, group: str, pid: int, epoch: int, offset: int) -> int:
+    from kio.schema.txn_offset_commit.v3.request import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    r = _ask(_group_coordinator(cluster, group), 28, 3, TxnOffsetCommitRequest(
+        transactional_id=TID, group_id=group, producer_id=pid, producer_epoch=epoch, member_id="",
+        group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+            TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=None),)),)))
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def _add_offsets(cluster: Cluster, group: str, pid: int, epoch: int) -> None:
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+
+    r = _until_ok(cluster, TID, 25, 3, AddOffsetsToTxnRequest(transactional_id=TID, producer_id=pid,
+                                                              producer_epoch=epoch, group_id=group),
+                  lambda r: r.error_code == 0)
+    assert r.error_code == 0
+
+
+def _fetch_stable(cluster: Cluster, group: str) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable: (partition error, committed offset)."""
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    r = _ask(_group_coordinator(cluster, group), 9, 7, OffsetFetchRequest(
+        group_id=group, topics=(OffsetFetchRequestTopic(name=TOPIC, partition_indexes=(0,)),), require_stable=True))
+    part = r.topics[0].partitions[0]
+    return int(part.error_code), int(part.committed_offset)
+
+
+def test_txn_offset_commit_is_verified_against_the_transaction(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, PARTS)
+    group = "verified-group"
+    pid, epoch = _init(cluster, TID)
+    _add(cluster, pid, epoch, 0)
+    assert _txn_commit(cluster, group, pid, epoch, 5) == 48  # the group's partition is not in the transaction
+    _add_offsets(cluster, group, pid, epoch)
+    assert _txn_commit(cluster, group, pid, epoch, 5) == 0
+    _end(cluster, pid, epoch, commit=True)
+    assert _fetch_stable(cluster, group) == (0, 5)
+    # a late commit of the finished transaction: refused, so nothing is left pending (which would
+    # answer require_stable fetches UNSTABLE_OFFSET_COMMIT forever)
+    assert _txn_commit(cluster, group, pid, epoch, 9) == 48
+    assert _fetch_stable(cluster, group) == (0, 5)
