@@ -70,7 +70,14 @@ class _Stall(threading.Thread):
 
 
 def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.Event) -> None:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import (
+        OFFSET_BEGINNING,
+        Consumer,
+        KafkaError,
+        KafkaException,
+        Producer,
+        TopicPartition,
+    )
 
     def clients() -> tuple[Any, Any]:
         consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
@@ -84,11 +91,28 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
         return consumer, producer
 
     def rewind(consumer: Any) -> None:
+        """Back to the group's committed offsets. librdkafka's committed() gives up on the first
+        NOT_COORDINATOR after a coordinator move instead of looking the coordinator up again (its
+        coordinator cache), so retriable errors are retried here for a while."""
         parts = consumer.assignment()
-        if parts:
-            for tp in consumer.committed(parts, 30):
-                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                consumer.seek(TopicPartition(tp.topic, tp.partition, start))
+        if not parts:
+            return
+        again = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT,
+                 KafkaError._TRANSPORT}
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                got = consumer.committed(parts, 30)
+                break
+            except KafkaException as e:
+                err = e.args[0]
+                if not (err.retriable() or err.code() in again) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        for tp in got:
+            start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(TopicPartition(tp.topic, tp.partition, start))
 
     rng = random.Random(h.proc)  # seeded: the incarnation's name
     stall = _Stall(h)

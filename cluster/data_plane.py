@@ -244,10 +244,11 @@ class DataPartition:
         if self.data.check_sequence(producer_id, producer_epoch, 0, 0).result is SeqResult.FENCED:
             return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
                                  message=f"Marker epoch {producer_epoch} is older than the producer's")
-        self._verified.pop(producer_id, None)
         if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
             return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
                                  message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")
+        # Only a marker that is written voids a verification (a deposed coordinator's is not).
+        self._verified.pop(producer_id, None)
         batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
