@@ -13,36 +13,43 @@ CLIENTS_VERSION = "4.4.0"
 SLF4J_VERSION = "2.0.20"
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>kcoord.tests</groupId><artifactId>java-clients</artifactId><version>1</version>
+  <groupId>kcoord.tests</groupId><artifactId>{name}</artifactId><version>1</version>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId>
-      <version>{clients}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-nop</artifactId><version>{slf4j}</version></dependency>
+{dependencies}
   </dependencies>
 </project>
 """
 
 
-def clients_classpath() -> str:
-    home = Path(os.environ.get("KCOORD_CACHE") or Path.home() / ".cache" / "kcoord") / f"kafka-clients-{CLIENTS_VERSION}"
+def maven_classpath(name: str, artifacts: list[tuple[str, str, str]]) -> str:
+    """The jars of ``artifacts`` (group, artifact, version) and their runtime dependencies, resolved
+    with Maven into ``<cache>/<name>/libs`` on first use."""
+    home = Path(os.environ.get("KCOORD_CACHE") or Path.home() / ".cache" / "kcoord") / name
     libs, done = home / "libs", home / ".resolved"
     if not done.exists():
         mvn = shutil.which("mvn")
-        assert mvn is not None, "the Java client tests need Maven (mvn)"
+        assert mvn is not None, "the Java tests need Maven (mvn)"
         home.mkdir(parents=True, exist_ok=True)
-        (home / "pom.xml").write_text(POM.format(clients=CLIENTS_VERSION, slf4j=SLF4J_VERSION))
+        deps = "\n".join(f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+                          "</dependency>" for g, a, v in artifacts)
+        (home / "pom.xml").write_text(POM.format(name=name, dependencies=deps))
         shutil.rmtree(libs, ignore_errors=True)
         proc = subprocess.run([mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
                                f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-        done.write_text(CLIENTS_VERSION + "\n")
+        done.write_text(" ".join(":".join(x) for x in artifacts) + "\n")
     return os.pathsep.join(str(j) for j in sorted(libs.glob("*.jar")))
 
 
-def compile_program(source: Path, out_dir: Path) -> str:
-    """Compile ``source`` against kafka-clients; the classpath to run it with."""
-    cp = clients_classpath()
+def clients_classpath() -> str:
+    return maven_classpath(f"kafka-clients-{CLIENTS_VERSION}", [
+        ("org.apache.kafka", "kafka-clients", CLIENTS_VERSION), ("org.slf4j", "slf4j-nop", SLF4J_VERSION)])
+
+
+def compile_program(source: Path, out_dir: Path, classpath: str | None = None) -> str:
+    """Compile ``source`` against kafka-clients (or ``classpath``); the classpath to run it with."""
+    cp = classpath or clients_classpath()
     javac = shutil.which("javac")
     assert javac is not None, "the Java client tests need a JDK (javac)"
     out_dir.mkdir(parents=True, exist_ok=True)
