@@ -645,6 +645,21 @@ class DataLog:
         with self.lock:
             return self._max_timestamp_unlocked()
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Kafka's DescribeProducers view: per producer id, its epoch, last sequence and timestamp
+        (-1 if none kept), the coordinator epoch of its last marker (-1) and the first offset of its
+        open transaction (-1)."""
+        with self.lock:
+            pids = set(self.producer_state.producers) | set(self.txns.ongoing)
+            out = []
+            for pid in sorted(pids):
+                entry = self.producer_state.producers.get(pid)
+                last = entry.batches[-1] if entry is not None and entry.batches else None
+                out.append((pid, entry.epoch if entry is not None else -1, last[1] if last else -1,
+                            last[4] if last else -1, self.txns.coordinator_epochs.get(pid, -1),
+                            self.txns.ongoing.get(pid, -1)))
+            return out
+
     def expire_producers(self, expiration_ms: int) -> int:
         """Forget idempotent producers idle past ``expiration_ms`` (see ProducerStateManager.expire)."""
         with self.lock:

@@ -221,14 +221,15 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             data = part.data
             epoch = part.reported_epoch
             ts = int(p.timestamp)
+            # what a consumer of this isolation level can read: lookups by timestamp stop there too
+            latest = part.last_stable_offset() if committed else data.high_watermark
             if ts == LATEST:
-                latest = part.last_stable_offset() if committed else data.high_watermark
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, latest, epoch))
             elif ts == EARLIEST:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, data.log_start_offset, epoch))
             elif ts == MAX_TIMESTAMP:
                 found = data.max_timestamp()
-                if found is None:
+                if found is None or found[1] >= latest:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, -1, -1))
                 else:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, found[0], found[1], epoch))
@@ -236,7 +237,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.invalid_request))
             else:
                 hit = data.offset_for_timestamp(ts)
-                if hit is None:
+                if hit is None or hit[1] >= latest:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, -1, -1))
                 else:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, hit[0], hit[1], epoch))

@@ -114,12 +114,18 @@ class TxnApi:
         results = []
         for t in req.transactions:
             wanted = tuple((x.name, int(p)) for x in t.topics for p in x.partitions)
-            ask = c.VerifyPartitions if t.verify_only else c.AddPartitions
-            r = await self.call(t.transactional_id, ask(t.transactional_id, int(t.producer_id), int(t.producer_epoch),
-                                                        wanted))
-            assert isinstance(r, c.AddPartitionsResponse)
+            unknown = {tp for tp in wanted if tp[0] == OFFSETS_TOPIC or not self.node.has_partition(*tp)}
+            if unknown and not t.verify_only:  # as for v3: nothing is added
+                errors = {tp: (TxnError.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else
+                               TxnError.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+            else:
+                ask = c.VerifyPartitions if t.verify_only else c.AddPartitions
+                r = await self.call(t.transactional_id, ask(t.transactional_id, int(t.producer_id),
+                                                            int(t.producer_epoch), wanted))
+                assert isinstance(r, c.AddPartitionsResponse)
+                errors = r.errors
             results.append(mk(m.AddPartitionsToTxnResult, transactional_id=t.transactional_id,
-                              topic_results=_topic_results(m, {tp: ErrorCode(int(e)) for tp, e in r.errors.items()})))
+                              topic_results=_topic_results(m, {tp: ErrorCode(int(e)) for tp, e in errors.items()})))
         return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                   results_by_transaction=tuple(results))
 

@@ -180,3 +180,39 @@ def test_txn_offset_commit_is_verified_against_the_transaction(cluster: Cluster)
     # answer require_stable fetches UNSTABLE_OFFSET_COMMIT forever)
     assert _txn_commit(cluster, group, pid, epoch, 9) == 48
     assert _fetch_stable(cluster, group) == (0, 5)
+
+
+def _describe_producers(cluster: Cluster, p: int) -> list[tuple[int, int, int]]:
+    """(producer id, epoch, open transaction's first offset) at partition ``p``'s leader."""
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    r = _ask(cluster.address(_leader(cluster, p)), 61, 0, DescribeProducersRequest(
+        topics=(TopicRequest(name=TOPIC, partition_indexes=(p,)),)))
+    part = r.topics[0].partitions[0]
+    assert part.error_code == 0
+    return [(int(x.producer_id), int(x.producer_epoch), int(x.current_txn_start_offset)) for x in part.active_producers]
+
+
+def _offset_for_time(cluster: Cluster, p: int, committed: bool) -> int:
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+    r = _ask(cluster.address(_leader(cluster, p)), 2, 7, ListOffsetsRequest(
+        replica_id=-1, isolation_level=1 if committed else 0, topics=(ListOffsetsTopic(name=TOPIC, partitions=(
+            ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=0),)),)))
+    return int(r.topics[0].partitions[0].offset)
+
+
+def test_describe_producers_and_timestamp_lookups_see_the_open_transaction(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, PARTS)
+    pid, epoch = _init(cluster, TID)
+    _add(cluster, pid, epoch, 0)
+    assert _produce(cluster, 0, pid, epoch, 0) == 0
+    assert _describe_producers(cluster, 0) == [(pid, epoch, 0)]  # kafka-transactions.sh find-hanging reads this
+    assert _offset_for_time(cluster, 0, committed=False) == 0
+    assert _offset_for_time(cluster, 0, committed=True) == -1  # beyond the last stable offset
+    _end(cluster, pid, epoch, commit=True)
+    deadline = time.monotonic() + 10
+    while _describe_producers(cluster, 0) != [(pid, epoch, -1)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _offset_for_time(cluster, 0, committed=True) == 0

@@ -158,7 +158,8 @@ def test_api_versions_advertises_registered(kcoord_node) -> None:
     assert got[0] == (0, 9)  # Produce: v0–2 advertised for librdkafka, rejected
     assert got[1] == (4, 12) and got[2] == (1, 7) and got[3] == (0, 12)
     assert got[10] == (0, 6) and got[22] == (0, 4)
-    # transaction protocol version 1: AddPartitionsToTxn stops before the broker-only v4, EndTxn
-    # and TxnOffsetCommit before v5 (KIP-890 version 2)
-    assert (got[24], got[25], got[26], got[27], got[28], got[65], got[66]) == (
-        (0, 3), (0, 4), (0, 4), (1, 1), (0, 4), (0, 0), (0, 1))
+    # transaction protocol version 1: AddPartitionsToTxn goes to v4, the nodes' own verification
+    # batches (KIP-890 part 1; clients send v3 at most), EndTxn and TxnOffsetCommit stop before v5
+    # (KIP-890 version 2); DescribeProducers v0
+    assert (got[24], got[25], got[26], got[27], got[28], got[61], got[65], got[66]) == (
+        (0, 4), (0, 4), (0, 4), (1, 1), (0, 4), (0, 0), (0, 0), (0, 1))
