@@ -4,7 +4,8 @@ answer. Every change is a record, replayed into the group at once (so the next s
 heartbeat sees it) and returned for the log: load = replay.
 
 Not here yet (issue 16): regular-expression subscriptions, classic members inside a consumer group
-and the conversions, the assignment interval, session and rebalance timers (the caller arms them).
+and the conversions, the assignment interval; the session and rebalance timers are the caller's
+(``fence_member`` is what they do when they fire).
 """
 
 from __future__ import annotations
@@ -217,9 +218,17 @@ def _leave(group: ConsumerGroup | None, hb: ConsumerHeartbeat, config: ConsumerC
                                None, step.records)
     if member_id not in group.members:
         return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group.")
+    return HeartbeatAnswer(ErrorCode.NONE, None, member_id, LEAVE_EPOCH, 0, None, fence_member(group, member_id))
+
+
+def fence_member(group: ConsumerGroup, member_id: str) -> list[Record]:
+    """Remove a member (it left, or its session or rebalance timeout expired): its records go, the
+    group epoch moves on so the others get its partitions; an emptied group's target epoch follows."""
+    if member_id not in group.members:
+        return []
     step = _Step(group)
     step.remove_member(member_id)
     step.write(r.GroupKey(r.GROUP_METADATA, group.group_id), r.GroupEpochValue(group.epoch + 1, group.metadata_hash))
     if not group.members:
         step.write(r.GroupKey(r.TARGET_METADATA, group.group_id), r.TargetEpochValue(group.epoch))
-    return HeartbeatAnswer(ErrorCode.NONE, None, member_id, LEAVE_EPOCH, 0, None, step.records)
+    return step.records

@@ -167,3 +167,19 @@ def test_a_subscription_change_bumps_the_epoch_and_revokes_what_is_no_longer_wan
     a = c.hb("a", 1, {})
     assert (a.member_epoch, a.error) == (2, ErrorCode.NONE)
     same_group(c.group, c.rebuilt())
+
+
+def test_a_fenced_member_is_removed_and_the_others_take_its_partitions() -> None:
+    from coordinator.consumer_group.heartbeat import fence_member
+
+    c = Coordinator()
+    c.hb("a", 0)
+    c.hb("b", 0)
+    assert c.group is not None
+    records = fence_member(c.group, "b")  # b's session expired
+    c.log += records
+    assert "b" not in c.group.members and fence_member(c.group, "b") == []
+    a = c.hb("a", 1, parts(0, 1, 2, 3))
+    assert (a.member_epoch, a.assignment) == (c.group.epoch, None)  # a keeps everything, now at the new epoch
+    assert c.group.members["a"].assignment.partitions() == parts(0, 1, 2, 3)
+    same_group(c.group, c.rebuilt())
