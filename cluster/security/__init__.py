@@ -1,0 +1,1 @@
+"""Authentication and authorization (issue 17): SCRAM so far (``scram``)."""
