@@ -130,7 +130,7 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
         op = h.next_op()
         stall.since, stall.op = time.monotonic(), op
         records = [[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs]
-        h.write("txn.commit.invoke", op=op, txn=txn, outputs=len(msgs), records=records)
+        h.write("txn.commit.invoke", op=op, group=args.group, txn=txn, outputs=len(msgs), records=records)
         sent_commit = must_rewind = False
         try:
             producer.begin_transaction()

@@ -17,7 +17,7 @@ e.g. ``"ck-consumer-2"``) and ``type``. The types and their fields:
   OffsetFetch returned, e.g. the resume points after an assignment; -1 = none)
 - ``leave``           ``group, member``                        (clean close)
 - ``crash``           ``group, member``                        (the client process was killed)
-- ``txn.commit.invoke`` ``op, txn, outputs, records``          (an exactly-once worker's transaction:
+- ``txn.commit.invoke`` ``op, group, txn, outputs, records``   (an exactly-once worker's transaction:
   its input records, ``outputs`` output records tagged ``txn``; chaos/eos_workload.py)
 - ``txn.commit.ok`` / ``txn.commit.fail`` / ``txn.commit.unknown``  ``op, error``
 - ``read``            ``records``                              (a read_committed reader's records)

@@ -100,7 +100,7 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
     t = time.monotonic()
     from chaos.check import fault_times
 
-    partition_faults = fault_times.partition_fault_times(spark, str(run_dir), tb.faults, tb.commits)
+    partition_faults = fault_times.partition_fault_times(spark, str(run_dir), tb.faults, _acknowledged_commits(tb))
     timings["partition_faults"] = time.monotonic() - t
     t = time.monotonic()
     plots = _plot_data(tb, opts, gens, durations)
@@ -123,6 +123,16 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
         report.out_dir = out_dir or _report_dir(str(run_dir))
         write_report(report, report.out_dir)
     return report
+
+
+def _acknowledged_commits(tb: Tables) -> Any:
+    """Commits with their group, invoke and answer times and status: the classic groups' offset
+    commits and the exactly-once workers' transactions (their offsets commit with them)."""
+    txns = (tb.ev.where(F.col("type") == "txn.commit.invoke").select("op", "group", F.col("t").alias("t_inv"))
+            .join(tb.ev.where(F.col("type") == "txn.commit.ok").select("op", F.col("t").alias("t_res")), "op")
+            .where(F.col("group").isNotNull()).withColumn("status", F.lit("ok")))
+    cols = ["group", "t_inv", "t_res", "status"]
+    return tb.commits.select(*cols).unionByName(txns.select(*cols))
 
 
 def _report_dir(run_dir: str) -> str:
