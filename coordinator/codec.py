@@ -14,6 +14,8 @@ from typing import Any
 
 import msgpack
 
+from .consumer_group import codec as consumer_codec
+from .consumer_group import records as consumer_records
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -28,6 +30,11 @@ from .records import (
 
 class RecordDecodeError(ValueError):
     pass
+
+
+CONSUMER_GROUP_TYPES = frozenset({consumer_records.GROUP_METADATA, consumer_records.MEMBER_METADATA,
+                                  consumer_records.TARGET_METADATA, consumer_records.TARGET_MEMBER,
+                                  consumer_records.CURRENT_ASSIGNMENT})
 
 
 class UnknownRecordType(RecordDecodeError):
@@ -148,6 +155,8 @@ class _Reader:
 
 def encode_key(record: Record) -> bytes:
     key = record.key
+    if isinstance(key, consumer_records.GroupKey | consumer_records.MemberKey):
+        return consumer_codec.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return b"".join((_OFFSET_KEY_TYPE, _short_string(key.group), _short_string(key.topic),
                          _I32.pack(key.partition)))
@@ -162,6 +171,8 @@ def encode_value(record: Record) -> bytes | None:
     value = record.value
     if value is None:
         return None
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue | TxnMarkerValue):
+        return consumer_codec.encode_value(value)
     w = _Writer()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp != -1:
@@ -209,6 +220,12 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
         )
     elif record_type == 2:
         k = GroupMetadataKey(r.string(False))
+    elif record_type in CONSUMER_GROUP_TYPES:
+        try:
+            ck = consumer_codec.decode_key(key)
+            return Record(ck, None if value is None else consumer_codec.decode_value(ck.record_type, value))
+        except consumer_codec.ConsumerRecordError as e:
+            raise RecordDecodeError(str(e)) from e
     else:
         raise UnknownRecordType(f"unknown coordinator record type {record_type}")
     if value is None:

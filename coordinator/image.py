@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .records import (
+    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -46,12 +47,13 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
         for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch,
                                 record.value.coordinator_epoch):
             offsets.setdefault(k.group, {})[(k.topic, k.partition)] = v
-    else:
+    elif isinstance(key, GroupMetadataKey):
         if record.value is None:
             groups.pop(key.group, None)
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[key.group] = record.value
+    # consumer group records (KIP-848) are kept in the log but not served yet (issue 16)
 
 
 class DurableImage:

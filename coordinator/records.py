@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator.consumer_group.records import ConsumerGroupKey, ConsumerGroupValue
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitKey:
@@ -66,8 +68,10 @@ class TxnMarkerValue:
     producer_epoch: int = -1
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue
+# consumer group records (KIP-848, record types 3 and 5-8) are carried through the log and
+# compaction; the shard does not serve consumer groups yet (issue 16)
+RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey | ConsumerGroupKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue | ConsumerGroupValue
 
 
 @dataclass(frozen=True, slots=True)
