@@ -14,6 +14,8 @@ from typing import Any
 
 import msgpack
 
+from .binary import Reader as _Reader
+from .binary import RecordDecodeError as RecordDecodeError  # raised by decode_record and decode_batch
 from .consumer_group import codec as consumer_codec
 from .consumer_group import records as consumer_records
 from .records import (
@@ -26,11 +28,6 @@ from .records import (
     TxnMarkerKey,
     TxnMarkerValue,
 )
-
-
-class RecordDecodeError(ValueError):
-    pass
-
 
 CONSUMER_GROUP_TYPES = frozenset({consumer_records.GROUP_METADATA, consumer_records.MEMBER_METADATA,
                                   consumer_records.TARGET_METADATA, consumer_records.TARGET_MEMBER,
@@ -86,71 +83,6 @@ class _Writer:
 
     def done(self) -> bytes:
         return b"".join(self.parts)
-
-
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordDecodeError("record truncated")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def int64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = 0
-        result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordDecodeError("varint too long")
-
-    def string(self, flexible: bool) -> str:
-        s = self.nstring(flexible)
-        if s is None:
-            raise RecordDecodeError("null where a string is required")
-        return s
-
-    def nstring(self, flexible: bool) -> str | None:
-        n = self.uvarint() - 1 if flexible else self.int16()
-        if n < 0:
-            return None
-        return self._take(n).decode("utf-8")
-
-    def bytes_(self, flexible: bool) -> bytes:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        if n < 0:
-            return b""
-        return self._take(n)
-
-    def array_len(self, flexible: bool) -> int:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        return max(n, 0)
-
-    def skip_tags(self, flexible: bool) -> None:
-        if not flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
 
 
 def encode_key(record: Record) -> bytes:
@@ -221,11 +153,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
     elif record_type == 2:
         k = GroupMetadataKey(r.string(False))
     elif record_type in CONSUMER_GROUP_TYPES:
-        try:
-            ck = consumer_codec.decode_key(key)
-            return Record(ck, None if value is None else consumer_codec.decode_value(ck.record_type, value))
-        except consumer_codec.ConsumerRecordError as e:
-            raise RecordDecodeError(str(e)) from e
+        ck = consumer_codec.decode_key(key)  # its errors are RecordDecodeErrors
+        return Record(ck, None if value is None else consumer_codec.decode_value(ck.record_type, value))
     else:
         raise UnknownRecordType(f"unknown coordinator record type {record_type}")
     if value is None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import struct
 
+from coordinator.binary import Reader, RecordDecodeError
+
 from . import records as r
 
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
-class ConsumerRecordError(ValueError):
+class ConsumerRecordError(RecordDecodeError):
     pass
 
 
@@ -93,86 +95,26 @@ def encode_value(value: r.ConsumerGroupValue) -> bytes:
 
 # ---------------------------------------------------------------------------------------- reading
 
-class _In:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ConsumerRecordError("record truncated")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def i8(self) -> int:
-        return int(struct.unpack(">b", self.take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self.take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self.take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self.take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise ConsumerRecordError("varint too long")
-
-    def short_str(self) -> str:
-        return self.take(self.i16()).decode("utf-8")
-
-    def cstr(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self.take(n).decode("utf-8")
-
-    def cstr_required(self) -> str:
-        s = self.cstr()
-        if s is None:
-            raise ConsumerRecordError("null where a string is required")
-        return s
-
-    def count(self) -> int:
-        return max(self.uvarint() - 1, 0)
-
-    def tags(self) -> dict[int, bytes]:
-        return {self.uvarint(): self.take(self.uvarint()) for _ in range(self.uvarint())}
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise ConsumerRecordError(f"{len(self.data) - self.pos} trailing byte(s)")
-
-
-def _read_topic_partitions(i: _In) -> r.TopicPartitions:
+def _read_topic_partitions(i: Reader) -> r.TopicPartitions:
     topic_id = i.take(16)
-    partitions = tuple(i.i32() for _ in range(i.count()))
+    partitions = tuple(i.int32() for _ in range(i.array_len(True)))
     epochs: tuple[int, ...] | None = ()
     raw = i.tags().get(0)
     if raw is not None:
-        t = _In(raw)
+        t = Reader(raw)
         n = t.uvarint() - 1
-        epochs = None if n < 0 else tuple(t.i32() for _ in range(n))
+        epochs = None if n < 0 else tuple(t.int32() for _ in range(n))
     return r.TopicPartitions(topic_id, partitions, epochs)
 
 
 def decode_key(data: bytes) -> r.ConsumerGroupKey:
-    i = _In(data)
-    kind = i.i16()
-    group = i.short_str()
+    i = Reader(data)
+    kind = i.int16()
+    group = i.string(False)
     if kind in (r.GROUP_METADATA, r.TARGET_METADATA):
         key: r.ConsumerGroupKey = r.GroupKey(kind, group)
     elif kind in (r.MEMBER_METADATA, r.TARGET_MEMBER, r.CURRENT_ASSIGNMENT):
-        key = r.MemberKey(kind, group, i.short_str())
+        key = r.MemberKey(kind, group, i.string(False))
     else:
         raise ConsumerRecordError(f"record type {kind} is not a consumer group record")
     i.done()
@@ -180,41 +122,41 @@ def decode_key(data: bytes) -> r.ConsumerGroupKey:
 
 
 def decode_value(record_type: int, data: bytes) -> r.ConsumerGroupValue:
-    i = _In(data)
-    if i.i16() != 0:
+    i = Reader(data)
+    if i.int16() != 0:
         raise ConsumerRecordError("unknown value version")
     value: r.ConsumerGroupValue
     if record_type == r.GROUP_METADATA:
-        epoch = i.i32()
+        epoch = i.int32()
         raw = i.tags().get(0)
         value = r.GroupEpochValue(epoch, int(_I64.unpack(raw)[0]) if raw else 0)
     elif record_type == r.TARGET_METADATA:
-        epoch = i.i32()
+        epoch = i.int32()
         raw = i.tags().get(0)
         value = r.TargetEpochValue(epoch, int(_I64.unpack(raw)[0]) if raw else 0)
     elif record_type == r.TARGET_MEMBER:
-        value = r.TargetMemberValue(tuple(_read_topic_partitions(i) for _ in range(i.count())))
+        value = r.TargetMemberValue(tuple(_read_topic_partitions(i) for _ in range(i.array_len(True))))
         i.tags()
     elif record_type == r.CURRENT_ASSIGNMENT:
-        member_epoch, previous, state = i.i32(), i.i32(), i.i8()
-        assigned = tuple(_read_topic_partitions(i) for _ in range(i.count()))
-        pending = tuple(_read_topic_partitions(i) for _ in range(i.count()))
+        member_epoch, previous, state = i.int32(), i.int32(), i.int8()
+        assigned = tuple(_read_topic_partitions(i) for _ in range(i.array_len(True)))
+        pending = tuple(_read_topic_partitions(i) for _ in range(i.array_len(True)))
         i.tags()
         value = r.CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
     elif record_type == r.MEMBER_METADATA:
-        instance_id, rack_id, client_id, client_host = i.cstr(), i.cstr(), i.cstr_required(), i.cstr_required()
-        names = tuple(i.cstr_required() for _ in range(i.count()))
-        regex, timeout, assignor = i.cstr(), i.i32(), i.cstr()
+        instance_id, rack_id, client_id, client_host = i.nstring(True), i.nstring(True), i.string(True), i.string(True)
+        names = tuple(i.string(True) for _ in range(i.array_len(True)))
+        regex, timeout, assignor = i.nstring(True), i.int32(), i.nstring(True)
         classic = None
         raw = i.tags().get(0)
         if raw is not None:
-            c = _In(raw)
-            if c.i8() < 0:
+            c = Reader(raw)
+            if c.int8() < 0:
                 raise ConsumerRecordError("a null ClassicMemberMetadata written as a tagged field")
-            session_timeout = c.i32()
+            session_timeout = c.int32()
             protocols = []
-            for _ in range(c.count()):
-                name = c.cstr_required()
+            for _ in range(c.array_len(True)):
+                name = c.string(True)
                 metadata = c.take(max(c.uvarint() - 1, 0))
                 c.tags()
                 protocols.append(r.ClassicProtocol(name, metadata))
