@@ -6,8 +6,12 @@ that change behaviour by API version are carried as explicit flags.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from .consumer_group.heartbeat import TopicImage
+from .consumer_group.heartbeat_request import ConsumerHeartbeat
+from .consumer_group.member import Partitions
 from .errors import ErrorCode
 
 # ---------------------------------------------------------------- JoinGroup
@@ -136,6 +140,9 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     retention_time_ms: int = -1  # v2-4
     group_id_not_found_error: bool = False  # v9+: GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION
+    # v9+: the member epoch (in generation_id) of a consumer group member, and topic name -> id (hex),
+    # by which the commit's partitions are matched against the member's assignment
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,8 @@ class OffsetFetchRequest:
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None = all partitions
     require_stable: bool = False
+    member_id: str | None = None  # v9+: a consumer group member checks its epoch
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +279,69 @@ class EndTxnMarkerResponse:
     error: ErrorCode
 
 
+# ---------------------------------------------------------------- consumer groups (KIP-848)
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatRequest:
+    heartbeat: ConsumerHeartbeat
+    topics: TopicImage
+    client_id: str = ""
+    client_host: str = ""
+
+    @property
+    def group_id(self) -> str:
+        return self.heartbeat.group_id
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatResponse:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # topic id (hex) -> partitions; None: unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeRequest:
+    group_id: str
+    topics: TopicImage
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopicPartitions:
+    topic_id: str  # hex
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResponse:
+    error: ErrorCode
+    group_id: str
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -283,6 +355,8 @@ Request = (
     | OffsetDeleteRequest
     | TxnOffsetCommitRequest
     | EndTxnMarkerRequest
+    | ConsumerGroupHeartbeatRequest
+    | ConsumerGroupDescribeRequest
 )
 
 Response = (
@@ -297,6 +371,8 @@ Response = (
     | DeleteGroupsResponse
     | OffsetDeleteResponse
     | EndTxnMarkerResponse
+    | ConsumerGroupHeartbeatResponse
+    | ConsumerGroupDescribeResponse
 )
 
 
@@ -324,5 +400,9 @@ def error_response(request: Request, error: ErrorCode) -> Response:
         return ListGroupsResponse(error)
     if isinstance(request, DeleteGroupsRequest):
         return DeleteGroupsResponse(tuple((g, error) for g in request.group_ids))
+    if isinstance(request, ConsumerGroupHeartbeatRequest):
+        return ConsumerGroupHeartbeatResponse(error)
+    if isinstance(request, ConsumerGroupDescribeRequest):
+        return ConsumerGroupDescribeResponse(error, request.group_id)
     return OffsetDeleteResponse(error)
 

@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Not configurable in Kafka either: how long a member added mid-rebalance may take to join.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    """The consumer group protocol's settings (KIP-848)."""
+
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors, the first the default
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.heartbeat_interval_ms < 1:
+            out.append("group.consumer.heartbeat.interval.ms must be >= 1")
+        if self.session_timeout_ms <= self.heartbeat_interval_ms:
+            out.append("group.consumer.session.timeout.ms must be greater than group.consumer.heartbeat.interval.ms")
+        known = {"uniform", "range"}
+        if not self.assignors or any(a not in known for a in self.assignors) or len(set(self.assignors)) != len(
+                self.assignors):
+            out.append("group.consumer.assignors must name uniform and/or range, each once")
+        if self.max_size < 1:
+            out.append("group.consumer.max.size must be >= 1")
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +45,7 @@ class GroupConfig:
     # a group's metadata record, or the offset records of one commit.
     max_record_batch_bytes: int = 1_048_588
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
 
     def validate(self) -> None:
         problems = []
@@ -40,5 +65,6 @@ class GroupConfig:
             problems.append("message.max.bytes must be >= 1024")
         if self.offset_metadata_max_bytes < 0:
             problems.append("offset.metadata.max.bytes must be >= 0")
+        problems += self.consumer.problems()
         if problems:
             raise ValueError("; ".join(problems))

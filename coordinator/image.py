@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .consumer_group.group import ConsumerGroup, replay_into_groups
+from .consumer_group.records import ConsumerGroupValue, GroupKey, MemberKey
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -24,8 +26,10 @@ Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 
 
 def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending: PendingOffsets,
-                record: Record) -> None:
-    """Apply one record to durable state (the only place durable state changes)."""
+                record: Record, consumer_groups: dict[str, ConsumerGroup] | None) -> None:
+    """Apply one record to durable state (the only place durable state changes). With
+    ``consumer_groups`` None, consumer group records are skipped: a shard's heartbeat applies its
+    records to the live group as it writes them."""
     key = record.key
     if isinstance(key, OffsetCommitKey):
         if record.value is None:
@@ -53,21 +57,25 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[key.group] = record.value
-    # consumer group records (KIP-848) are kept in the log but not served yet (issue 16)
+    elif consumer_groups is not None:
+        value = record.value
+        assert isinstance(key, GroupKey | MemberKey) and (value is None or isinstance(value, ConsumerGroupValue))
+        replay_into_groups(consumer_groups, key, value)
 
 
 class DurableImage:
     """Durable state after replaying a log's entries up to (not including) ``next_offset``."""
 
-    __slots__ = ("groups", "offsets", "pending", "next_offset")
+    __slots__ = ("groups", "offsets", "pending", "consumer_groups", "next_offset")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: Offsets = {}
         self.pending = PendingOffsets()
         self.next_offset = 0
 
     def replay(self, records: Iterable[Record]) -> None:
-        groups, offsets, pending = self.groups, self.offsets, self.pending
+        groups, offsets, pending, consumer = self.groups, self.offsets, self.pending, self.consumer_groups
         for record in records:
-            replay_into(groups, offsets, pending, record)
+            replay_into(groups, offsets, pending, record, consumer)

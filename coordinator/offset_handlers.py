@@ -7,9 +7,12 @@ changed only by replaying the records written here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import commands as c
 from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
+from .consumer_groups import ConsumerGroupHandlers
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState
 from .records import OffsetCommitKey, OffsetCommitValue, Record, TxnMarkerKey, TxnMarkerValue
@@ -38,12 +41,13 @@ def _utf16_len(s: str) -> int:
 class OffsetHandlers:
     def __init__(self, config: GroupConfig, groups: dict[str, ClassicGroup],
                  offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]], pending: PendingOffsets,
-                 classic: ClassicGroupHandlers, w: WriteContext) -> None:
+                 classic: ClassicGroupHandlers, consumer: ConsumerGroupHandlers, w: WriteContext) -> None:
         self.config = config
         self.groups = groups
         self.offsets = offsets
         self.pending = pending
         self.classic = classic
+        self.consumer = consumer
         self.w = w
 
     # ================================================================ offsets
@@ -83,8 +87,13 @@ class OffsetHandlers:
         if _commit_size(req) > self.config.max_record_batch_bytes:
             return all_partitions(E.INVALID_COMMIT_OFFSET_SIZE)  # Kafka's answer to RECORD_LIST_TOO_LARGE
 
+        consumer_group = self.consumer.groups.get(req.group_id)
         group = self.groups.get(req.group_id)
-        if group is None:
+        if consumer_group is not None:
+            error = self.consumer.validate_commit(consumer_group, req)
+            if error is not E.NONE:
+                return all_partitions(error)
+        elif group is None:
             if req.generation_id >= 0:
                 not_found = isinstance(req, c.OffsetCommitRequest) and req.group_id_not_found_error
                 return all_partitions(E.GROUP_ID_NOT_FOUND if not_found else E.ILLEGAL_GENERATION)
@@ -138,8 +147,13 @@ class OffsetHandlers:
 
     def offset_fetch(self, req: c.OffsetFetchRequest) -> c.OffsetFetchResponse:
         group = self.groups.get(req.group_id)
+        consumer_group = self.consumer.groups.get(req.group_id)
         committed = self.offsets.get(req.group_id, {})
-        if group is None or group.is_in(S.DEAD):
+        if consumer_group is not None:
+            error = self.consumer.validate_fetch(consumer_group, req.member_id, req.member_epoch)
+            if error is not E.NONE:
+                return c.OffsetFetchResponse(error)
+        elif group is None or group.is_in(S.DEAD):
             committed = {}
         # require_stable: a partition with an offset pending in an open transaction is unstable
         unstable = self.pending.partitions(req.group_id) if req.require_stable else set()
@@ -169,15 +183,22 @@ class OffsetHandlers:
     def offset_delete(self, req: c.OffsetDeleteRequest) -> c.OffsetDeleteResponse:
         if not req.group_id:
             return c.OffsetDeleteResponse(E.INVALID_GROUP_ID)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._delete_offsets(req, self.consumer.subscribed_topics(consumer_group))
         group = self.groups.get(req.group_id)
         if group is None or group.is_in(S.DEAD):
             return c.OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)
         if not group.is_in(S.EMPTY) and group.protocol_type != "consumer":
             return c.OffsetDeleteResponse(E.NON_EMPTY_GROUP)
+        subscribed = {t for t, _ in req.topics if not group.is_in(S.EMPTY) and group.is_subscribed_to_topic(t)}
+        return self._delete_offsets(req, subscribed)
+
+    def _delete_offsets(self, req: c.OffsetDeleteRequest, subscribed: set[str]) -> c.OffsetDeleteResponse:
         committed = self.offsets.get(req.group_id, {})
         topics_out = []
         for topic, partitions in req.topics:
-            if not group.is_in(S.EMPTY) and group.is_subscribed_to_topic(topic):
+            if topic in subscribed:
                 topics_out.append((topic, tuple((p, E.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions)))
                 continue
             for p in partitions:
@@ -204,24 +225,34 @@ class OffsetHandlers:
             self.w.write(Record(OffsetCommitKey(group_id, topic, partition), None))
 
     def expire_offsets(self, group_id: str, group: ClassicGroup) -> bool:
-        """Write tombstones for the group's expired offsets; whether none is left."""
+        """Write tombstones for the classic group's expired offsets; whether none is left."""
+        base = self.expiration_base(group)
+        if base is None:
+            return not self.offsets.get(group_id)
+        start = group.current_state_timestamp if base == "state" else None
+        return self._expire(group_id, lambda t: group.is_subscribed_to_topic(t) and not group.is_in(S.EMPTY), start)
+
+    def expire_consumer_offsets(self, group_id: str, subscribed: set[str]) -> bool:
+        """A consumer group's offsets expire from their commit time, but never those of a topic a
+        member subscribes to (Kafka's ConsumerGroup.offsetExpirationCondition)."""
+        return self._expire(group_id, subscribed.__contains__, None)
+
+    def _expire(self, group_id: str, keep: Callable[[str], bool], state_since: int | None) -> bool:
+        """Tombstones for the expired offsets (retention counted from ``state_since`` if set, else
+        from each commit); whether none is left."""
         committed = self.offsets.get(group_id)
         if not committed:
             return True
-        base = self.expiration_base(group)
-        if base is None:
-            return False
         all_expired = True
         pending = self.pending.partitions(group_id)
         for (topic, partition), v in sorted(committed.items()):
-            if (group.is_subscribed_to_topic(topic) and not group.is_in(S.EMPTY)) or (topic, partition) in pending:
+            if keep(topic) or (topic, partition) in pending:
                 all_expired = False  # an offset with a transactional one pending stays until the marker
                 continue
             if v.expire_timestamp != -1:
                 expired = self.w.now >= v.expire_timestamp
             else:
-                start = (group.current_state_timestamp if base == "state"
-                         and group.current_state_timestamp is not None else v.commit_timestamp)
+                start = state_since if state_since is not None else v.commit_timestamp
                 expired = self.w.now - start >= self.config.offsets_retention_ms
             if expired:
                 self.w.write(Record(OffsetCommitKey(group_id, topic, partition), None))

@@ -3,14 +3,16 @@
 ``handle`` takes a request, an opaque token and ``now_ms`` and returns a ``Result``: the
 records to append and the completions (token, response) this step produced. The
 runtime releases completions only once everything written before them is committed.
-The work is done by the classic-group handlers (``classic_groups``) and the offset
-handlers (``offset_handlers``), both writing through one ``WriteContext``; what spans
-both (group deletion, the periodic expiry) is here, as in Kafka's GroupCoordinatorShard.
+The work is done by the classic-group handlers (``classic_groups``), the consumer-group
+handlers (``consumer_groups``, KIP-848) and the offset handlers (``offset_handlers``), all
+writing through one ``WriteContext``; what spans them (group deletion, the periodic expiry)
+is here, as in Kafka's GroupCoordinatorShard.
 
 Two kinds of state live here:
-- durable state (``durable_groups``, ``offsets``), changed only by ``replay``;
-- soft state (``groups``: members, parked requests, timers), owned by the handlers and
-  rebuilt from the durable state on load (``load``).
+- durable state (``durable_groups``, ``offsets``, ``consumer_groups``), changed only by
+  replaying records (a consumer group's records are applied as the heartbeat writes them);
+- soft state (``groups``: classic members, parked requests; timers), owned by the handlers
+  and rebuilt from the durable state on load (``load``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Callable, Iterable
 from . import commands as c
 from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
+from .consumer_group.group import ConsumerGroup
+from .consumer_groups import ConsumerGroupHandlers
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Token
 from .group_census import GroupCensus
@@ -54,11 +58,14 @@ class GroupCoordinatorShard:
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = (
             image.offsets if image is not None else {})
         self.pending = image.pending if image is not None else PendingOffsets()  # transactional offsets
+        self.consumer_groups: dict[str, ConsumerGroup] = image.consumer_groups if image is not None else {}
         self.timers = TimerSet()
         self.w = WriteContext(self.timers)
         self.classic = ClassicGroupHandlers(self.config, self._new_id, self.groups, self.timers, self.w)
+        self.consumer = ConsumerGroupHandlers(self.config, self._new_id, self.consumer_groups, self.groups,
+                                              self.classic.delete_group, self.timers, self.w)
         self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.pending, self.classic,
-                                              self.w)
+                                              self.consumer, self.w)
         self.census = GroupCensus()  # which groups each step touched, for GroupsObserved
 
     def _begin(self, now_ms: int) -> None:
@@ -66,15 +73,15 @@ class GroupCoordinatorShard:
 
     def _end(self) -> Result:
         out = self.w.take()
-        for record in out.records:
-            self.replay(record)
+        for record in out.records:  # consumer group records are applied as they are written
+            replay_into(self.durable_groups, self.offsets, self.pending, record, None)
         return out
 
     # ================================================================ durable state
 
     def replay(self, record: Record) -> None:
-        """Apply one committed (or about-to-be-committed) record to durable state."""
-        replay_into(self.durable_groups, self.offsets, self.pending, record)
+        """Apply one committed record to durable state (loading)."""
+        replay_into(self.durable_groups, self.offsets, self.pending, record, self.consumer_groups)
 
     def durable_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         return (dict(self.durable_groups), {g: dict(o) for g, o in self.offsets.items()})
@@ -94,7 +101,7 @@ class GroupCoordinatorShard:
         for group_id, value in shard.durable_groups.items():
             shard.groups[group_id] = ClassicGroup.from_record_value(group_id, value)
         for group_id in [*shard.offsets, *shard.pending.by_group]:
-            if group_id not in shard.groups:
+            if group_id not in shard.groups and group_id not in shard.consumer_groups:
                 shard.groups[group_id] = ClassicGroup(group_id)  # a simple (offsets-only) group
         for group in shard.groups.values():
             for member in group.members.values():
@@ -103,6 +110,7 @@ class GroupCoordinatorShard:
                                 group.group_id, member.member_id)
             if len(group.members) > shard.config.max_size:
                 shard.classic.prepare_rebalance(group, "loaded group is over capacity")
+        shard.consumer.arm_loaded()
         shard.w.schedule(EXPIRE_KEY, shard.config.offsets_retention_check_interval_ms,
                         TimerKind.EXPIRE_OFFSETS)
         return shard, shard._end()
@@ -139,8 +147,12 @@ class GroupCoordinatorShard:
         self.census.touch(getattr(request, "group_id", None))
         self.census.touch_many(getattr(request, "group_ids", ()))
         groups, offsets, respond = self.classic, self.offset_handlers, self.w.respond
-        if isinstance(request, c.JoinGroupRequest):
-            groups.join_group(request, token)
+        if isinstance(request, c.ConsumerGroupHeartbeatRequest):
+            respond(token, self.consumer.heartbeat(request))
+        elif isinstance(request, c.ConsumerGroupDescribeRequest):
+            respond(token, self.consumer.describe(request))
+        elif isinstance(request, c.JoinGroupRequest):
+            self._join_group(request, token)
         elif isinstance(request, c.SyncGroupRequest):
             groups.sync_group(request, token)
         elif isinstance(request, c.HeartbeatRequest):
@@ -154,7 +166,7 @@ class GroupCoordinatorShard:
         elif isinstance(request, c.DescribeGroupsRequest):
             respond(token, groups.describe_group(request))
         elif isinstance(request, c.ListGroupsRequest):
-            respond(token, groups.list_groups(request))
+            respond(token, self._list_groups(request))
         elif isinstance(request, c.DeleteGroupsRequest):
             respond(token, self._delete_groups(request))
         elif isinstance(request, c.TxnOffsetCommitRequest):
@@ -179,6 +191,10 @@ class GroupCoordinatorShard:
         if timer.kind is TimerKind.EXPIRE_OFFSETS:
             self.census.touch_all()
             self._cleanup_group_metadata()
+        elif timer.kind is TimerKind.CONSUMER_SESSION:
+            self.consumer.session_expired(timer.group_id, timer.member_id)
+        elif timer.kind is TimerKind.CONSUMER_REBALANCE:
+            self.consumer.rebalance_expired(timer.group_id, timer.member_id, timer.args[0])
         elif group is None:
             pass
         elif timer.kind is TimerKind.HEARTBEAT:
@@ -193,11 +209,35 @@ class GroupCoordinatorShard:
 
     # ================================================================ across groups and offsets
 
+    def _join_group(self, req: c.JoinGroupRequest, token: Token) -> None:
+        """A classic JoinGroup: an empty consumer group of that id gives way to a classic group (as
+        Kafka's maybeDeleteEmptyConsumerGroup); classic members inside a consumer group are not
+        served yet."""
+        consumer = self.consumer_groups.get(req.group_id)
+        if consumer is not None:
+            if consumer.members:
+                return self.w.respond(token, c.JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            self.consumer.remove(req.group_id)
+        self.classic.join_group(req, token)
+
+    def _list_groups(self, req: c.ListGroupsRequest) -> c.ListGroupsResponse:
+        states = {s.strip().lower() for s in req.states_filter}
+        types = {t.strip().lower() for t in req.types_filter}
+        classic = self.classic.list_groups(req)
+        return c.ListGroupsResponse(classic.error, (*classic.groups, *self.consumer.listed(states, types)))
+
     def _delete_groups(self, req: c.DeleteGroupsRequest) -> c.DeleteGroupsResponse:
         results = []
         for group_id in dict.fromkeys(req.group_ids):
             group = self.groups.get(group_id)
-            if group is None or group.is_in(S.DEAD):
+            if group_id in self.consumer_groups:
+                if self.consumer_groups[group_id].members:
+                    results.append((group_id, E.NON_EMPTY_GROUP))
+                    continue
+                self.offset_handlers.delete_all_offsets(group_id)
+                self.consumer.remove(group_id)
+                results.append((group_id, E.NONE))
+            elif group is None or group.is_in(S.DEAD):
                 results.append((group_id, E.GROUP_ID_NOT_FOUND))
             elif not group.is_in(S.EMPTY):
                 results.append((group_id, E.NON_EMPTY_GROUP))
@@ -215,4 +255,9 @@ class GroupCoordinatorShard:
                     and not self.pending.has_open(group_id)):
                 self.w.write(Record(GroupMetadataKey(group_id), None))
                 self.groups.pop(group_id, None)
+        for group_id, consumer in list(self.consumer_groups.items()):
+            keep = self.consumer.subscribed_topics(consumer)
+            if (self.offset_handlers.expire_consumer_offsets(group_id, keep) and not consumer.members
+                    and not self.pending.has_open(group_id)):
+                self.consumer.remove(group_id)
         self.w.schedule(EXPIRE_KEY, self.config.offsets_retention_check_interval_ms, TimerKind.EXPIRE_OFFSETS)

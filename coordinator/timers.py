@@ -17,6 +17,8 @@ class TimerKind(Enum):
     INITIAL_JOIN = "initial-join"
     SYNC = "sync"
     EXPIRE_OFFSETS = "expire-group-metadata"
+    CONSUMER_SESSION = "session-timeout"  # a consumer group member stopped heartbeating
+    CONSUMER_REBALANCE = "rebalance-timeout"  # it did not revoke in time; args: its epoch then
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,14 @@ def join_key(group_id: str) -> str:
 
 def sync_key(group_id: str) -> str:
     return f"sync-{group_id}"
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"session-timeout-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"rebalance-timeout-{group_id}-{member_id}"
 
 
 EXPIRE_KEY = "expire-group-metadata"

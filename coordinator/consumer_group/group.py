@@ -171,3 +171,29 @@ class ConsumerGroup:
 def _tps(owned: Owned) -> tuple[r.TopicPartitions, ...]:
     return tuple(r.TopicPartitions(bytes.fromhex(t), tuple(sorted(ps)), tuple(ps[p] for p in sorted(ps)))
                  for t, ps in sorted(owned.items()) if ps)
+
+
+def replay_into_groups(groups: dict[str, ConsumerGroup], key: r.ConsumerGroupKey,
+                       value: r.ConsumerGroupValue | None) -> None:
+    """Apply one consumer group record to a partition's consumer groups (Kafka's replay): a value
+    creates the group if it is missing, a tombstone for a missing group is ignored, and the group
+    epoch's tombstone (the last of a deletion) removes the group."""
+    group = groups.get(key.group)
+    if group is None:
+        if value is None:
+            return
+        group = groups[key.group] = ConsumerGroup(key.group)
+    group.replay(key, value)
+    if value is None and isinstance(key, r.GroupKey) and key.record_type == r.GROUP_METADATA:
+        del groups[key.group]
+
+
+def deletion_records(group: ConsumerGroup) -> list[tuple[r.ConsumerGroupKey, None]]:
+    """The tombstones that delete a group, in Kafka's order (current assignments, targets, the
+    target epoch, member metadata, the group epoch)."""
+    g = group.group_id
+    return [*((r.MemberKey(r.CURRENT_ASSIGNMENT, g, m), None) for m in group.members),
+            *((r.MemberKey(r.TARGET_MEMBER, g, m), None) for m in group.targets),
+            (r.GroupKey(r.TARGET_METADATA, g), None),
+            *((r.MemberKey(r.MEMBER_METADATA, g, m), None) for m in group.members),
+            (r.GroupKey(r.GROUP_METADATA, g), None)]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from coordinator.assignors import AssignorError
+from coordinator.config import ConsumerConfig
 from coordinator.errors import ErrorCode
 
 from . import records as r
@@ -27,14 +28,6 @@ from .target import Subscriber, compute_target
 Record = tuple[r.ConsumerGroupKey, r.ConsumerGroupValue | None]
 # topic name -> (topic id as hex, partition count): the cluster's topics as the heartbeat sees them
 TopicImage = Mapping[str, tuple[str, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerConfig:
-    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
-    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
-    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors, the first the default
-    max_size: int = 2**31 - 1  # group.consumer.max.size
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
+from coordinator.config import ConsumerConfig
 from coordinator.consumer_group import records as r
 from coordinator.consumer_group.group import ConsumerGroup, GroupState
-from coordinator.consumer_group.heartbeat import ConsumerConfig, HeartbeatAnswer, consumer_heartbeat
+from coordinator.consumer_group.heartbeat import HeartbeatAnswer, consumer_heartbeat
 from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
 from coordinator.consumer_group.member import MemberState
 from coordinator.errors import ErrorCode

@@ -7,6 +7,7 @@ from __future__ import annotations
 from cluster.offsets_compaction import compact_offsets
 from coordinator.codec import decode_batch, encode_batch
 from coordinator.consumer_group import records as cr
+from coordinator.consumer_group.group import ConsumerGroup, deletion_records
 from coordinator.image import replay_into
 from coordinator.records import (
     GroupMetadataKey,
@@ -37,14 +38,29 @@ def test_entries_carry_consumer_group_records() -> None:
     assert decode_batch(encode_batch(records)) == records
 
 
-def test_the_classic_image_ignores_them() -> None:
+def test_consumer_and_classic_groups_replay_apart() -> None:
+    """A consumer group's records build the consumer group, never the classic one of the same
+    name, and each kind's tombstone removes only its own kind."""
     groups: dict[str, GroupMetadataValue] = {"g": GroupMetadataValue("consumer", 3, "range", "m", 1, ())}
     offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
-    for r in [*consumer_records("g"), Record(cr.GroupKey(cr.GROUP_METADATA, "g"), None)]:
-        replay_into(groups, offsets, PendingOffsets(), r)
-    assert set(groups) == {"g"} and offsets == {}
-    replay_into(groups, offsets, PendingOffsets(), Record(GroupMetadataKey("g"), None))
+    consumer: dict[str, ConsumerGroup] = {}
+    for r in consumer_records("g"):
+        replay_into(groups, offsets, PendingOffsets(), r, consumer)
+    assert set(groups) == {"g"} and offsets == {} and set(consumer["g"].members) == {"m"}
+    assert consumer["g"].members["m"].assignment.epoch == 1
+    for key, value in deletion_records(consumer["g"]):
+        replay_into(groups, offsets, PendingOffsets(), Record(key, value), consumer)
+    assert consumer == {} and set(groups) == {"g"}
+    replay_into(groups, offsets, PendingOffsets(), Record(GroupMetadataKey("g"), None), consumer)
     assert groups == {}
+
+
+def test_without_consumer_groups_their_records_are_skipped() -> None:
+    groups: dict[str, GroupMetadataValue] = {}
+    offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+    for r in consumer_records("g"):
+        replay_into(groups, offsets, PendingOffsets(), r, None)
+    assert groups == {} and offsets == {}
 
 
 def test_compaction_keeps_the_latest_of_each_and_drops_the_removed() -> None:

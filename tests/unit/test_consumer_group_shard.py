@@ -1,0 +1,226 @@
+"""Consumer groups (KIP-848) served by a shard through the runtime: heartbeats commit before they
+are answered, the session and rebalance timers fence, offsets are checked against member epochs,
+the admin APIs see both kinds of group, a group id is classic or consumer but never both, and a
+shard loaded from the log carries on with the same members, epochs and assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import commands as c
+from coordinator.config import ConsumerConfig, GroupConfig
+from coordinator.consumer_group import records as r
+from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
+from coordinator.consumer_group.member import MemberState
+from coordinator.errors import ErrorCode as E
+from coordinator.records import GroupMetadataKey, OffsetCommitKey
+from coordinator.shard import GroupCoordinatorShard
+from tests.unit.harness import TEST_CONFIG, Harness
+
+FOO = bytes(range(16)).hex()
+BAR = bytes(range(1, 17)).hex()
+TOPICS = {"foo": (FOO, 4), "bar": (BAR, 2)}
+CONFIG = GroupConfig(min_session_timeout_ms=TEST_CONFIG.min_session_timeout_ms,
+                     consumer=ConsumerConfig(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+
+
+def hb(h: Harness, member: str, epoch: int, owned: dict[str, frozenset[int]] | None = None, group: str = "g",
+       **kw: Any) -> c.ConsumerGroupHeartbeatResponse:
+    fields: dict[str, Any] = {"rebalance_timeout_ms": 5000, "subscribed_topic_names": ("foo",)} if epoch == 0 else {}
+    fields.update(kw)
+    beat = ConsumerHeartbeat(group, member, epoch, owned=owned if owned is not None or epoch != 0 else {}, **fields)
+    resp = h.call(c.ConsumerGroupHeartbeatRequest(beat, TOPICS, "client", "/127.0.0.1"))
+    assert isinstance(resp, c.ConsumerGroupHeartbeatResponse)
+    return resp
+
+
+def owned(resp: c.ConsumerGroupHeartbeatResponse) -> dict[str, frozenset[int]]:
+    assert resp.assignment is not None
+    return dict(resp.assignment)
+
+
+def commit(h: Harness, member: str, epoch: int, partitions: tuple[int, ...] = (0,), v9: bool = True,
+           group: str = "g") -> set[E]:
+    resp = h.call(c.OffsetCommitRequest(group, (("foo", tuple(c.PartitionCommit(p, 10 + p) for p in partitions)),),
+                                        epoch, member, None, -1, v9, {"foo": FOO}))
+    return {e for _, ps in resp.topics for _, e in ps}
+
+
+def two_stable_members(h: Harness) -> tuple[c.ConsumerGroupHeartbeatResponse, c.ConsumerGroupHeartbeatResponse]:
+    a = hb(h, "a", 0)
+    assert a.error == E.NONE and owned(a) == {FOO: frozenset({0, 1, 2, 3})} and a.member_epoch == 1
+    b = hb(h, "b", 0)
+    assert b.error == E.NONE and b.member_epoch == 2 and owned(b) == {}  # a still holds them
+    a2 = hb(h, "a", 1, owned(a))
+    assert a2.member_epoch == 1 and len(owned(a2)[FOO]) == 2  # told to revoke two
+    a3 = hb(h, "a", 1, owned(a2))  # revoked
+    assert a3.member_epoch == 2 and a3.assignment is None
+    b2 = hb(h, "b", 2, {})
+    assert owned(b2) and set(owned(b2)[FOO]).isdisjoint(owned(a2)[FOO])
+    return c.ConsumerGroupHeartbeatResponse(E.NONE, None, "a", 2, 1000, owned(a2)), b2
+
+
+def test_members_join_and_converge_and_the_answers_wait_for_the_commit() -> None:
+    h = Harness(CONFIG, auto_commit=False)
+    pending = h.send(c.ConsumerGroupHeartbeatRequest(
+        ConsumerHeartbeat("g", "a", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}),
+        TOPICS))
+    assert not pending.done  # a heartbeat is a write: answered once its records are committed
+    h.commit_all()
+    assert pending.response.error == E.NONE and pending.response.member_epoch == 1
+    h.auto_commit = True
+    hb(h, "b", 0)
+    assert h.shard.consumer_groups["g"].state.value == "Reconciling"
+
+
+def test_a_loaded_shard_carries_on_with_the_same_members_epochs_and_assignments() -> None:
+    h = Harness(CONFIG)
+    a, b = two_stable_members(h)
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    live, loaded = h.shard.consumer_groups["g"], shard.consumer_groups["g"]
+    assert (loaded.epoch, loaded.assignment_epoch, loaded.targets, loaded.partition_epochs) == (
+        live.epoch, live.assignment_epoch, live.targets, live.partition_epochs)
+    assert {m: (x.metadata, x.assignment) for m, x in loaded.members.items()} == {
+        m: (x.metadata, x.assignment) for m, x in live.members.items()}
+    assert "g" not in shard.groups  # no classic group of the same name
+    assert {t.kind.value for t in map(shard.timers.get, shard.timers.keys()) if t} >= {"session-timeout"}
+
+
+def test_the_session_timeout_fences_a_silent_member_and_the_other_gets_its_partitions() -> None:
+    h = Harness(CONFIG)
+    a, b = two_stable_members(h)
+    for _ in range(12):  # b heartbeats, a does not
+        h.sleep(1000)
+        b = hb(h, "b", b.member_epoch, owned(b) if b.assignment is not None else None)
+        if b.assignment is not None:
+            last = b
+    group = h.shard.consumer_groups["g"]
+    assert set(group.members) == {"b"}
+    assert owned(last) == {FOO: frozenset({0, 1, 2, 3})}
+
+
+def test_the_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
+    h = Harness(CONFIG)
+    a = hb(h, "a", 0)
+    hb(h, "b", 0)
+    a2 = hb(h, "a", 1, owned(a))  # told to revoke; keeps heartbeating without revoking
+    assert h.shard.consumer_groups["g"].members["a"].assignment.state is MemberState.UNREVOKED_PARTITIONS
+    for _ in range(6):
+        h.sleep(1000)
+        a2 = hb(h, "a", a2.member_epoch, owned(a))
+        hb(h, "b", 2, {})
+        if a2.error != E.NONE:
+            break
+    assert a2.error == E.UNKNOWN_MEMBER_ID  # fenced after its 5 s rebalance timeout
+    assert set(h.shard.consumer_groups["g"].members) == {"b"}
+
+
+def test_leaving_removes_the_member_and_cancels_its_timers() -> None:
+    h = Harness(CONFIG)
+    hb(h, "a", 0)
+    left = hb(h, "a", -1)
+    assert left.error == E.NONE and left.member_epoch == -1
+    assert h.shard.consumer_groups["g"].members == {}
+    assert not [k for k in h.shard.timers.keys() if "-g-a" in k]
+
+
+def test_offset_commits_are_checked_against_the_member_epoch() -> None:
+    h = Harness(CONFIG)
+    a = hb(h, "a", 0)
+    assert commit(h, "a", 1) == {E.NONE}
+    assert commit(h, "a", 2) == {E.STALE_MEMBER_EPOCH}  # from the future
+    assert commit(h, "zz", 1) == {E.UNKNOWN_MEMBER_ID}
+    assert commit(h, "a", 1, v9=False) == {E.UNSUPPORTED_VERSION}
+    assert commit(h, "", -1) == {E.UNKNOWN_MEMBER_ID}  # members exist: no anonymous commit
+    hb(h, "b", 0)  # a moves to epoch 2 keeping some partitions it got at epoch 1
+    a2 = hb(h, "a", 1, owned(a))
+    a3 = hb(h, "a", 1, owned(a2))
+    kept = tuple(sorted(owned(a2)[FOO]))
+    assert a3.member_epoch == 2 and commit(h, "a", 1, kept) == {E.NONE}  # KIP-1251: still holds them since 1
+    lost = tuple(sorted({0, 1, 2, 3} - set(kept)))
+    b = hb(h, "b", 2, {})
+    assert owned(b)[FOO] == frozenset(lost)
+    assert commit(h, "a", 1, lost) == {E.STALE_MEMBER_EPOCH}  # a zombie commit for what it gave up
+
+
+def test_offset_fetch_checks_the_exact_member_epoch() -> None:
+    h = Harness(CONFIG)
+    hb(h, "a", 0)
+    commit(h, "a", 1)
+
+    def fetch(member: str | None, epoch: int) -> c.OffsetFetchResponse:
+        resp = h.call(c.OffsetFetchRequest("g", (("foo", (0,)),), member_id=member, member_epoch=epoch))
+        assert isinstance(resp, c.OffsetFetchResponse)
+        return resp
+
+    assert fetch("a", 1).topics[0][1][0].offset == 10
+    assert fetch(None, -1).topics[0][1][0].offset == 10  # an admin
+    assert fetch("a", 0).error == E.STALE_MEMBER_EPOCH
+    assert fetch("zz", 1).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_list_describe_and_delete_see_consumer_groups() -> None:
+    h = Harness(CONFIG)
+    hb(h, "a", 0, server_assignor="range")
+    h.join_stable("classic")
+    listed = h.call(c.ListGroupsRequest()).groups
+    assert {(g.group_id, g.group_type, g.protocol_type) for g in listed} == {
+        ("g", "consumer", "consumer"), ("classic", "classic", "consumer")}
+    assert [g.group_id for g in h.call(c.ListGroupsRequest(types_filter=("Consumer",))).groups] == ["g"]
+    assert [g.group_id for g in h.call(c.ListGroupsRequest(types_filter=("classic",))).groups] == ["classic"]
+    assert h.call(c.DescribeGroupsRequest("g")).found is False  # DescribeGroups never describes them
+
+    described = h.call(c.ConsumerGroupDescribeRequest("g", TOPICS))
+    assert (described.error, described.state, described.group_epoch, described.assignment_epoch,
+            described.assignor) == (E.NONE, "Stable", 1, 1, "range")
+    (m,) = described.members
+    assert (m.member_id, m.member_epoch, m.subscribed_topic_names) == ("a", 1, ("foo",))
+    assert m.assignment == m.target_assignment == (c.DescribedTopicPartitions(FOO, "foo", (0, 1, 2, 3)),)
+    assert h.call(c.ConsumerGroupDescribeRequest("classic", TOPICS)).error == E.GROUP_ID_NOT_FOUND
+
+    commit(h, "a", 1)
+    assert h.call(c.DeleteGroupsRequest(("g",))).results == (("g", E.NON_EMPTY_GROUP),)
+    hb(h, "a", -1)
+    n = len(h.log)
+    assert h.call(c.DeleteGroupsRequest(("g",))).results == (("g", E.NONE),)
+    written = h.records_since(n)
+    assert all(rec.value is None for rec in written)
+    assert OffsetCommitKey("g", "foo", 0) in {rec.key for rec in written}
+    assert written[-1].key == r.GroupKey(r.GROUP_METADATA, "g")
+    assert "g" not in h.shard.consumer_groups
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    assert "g" not in shard.consumer_groups and "g" not in shard.groups
+
+
+def test_a_group_id_is_classic_or_consumer_never_both() -> None:
+    h = Harness(CONFIG)
+    # offsets only: an empty classic group, replaced by the consumer group; the offsets stay
+    assert h.commit("g", {("foo", 0): 7}) == {("foo", 0): E.NONE}
+    n = len(h.log)
+    assert hb(h, "a", 0).error == E.NONE
+    assert h.records_since(n)[0].key == GroupMetadataKey("g") and h.records_since(n)[0].value is None
+    assert "g" not in h.shard.groups and h.fetch("g", {"foo": [0]}) == {("foo", 0): 7}
+    # a classic JoinGroup into a consumer group with members: refused
+    assert h.join("g").response.error == E.INCONSISTENT_GROUP_PROTOCOL
+    # a consumer member into a classic group with members: not served yet (no online upgrade)
+    h.join_stable("classic")
+    assert hb(h, "x", 0, group="classic").error == E.GROUP_ID_NOT_FOUND
+    # an empty consumer group gives way to a classic one
+    hb(h, "a", -1)
+    h.join_stable("g")
+    assert "g" in h.shard.groups and "g" not in h.shard.consumer_groups
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    assert "g" in shard.groups and "g" not in shard.consumer_groups
+
+
+def test_an_empty_consumer_group_expires_with_its_offsets() -> None:
+    config = GroupConfig(min_session_timeout_ms=10, offsets_retention_ms=60_000,
+                         offsets_retention_check_interval_ms=10_000, consumer=CONFIG.consumer)
+    h = Harness(config)
+    hb(h, "a", 0)
+    commit(h, "a", 1)
+    h.sleep(120_000)
+    assert "g" not in h.shard.consumer_groups  # fenced at 10 s, then empty; its offsets expired
+    assert h.fetch("g", {"foo": [0]}) == {("foo", 0): -1}
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, config)
+    assert shard.consumer_groups == {} and shard.offsets == {}
