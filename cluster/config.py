@@ -34,6 +34,10 @@ KAFKA_NAMES: dict[str, str] = {
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_max_size": "group.max.size",
+    "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+    "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
+    "group_consumer_assignors": "group.consumer.assignors",
+    "group_consumer_max_size": "group.consumer.max.size",
     "offsets_retention_minutes": "offsets.retention.minutes",
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
@@ -125,6 +129,11 @@ class NodeConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2147483647
+    # the consumer group protocol (KIP-848)
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_assignors: str = "uniform,range"  # the first is the default
+    group_consumer_max_size: int = 2147483647
     offsets_retention_minutes: int = 10080
     offset_metadata_max_bytes: int = 4096
     offsets_retention_check_interval_ms: int = 600000
@@ -237,6 +246,13 @@ class NodeConfig:
              "group_max_session_timeout_ms", "must be >= group_min_session_timeout_ms")
         need(self.group_initial_rebalance_delay_ms >= 0, "group_initial_rebalance_delay_ms", "must be >= 0")
         need(self.group_max_size >= 1, "group_max_size", "must be >= 1")
+        need(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
+        need(self.group_consumer_session_timeout_ms > self.group_consumer_heartbeat_interval_ms,
+             "group_consumer_session_timeout_ms", "must be greater than group_consumer_heartbeat_interval_ms")
+        assignors = [a.strip() for a in self.group_consumer_assignors.split(",")]
+        need(bool(assignors) and set(assignors) <= {"uniform", "range"} and len(set(assignors)) == len(assignors),
+             "group_consumer_assignors", "must list uniform and/or range, each once")
+        need(self.group_consumer_max_size >= 1, "group_consumer_max_size", "must be >= 1")
         need(self.offsets_retention_minutes >= 1, "offsets_retention_minutes", "must be >= 1")
         need(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
         need(self.offsets_retention_check_interval_ms >= 1, "offsets_retention_check_interval_ms", "must be >= 1")

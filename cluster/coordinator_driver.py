@@ -42,7 +42,7 @@ YIELD_EVERY_RECORDS = 5000  # decode this many records, then let requests and ot
 
 # Answers read from the coordinator's state rather than made durable by the answer itself.
 _READS = (c.OffsetFetchRequest, c.HeartbeatRequest, c.SyncGroupRequest, c.JoinGroupRequest, c.DescribeGroupsRequest,
-          c.ListGroupsRequest)
+          c.ListGroupsRequest, c.ConsumerGroupDescribeRequest)
 
 
 class CoordinatorDriver:
@@ -238,7 +238,8 @@ class CoordinatorDriver:
         timers_may_change = not effects
         for e in effects:
             if isinstance(e, Respond):
-                if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse)):
+                if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse,
+                                           c.ConsumerGroupHeartbeatResponse)):
                     timers_may_change = True
                 self._waiters.resolve(e.token, e.response)
             elif isinstance(e, Append):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from cluster.apis import consumer_groups
 from cluster.apis.groups import GroupApi
 from cluster.apis.groups import register as register_handlers
 from cluster.config import NodeConfig
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.services import NodeServices
-from coordinator.config import GroupConfig
+from coordinator.config import ConsumerConfig, GroupConfig
 
 
 def group_config(node_config: NodeConfig) -> GroupConfig:
@@ -20,6 +21,11 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
         offsets_retention_check_interval_ms=node_config.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=node_config.offset_metadata_max_bytes,
         max_record_batch_bytes=node_config.message_max_bytes,
+        consumer=ConsumerConfig(
+            heartbeat_interval_ms=node_config.group_consumer_heartbeat_interval_ms,
+            session_timeout_ms=node_config.group_consumer_session_timeout_ms,
+            assignors=tuple(a.strip() for a in node_config.group_consumer_assignors.split(",")),
+            max_size=node_config.group_consumer_max_size),
     )
     cfg.validate()
     return cfg
@@ -28,4 +34,6 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
 def register(node: NodeServices) -> GroupApi:
     # offsets.commit.timeout.ms is not configurable: Kafka's default, 5 s (the driver's)
     driver = CoordinatorDriver(group_config(node.config), node.topology.offsets_log, node.offsets_partitions, node.now_ms)
-    return register_handlers(node, driver)
+    api = register_handlers(node, driver)
+    consumer_groups.register(node, api)
+    return api

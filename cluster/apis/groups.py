@@ -226,6 +226,7 @@ class GroupApi:
                 group_instance_id=getattr(req, "group_instance_id", None),
                 retention_time_ms=retention,
                 group_id_not_found_error=v >= 9,
+                topic_ids=self._topic_ids(known) if v >= 9 else {},
             )
             resp = await self.call(req.group_id, command)
             for topic, parts_out in resp.topics:
@@ -234,6 +235,15 @@ class GroupApi:
             results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
         answer = [(topic, [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
         return RawResponse(encode_offset_commit_response(v, header.correlation_id, answer), KErr.none)
+
+    def _topic_ids(self, known: list[tuple[str, tuple[c.PartitionCommit, ...]]]) -> dict[str, str]:
+        """Topic name -> id (hex): a consumer group matches commits against assignments by id."""
+        out = {}
+        for name, _ in known:
+            t = self.node.topic(name)
+            if t is not None:
+                out[name] = t.topic_id.hex
+        return out
 
     def _commits(self, topics: Any) -> tuple[list[tuple[str, tuple[c.PartitionCommit, ...]]], dict[str, list[int]]]:
         """The committed offsets of an OffsetCommit or TxnOffsetCommit, and the partitions of
@@ -318,10 +328,12 @@ class GroupApi:
 
     # ------------------------------------------------------------ OffsetFetch
 
-    async def _fetch_one(self, group_id: str, topics: Any, require_stable: bool) -> c.OffsetFetchResponse:
+    async def _fetch_one(self, group_id: str, topics: Any, require_stable: bool, member_id: str | None = None,
+                         member_epoch: int = -1) -> c.OffsetFetchResponse:
         wanted = None if topics is None else tuple(
             (t.name, tuple(int(i) for i in t.partition_indexes)) for t in topics)
-        return await self.call(group_id, c.OffsetFetchRequest(group_id, wanted, require_stable))  # type: ignore[no-any-return]
+        return await self.call(group_id, c.OffsetFetchRequest(  # type: ignore[no-any-return]
+            group_id, wanted, require_stable, member_id, member_epoch))
 
     async def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -331,8 +343,9 @@ class GroupApi:
             part_cls = cls(mod, "OffsetFetchResponsePartitions")
             topic_cls = cls(mod, "OffsetFetchResponseTopics")
             group_cls = cls(mod, "OffsetFetchResponseGroup")
-            answers = await asyncio.gather(*(self._fetch_one(g.group_id, g.topics, require_stable)
-                                             for g in req.groups))
+            answers = await asyncio.gather(*(self._fetch_one(
+                g.group_id, g.topics, require_stable, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
+                for g in req.groups))
             return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, groups=tuple(
                 mk(group_cls, group_id=g.group_id, error_code=kerr(a.error),
                    topics=self._fetch_topics(a, topic_cls, part_cls))

@@ -1,0 +1,129 @@
+"""Wire handlers of the consumer group protocol (KIP-848): ConsumerGroupHeartbeat (68) v0-1 and
+ConsumerGroupDescribe (69) v0-1, kio message <-> coordinator command, routed to the group's
+``__consumer_offsets`` partition like the classic group APIs.
+
+The coordinator names topics by id; each request carries the cluster's topics as they are now
+(name -> id, partition count), so a topic created or grown later reaches the group on the next
+heartbeat, as Kafka's metadata image does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from typing import Any
+
+from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
+from cluster.apis.groups import GroupApi, kerr
+from cluster.dispatch import RequestContext
+from cluster.services import NodeServices
+from coordinator import commands as c
+from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
+from coordinator.errors import ErrorCode
+
+log = logging.getLogger("kcoord.consumer_groups")
+
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+RANGES = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 1)}
+NO_OPERATIONS = -2147483648  # authorized operations not asked for
+
+
+def topic_image(node: NodeServices) -> dict[str, tuple[str, int]]:
+    return {name: (t.topic_id.hex, t.partitions) for name, t in node.metadata.topics.items() if not t.internal}
+
+
+def _owned(topic_partitions: Any) -> dict[str, frozenset[int]] | None:
+    if topic_partitions is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for tp in topic_partitions:
+        if tp.topic_id is not None:
+            out[tp.topic_id.hex] = out.get(tp.topic_id.hex, frozenset()) | frozenset(int(p) for p in tp.partitions)
+    return out
+
+
+class ConsumerGroupApi:
+    def __init__(self, groups: GroupApi) -> None:
+        self.groups = groups
+        self.node = groups.node
+
+    async def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        v = version_of(req)
+        mod = resp_mod(CONSUMER_GROUP_HEARTBEAT, v)
+        names = req.subscribed_topic_names
+        beat = ConsumerHeartbeat(
+            group_id=req.group_id, member_id=req.member_id, member_epoch=int(req.member_epoch), api_version=v,
+            instance_id=req.instance_id, rack_id=req.rack_id, rebalance_timeout_ms=to_ms(req.rebalance_timeout),
+            subscribed_topic_names=None if names is None else tuple(names),
+            subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+            server_assignor=req.server_assignor, owned=_owned(req.topic_partitions))
+        if beat.subscribed_topic_regex:  # "" means no regex (librdkafka sends it with plain names)
+            resp = c.ConsumerGroupHeartbeatResponse(
+                ErrorCode.INVALID_REGULAR_EXPRESSION, "Regular-expression subscriptions are not supported yet; "
+                                                      "subscribe to topic names.")
+        else:
+            resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
+                beat, topic_image(self.node), ctx.client_id or "", ctx.client_host))
+        if resp.error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            log.info("event=consumer_heartbeat_error group=%s member=%s epoch=%d error=%s message=%r",
+                     req.group_id, req.member_id, beat.member_epoch, resp.error.name, resp.message)
+        assignment = None
+        if resp.assignment is not None:
+            assignment = mk(mod.Assignment, topic_partitions=tuple(
+                mk(mod.TopicPartitions, topic_id=uuid.UUID(hex=t), partitions=tuple(sorted(ps)))
+                for t, ps in sorted(resp.assignment.items())))
+        return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=kerr(resp.error),
+                  error_message=resp.message, member_id=resp.member_id, member_epoch=resp.member_epoch,
+                  heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
+                  assignment=assignment)
+
+    async def describe(self, ctx: RequestContext, req: Any) -> Any:
+        mod = resp_mod(CONSUMER_GROUP_DESCRIBE, version_of(req))
+        image = topic_image(self.node)
+
+        async def one(group_id: str) -> c.ConsumerGroupDescribeResponse:
+            if not group_id:
+                return c.ConsumerGroupDescribeResponse(ErrorCode.INVALID_GROUP_ID, "")
+            return await self.groups.call(group_id, c.ConsumerGroupDescribeRequest(group_id, image))  # type: ignore[no-any-return]
+
+        def assignment(parts: tuple[c.DescribedTopicPartitions, ...]) -> Any:
+            return mk(mod.Assignment, topic_partitions=tuple(
+                mk(mod.TopicPartitions, topic_id=uuid.UUID(hex=p.topic_id), topic_name=p.topic_name,
+                   partitions=p.partitions) for p in parts))
+
+        answers = await asyncio.gather(*(one(g) for g in req.group_ids))
+        return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
+            mk(mod.DescribedGroup, error_code=kerr(a.error), error_message=a.message, group_id=a.group_id,
+               group_state=a.state, group_epoch=a.group_epoch, assignment_epoch=a.assignment_epoch,
+               assignor_name=a.assignor, authorized_operations=NO_OPERATIONS, members=tuple(
+                   mk(mod.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                      member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                      subscribed_topic_names=m.subscribed_topic_names,
+                      subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=assignment(m.assignment),
+                      target_assignment=assignment(m.target_assignment), member_type=1)
+                   for m in a.members))
+            for a in answers))
+
+
+def _error_response(api_key: int) -> Any:
+    def build(req: Any, error: Any) -> Any:
+        mod = resp_mod(api_key, version_of(req))
+        if api_key == CONSUMER_GROUP_HEARTBEAT:
+            return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=error, member_epoch=-1,
+                      heartbeat_interval=ZERO)
+        return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
+            mk(mod.DescribedGroup, error_code=error, group_id=g, group_state="", group_epoch=-1,
+               assignment_epoch=-1, assignor_name="", members=(), authorized_operations=NO_OPERATIONS)
+            for g in req.group_ids))
+
+    return build
+
+
+def register(node: NodeServices, groups: GroupApi) -> ConsumerGroupApi:
+    api = ConsumerGroupApi(groups)
+    for key, handler in ((CONSUMER_GROUP_HEARTBEAT, api.heartbeat), (CONSUMER_GROUP_DESCRIBE, api.describe)):
+        lo, hi = RANGES[key]
+        node.registry.register(key, lo, hi, handler, error_response=_error_response(key))
+    return api
