@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import socket
 import struct
 import sys
@@ -194,6 +195,23 @@ def offset_delete(host: str, port: int, group: str, topics: dict[str, list[int]]
             p = r.take(">i")
             out[(name, p)] = r.take(">h")
     return top, out
+
+
+def consumer_group_describe(host: str, port: int, group: str, timeout: float) -> Any:
+    """ConsumerGroupDescribe v0 to the group's coordinator, for what confluent-kafka's admin client
+    does not expose (group, target and member epochs): kio's DescribedGroup."""
+    from cluster.apis.common import req_mod
+    from cluster.peer_client import PeerClient
+
+    async def ask() -> Any:
+        client = PeerClient("kcoord-tools", timeout)
+        try:
+            body = req_mod(69, 0).ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
+            return (await client.request(host, port, 69, 0, body)).groups[0]
+        finally:
+            client.close()
+
+    return asyncio.run(ask())
 
 
 # Kafka's error names and messages for the codes the tools report.

@@ -21,6 +21,7 @@ from cluster.tools.common import (
     add_common,
     admin,
     admin_class,
+    consumer_group_describe,
     error,
     error_text,
     kafka_error,
@@ -83,7 +84,9 @@ def add_parser(subparsers: Any) -> None:
     mode.add_argument("--members", action="store_true", help="one row per member")
     mode.add_argument("--state", action="store_true", help="one row per group: coordinator, strategy, state")
     mode.add_argument("--offsets", action="store_true", help="offsets and lag per partition (the default)")
-    pd.add_argument("--verbose", action="store_true", help="with --members: the assignment of each member")
+    pd.add_argument("--verbose", action="store_true",
+                    help="with --members: the assignment of each member (and, in a consumer group, its epoch and "
+                         "target assignment); with --state: a consumer group's epochs")
 
     pdel = sub.add_parser("delete", help="delete groups (only empty ones, as Kafka)")
     add_common(pdel)
@@ -242,14 +245,25 @@ def cmd_describe(adm: Any, args: argparse.Namespace) -> int:
             error(f"Consumer group '{g}' does not exist.")
             rc = 1
             continue
+        modern = _is_consumer_group(d) and args.verbose
+        described = _consumer_describe(args, g, d) if modern else None
         if args.state:
             c = d.coordinator
             coordinator = f"{c.host}:{c.port} ({c.id})" if c is not None else "-"
-            print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                        [(g, coordinator, d.partition_assignor or "", state, len(d.members))])
+            row: tuple[object, ...] = (g, coordinator, d.partition_assignor or "", state)
+            if described is not None:
+                print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                             "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+                            [(*row, described.group_epoch, described.assignment_epoch, len(d.members))])
+            else:
+                print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                            [(*row, len(d.members))])
             continue
         if state in _REBALANCING:
             warn(f"Warning: Consumer group '{g}' is rebalancing.")
+        if args.members and described is not None:
+            _print_consumer_members(g, d, described)
+            continue
         if args.members:
             if not d.members:
                 warn(f"Consumer group '{g}' has no active members.")
@@ -269,6 +283,51 @@ def cmd_describe(adm: Any, args: argparse.Namespace) -> int:
             continue
         rc |= _describe_offsets(adm, args, g, d, state)
     return rc
+
+
+def _is_consumer_group(d: Any) -> bool:
+    """A group of the consumer protocol (KIP-848), as confluent-kafka reports its type."""
+    return getattr(getattr(d, "type", None), "name", "") == "CONSUMER"
+
+
+def _consumer_describe(args: argparse.Namespace, g: str, d: Any) -> Any:
+    """The coordinator's own description (epochs, targets); None if it cannot be had."""
+    c = d.coordinator
+    if c is None:
+        return None
+    try:
+        described = consumer_group_describe(c.host, c.port, g, timeout_s(args))
+    except (OSError, ValueError, ToolError) as e:
+        warn(f"Warning: ConsumerGroupDescribe to {c.host}:{c.port} failed: {e}")
+        return None
+    if described.error_code.value != 0:
+        warn(f"Warning: ConsumerGroupDescribe of '{g}' failed: {error_text(described.error_code.value)}")
+        return None
+    return described
+
+
+def consumer_assignment(parts: Any) -> str:
+    """Kafka 4's assignment text: ``topic:0,1;other:2``."""
+    text = ";".join(f"{tp.topic_name}:{','.join(str(p) for p in sorted(tp.partitions))}"
+                    for tp in sorted(parts.topic_partitions, key=lambda tp: tp.topic_name) if tp.partitions)
+    return text or "-"
+
+
+def _print_consumer_members(g: str, d: Any, described: Any) -> None:
+    """``--members --verbose`` of a consumer group, with Kafka 4's columns: each member's epoch and
+    current assignment against the group's target epoch and the member's target assignment."""
+    if not described.members:
+        warn(f"Consumer group '{g}' has no active members.")
+    static = any(m.instance_id for m in described.members)
+    cols = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST", "CLIENT-ID", "#PARTITIONS",
+            "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows: list[tuple[object, ...]] = []
+    for m in sorted(described.members, key=lambda m: m.member_id):
+        n = sum(len(tp.partitions) for tp in m.assignment.topic_partitions)
+        rows.append((g, m.member_id, *([m.instance_id or "-"] if static else []), m.client_host, m.client_id, n,
+                     m.member_epoch, consumer_assignment(m.assignment), described.assignment_epoch,
+                     consumer_assignment(m.target_assignment)))
+    print_table(cols, rows)
 
 
 def _describe_offsets(adm: Any, args: argparse.Namespace, g: str, d: Any, state: str) -> int:

@@ -1,4 +1,4 @@
-"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~60 s.
+"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~45 s.
 
 Checks the run directory is complete and the recorded histories are non-trivial, then
 runs the checker (``python -m chaos check``) when it is available and asserts every
@@ -30,7 +30,7 @@ def _lines(path: Path) -> list[dict]:  # type: ignore[type-arg]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("chaos") / "run"
-    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "60",
+    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "45",
                            "--seed", str(SEED), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
     print(proc.stderr[-5000:])

@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from cluster.cli import main as kcoord
 from tests.cluster.cluster_harness import Cluster, running_cluster
 from tests.cluster.test_failover import coordinator_of
 
@@ -123,7 +124,8 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         c.close()
 
 
-def test_confluent_kafka_round_trip_with_the_consumer_protocol(cluster: Cluster, stop: threading.Event) -> None:
+def test_confluent_kafka_round_trip_with_the_consumer_protocol(cluster: Cluster, stop: threading.Event,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = cluster.bootstrap
     topic, group = setup_topic(bootstrap)
     seen: list[tuple[int, int]] = []
@@ -140,6 +142,24 @@ def test_confluent_kafka_round_trip_with_the_consumer_protocol(cluster: Cluster,
     desc = admin.describe_consumer_groups([group])[group].result(timeout=20)
     assert desc.type == ConsumerGroupType.CONSUMER
     assert sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions) == list(range(PARTITIONS))
+
+    # kcoord groups describe: each member's epoch and assignment against the target (Kafka 4's columns)
+    capsys.readouterr()
+    assert kcoord(["groups", "describe", "--group", group, "--members", "--verbose", "--bootstrap-server",
+                   bootstrap]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows = [ln.split() for ln in lines[1:] if ln.strip()]
+    assert sorted(r[3] for r in rows) == ["m0", "m1", "m2"]
+    for _, _, _, _, n, epoch, current, target_epoch, target in rows:
+        assert int(n) == 2 and current == target and current.startswith(f"{topic}:")
+        assert int(epoch) == int(target_epoch) >= 3  # three joins
+    assert kcoord(["groups", "describe", "--group", group, "--state", "--verbose", "--bootstrap-server",
+                   bootstrap]) == 0
+    state = capsys.readouterr().out.splitlines()
+    assert state[0].split()[-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    assert state[1].split()[-4:] == ["Stable", rows[0][5], rows[0][5], "3"]
 
     stop.set()
     for m in members:

@@ -3,7 +3,7 @@ its copy of every data partition and of the group offsets becomes the leaders' a
 
 Its whole backlog used to be sent as one hub frame: over the receiver's 256 MiB frame limit
 the connection was closed, redialled and the same frame sent again, for ever. The default run
-keeps node 2 down for 45 s under a produce and commit load; ``-m slow`` for 10 minutes."""
+keeps node 2 down for 25 s under a produce and commit load; ``-m slow`` for 10 minutes."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def _catch_up(tmp_path: Path, down_s: float) -> None:
 
 
 def test_a_follower_down_for_a_while_catches_up(tmp_path: Path) -> None:
-    _catch_up(tmp_path, 45)
+    _catch_up(tmp_path, 25)
 
 
 @pytest.mark.slow
