@@ -119,6 +119,14 @@ class ClusterMetadata:
             self.txn_partitions = txn_partitions
             self.save()
         self._by_id = {t.topic_id: t for t in self.topics.values()}
+        self._image: dict[str, tuple[str, int]] | None = None
+
+    def topic_image(self) -> dict[str, tuple[str, int]]:
+        """Every client topic as consumer groups see them: name -> (topic id as hex, partition
+        count). Built once per change of the topics; callers must not modify it."""
+        if self._image is None:
+            self._image = {name: (t.topic_id.hex, t.partitions) for name, t in self.topics.items() if not t.internal}
+        return self._image
 
     def save(self) -> None:
         doc = {
@@ -139,6 +147,7 @@ class ClusterMetadata:
         t = TopicMeta(name, partitions, uuid.uuid4(), dict(configs or {}))
         self.topics[name] = t
         self._by_id[t.topic_id] = t
+        self._image = None
         self.save()
         return t
 
@@ -146,6 +155,7 @@ class ClusterMetadata:
         t = self.topics.pop(name, None)
         if t is not None:
             self._by_id.pop(t.topic_id, None)
+            self._image = None
             self.save()
         return t
 
@@ -153,6 +163,7 @@ class ClusterMetadata:
         """Cluster mode: the replicated metadata log is the source of truth for topics."""
         self.topics = dict(topics)
         self._by_id = {t.topic_id: t for t in self.topics.values()}
+        self._image = None
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self._by_id.get(topic_id)

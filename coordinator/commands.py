@@ -31,6 +31,7 @@ class JoinGroupRequest:
     reason: str | None = None
     require_known_member_id: bool = True  # v4+ (KIP-394)
     supports_skip_assignment: bool = False  # v9+
+    topics: TopicImage | None = None  # the cluster's topics, for a classic member of a consumer group
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class SyncGroupRequest:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignments: tuple[tuple[str, bytes], ...] = ()
+    topics: TopicImage | None = None  # the cluster's topics, for a classic member of a consumer group
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +330,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    classic: bool = False  # a classic-protocol member inside the consumer group
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +361,9 @@ Request = (
     | ConsumerGroupHeartbeatRequest
     | ConsumerGroupDescribeRequest
 )
+
+# the classic requests a classic member of a consumer group sends (KIP-848 §7)
+CLASSIC_MEMBER_REQUESTS = (SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest)
 
 Response = (
     JoinGroupResponse

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 
 from . import commands as c
 from .config import GroupConfig
-from .consumer_group.group import ConsumerGroup, deletion_records
+from .consumer_group import records as r
+from .consumer_group.group import ConsumerGroup, Member, deletion_records
 from .consumer_group.heartbeat import consumer_heartbeat, fence_member
 from .consumer_group.heartbeat_request import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from .consumer_group.member import MemberState, Owned, Partitions
@@ -27,7 +28,7 @@ from .errors import ErrorCode
 from .group import ClassicGroup
 from .group import GroupState as ClassicState
 from .records import GroupMetadataKey, Record
-from .timers import TimerKind, TimerSet, rebalance_key, session_key
+from .timers import TimerKind, TimerSet, classic_join_key, rebalance_key, session_key
 from .write_context import WriteContext
 
 E = ErrorCode
@@ -39,7 +40,7 @@ class ConsumerGroupHandlers:
                  classic_groups: dict[str, ClassicGroup], drop_classic: Callable[[str], None], timers: TimerSet,
                  w: WriteContext) -> None:
         self.config = config
-        self._new_id = new_id
+        self.new_id = new_id
         self.groups = groups
         self.classic_groups = classic_groups
         self._drop_classic = drop_classic  # forgets a classic group and its timers
@@ -58,7 +59,7 @@ class ConsumerGroupHandlers:
                                                         f"Group {hb.group_id} is not a consumer group.")
         group = self.groups.get(hb.group_id)
         new_group, answer = consumer_heartbeat(group, hb, req.topics, req.client_id, req.client_host,
-                                               self.config.consumer, self._new_id)
+                                               self.config.consumer, self.new_id)
         if answer.error is not E.NONE:
             return c.ConsumerGroupHeartbeatResponse(answer.error, answer.message)
         if classic is not None and answer.records:
@@ -79,9 +80,8 @@ class ConsumerGroupHandlers:
             return
         if request_epoch == STATIC_LEAVE_EPOCH:
             return  # the session timer runs on: a static member that does not come back is fenced
-        self.w.schedule(session_key(group_id, member_id), self.config.consumer.session_timeout_ms,
-                        TimerKind.CONSUMER_SESSION, group_id, member_id)
         member = self.groups[group_id].members[member_id]
+        self.arm_session(group_id, member)
         if member.assignment.state is not MemberState.UNREVOKED_PARTITIONS:
             self.timers.cancel(rebalance_key(group_id, member_id))
         elif changed or rebalance_key(group_id, member_id) not in self.timers:
@@ -89,9 +89,22 @@ class ConsumerGroupHandlers:
             self.w.schedule(rebalance_key(group_id, member_id), max(timeout, 0), TimerKind.CONSUMER_REBALANCE,
                             group_id, member_id, (member.assignment.epoch,))
 
+    def arm_session(self, group_id: str, member: Member) -> None:
+        """A classic member's own session timeout, or the group's (group.consumer.session.timeout.ms)."""
+        classic = member.metadata.classic if member.metadata is not None else None
+        self.w.schedule(session_key(group_id, member.member_id),
+                        classic.session_timeout_ms if classic else self.config.consumer.session_timeout_ms,
+                        TimerKind.CONSUMER_SESSION, group_id, member.member_id)
+
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(session_key(group_id, member_id))
         self.timers.cancel(rebalance_key(group_id, member_id))
+        self.timers.cancel(classic_join_key(group_id, member_id))
+
+    def write(self, group: ConsumerGroup, key: r.ConsumerGroupKey, value: r.ConsumerGroupValue | None) -> None:
+        """Apply a record to the live group and append it (load = replay)."""
+        group.replay(key, value)
+        self.w.write(Record(key, value))
 
     # ================================================================ timers
 
@@ -100,9 +113,9 @@ class ConsumerGroupHandlers:
         member still revoking."""
         for group in self.groups.values():
             for member_id, member in group.members.items():
-                self.w.schedule(session_key(group.group_id, member_id), self.config.consumer.session_timeout_ms,
-                                TimerKind.CONSUMER_SESSION, group.group_id, member_id)
-                if member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None:
+                self.arm_session(group.group_id, member)
+                if (member.assignment.state is MemberState.UNREVOKED_PARTITIONS and member.metadata is not None
+                        and member.metadata.classic is None):
                     self.w.schedule(rebalance_key(group.group_id, member_id),
                                     max(member.metadata.rebalance_timeout_ms, 0), TimerKind.CONSUMER_REBALANCE,
                                     group.group_id, member_id, (member.assignment.epoch,))
@@ -115,6 +128,9 @@ class ConsumerGroupHandlers:
         member = group.members.get(member_id) if group is not None else None
         if member is not None and member.assignment.epoch == epoch:
             self._fence(group_id, member_id)
+
+    def fence(self, group_id: str, member_id: str) -> None:
+        self._fence(group_id, member_id)
 
     def _fence(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -142,7 +158,8 @@ class ConsumerGroupHandlers:
                 mid, meta.instance_id if meta else None, meta.rack_id if meta else None, m.assignment.epoch,
                 meta.client_id if meta else "", meta.client_host if meta else "",
                 meta.subscribed_topic_names if meta else (), meta.subscribed_topic_regex if meta else None,
-                _described(owned, names), _described(group.targets.get(mid, {}), names)))
+                _described(owned, names), _described(group.targets.get(mid, {}), names),
+                classic=meta is not None and meta.classic is not None))
         return c.ConsumerGroupDescribeResponse(
             E.NONE, req.group_id, None, group.state.value, group.epoch, group.assignment_epoch,
             preferred_assignor(subscribers, self.config.consumer.assignors), tuple(members))
@@ -176,9 +193,11 @@ class ConsumerGroupHandlers:
         member = group.members.get(req.member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        if isinstance(req, c.OffsetCommitRequest) and not req.group_id_not_found_error:
+        classic = member.metadata is not None and member.metadata.classic is not None
+        if isinstance(req, c.OffsetCommitRequest) and not req.group_id_not_found_error and not classic:
             return E.UNSUPPORTED_VERSION  # a consumer-protocol member commits with v9+
-        stale = E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH  # TxnOffsetCommit < v6
+        # a classic member knows generations; TxnOffsetCommit below v6 does not know STALE_MEMBER_EPOCH
+        stale = E.ILLEGAL_GENERATION if transactional or classic else E.STALE_MEMBER_EPOCH
         a = member.assignment
         if epoch == a.epoch:
             return E.NONE
@@ -200,7 +219,10 @@ class ConsumerGroupHandlers:
         member = group.members.get(member_id or "")
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        return E.NONE if epoch == member.assignment.epoch else E.STALE_MEMBER_EPOCH
+        if epoch == member.assignment.epoch:
+            return E.NONE
+        classic = member.metadata is not None and member.metadata.classic is not None
+        return E.ILLEGAL_GENERATION if classic else E.STALE_MEMBER_EPOCH
 
     def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
         return {t for m in group.members.values() if m.metadata is not None for t in m.metadata.subscribed_topic_names}

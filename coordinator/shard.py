@@ -29,6 +29,7 @@ from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Token
 from .group_census import GroupCensus
 from .image import DurableImage, replay_into
+from .mixed_groups import MixedGroupHandlers
 from .offset_handlers import OffsetHandlers
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitValue, Record
 from .timers import EXPIRE_KEY, TimerKind, TimerSet, heartbeat_key
@@ -64,6 +65,7 @@ class GroupCoordinatorShard:
         self.classic = ClassicGroupHandlers(self.config, self._new_id, self.groups, self.timers, self.w)
         self.consumer = ConsumerGroupHandlers(self.config, self._new_id, self.consumer_groups, self.groups,
                                               self.classic.delete_group, self.timers, self.w)
+        self.mixed = MixedGroupHandlers(self.consumer, self.classic)
         self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.pending, self.classic,
                                               self.consumer, self.w)
         self.census = GroupCensus()  # which groups each step touched, for GroupsObserved
@@ -147,18 +149,25 @@ class GroupCoordinatorShard:
         self.census.touch(getattr(request, "group_id", None))
         self.census.touch_many(getattr(request, "group_ids", ()))
         groups, offsets, respond = self.classic, self.offset_handlers, self.w.respond
+        consumer = self.consumer_groups.get(request.group_id) if isinstance(request, c.CLASSIC_MEMBER_REQUESTS) \
+            else None
         if isinstance(request, c.ConsumerGroupHeartbeatRequest):
-            respond(token, self.consumer.heartbeat(request))
+            respond(token, self._consumer_heartbeat(request))
         elif isinstance(request, c.ConsumerGroupDescribeRequest):
             respond(token, self.consumer.describe(request))
         elif isinstance(request, c.JoinGroupRequest):
             self._join_group(request, token)
         elif isinstance(request, c.SyncGroupRequest):
-            groups.sync_group(request, token)
+            if consumer is not None:
+                respond(token, self.mixed.sync(consumer, request))
+            else:
+                groups.sync_group(request, token)
         elif isinstance(request, c.HeartbeatRequest):
-            respond(token, groups.heartbeat(request))
+            respond(token, self.mixed.heartbeat(consumer, request) if consumer is not None
+                    else groups.heartbeat(request))
         elif isinstance(request, c.LeaveGroupRequest):
-            respond(token, groups.leave_group(request))
+            respond(token, self.mixed.leave(consumer, request) if consumer is not None
+                    else groups.leave_group(request))
         elif isinstance(request, c.OffsetCommitRequest):
             respond(token, offsets.offset_commit(request))
         elif isinstance(request, c.OffsetFetchRequest):
@@ -195,6 +204,8 @@ class GroupCoordinatorShard:
             self.consumer.session_expired(timer.group_id, timer.member_id)
         elif timer.kind is TimerKind.CONSUMER_REBALANCE:
             self.consumer.rebalance_expired(timer.group_id, timer.member_id, timer.args[0])
+        elif timer.kind is TimerKind.CONSUMER_CLASSIC_JOIN:
+            self.mixed.join_expired(timer.group_id, timer.member_id)
         elif group is None:
             pass
         elif timer.kind is TimerKind.HEARTBEAT:
@@ -209,14 +220,25 @@ class GroupCoordinatorShard:
 
     # ================================================================ across groups and offsets
 
+    def _consumer_heartbeat(self, req: c.ConsumerGroupHeartbeatRequest) -> c.ConsumerGroupHeartbeatResponse:
+        """A consumer-protocol member joining a classic group with members converts it (the online
+        upgrade); the rest is the consumer group's."""
+        classic = self.groups.get(req.group_id)
+        if (classic is not None and classic.members and req.heartbeat.member_epoch == 0
+                and not classic.is_in(S.DEAD)):
+            why = self.mixed.upgrade(classic, req.topics)
+            if why is not None:
+                return c.ConsumerGroupHeartbeatResponse(
+                    E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {req.group_id} to consumer group: {why}.")
+        return self.consumer.heartbeat(req)
+
     def _join_group(self, req: c.JoinGroupRequest, token: Token) -> None:
-        """A classic JoinGroup: an empty consumer group of that id gives way to a classic group (as
-        Kafka's maybeDeleteEmptyConsumerGroup); classic members inside a consumer group are not
-        served yet."""
+        """A classic JoinGroup into a consumer group: a member of it if it has members, else the
+        empty consumer group gives way to a classic group (Kafka's maybeDeleteEmptyConsumerGroup)."""
         consumer = self.consumer_groups.get(req.group_id)
         if consumer is not None:
             if consumer.members:
-                return self.w.respond(token, c.JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+                return self.mixed.join(consumer, req, token)
             self.consumer.remove(req.group_id)
         self.classic.join_group(req, token)
 

@@ -19,6 +19,7 @@ class TimerKind(Enum):
     EXPIRE_OFFSETS = "expire-group-metadata"
     CONSUMER_SESSION = "session-timeout"  # a consumer group member stopped heartbeating
     CONSUMER_REBALANCE = "rebalance-timeout"  # it did not revoke in time; args: its epoch then
+    CONSUMER_CLASSIC_JOIN = "classic-join"  # a classic member told to rejoin a consumer group did not
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,10 @@ def session_key(group_id: str, member_id: str) -> str:
 
 def rebalance_key(group_id: str, member_id: str) -> str:
     return f"rebalance-timeout-{group_id}-{member_id}"
+
+
+def classic_join_key(group_id: str, member_id: str) -> str:
+    return f"classic-join-{group_id}-{member_id}"
 
 
 EXPIRE_KEY = "expire-group-metadata"

@@ -30,10 +30,6 @@ RANGES = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 1)}
 NO_OPERATIONS = -2147483648  # authorized operations not asked for
 
 
-def topic_image(node: NodeServices) -> dict[str, tuple[str, int]]:
-    return {name: (t.topic_id.hex, t.partitions) for name, t in node.metadata.topics.items() if not t.internal}
-
-
 def _owned(topic_partitions: Any) -> dict[str, frozenset[int]] | None:
     if topic_partitions is None:
         return None
@@ -65,7 +61,7 @@ class ConsumerGroupApi:
                                                       "subscribe to topic names.")
         else:
             resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
-                beat, topic_image(self.node), ctx.client_id or "", ctx.client_host))
+                beat, self.node.metadata.topic_image(), ctx.client_id or "", ctx.client_host))
         if resp.error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             log.info("event=consumer_heartbeat_error group=%s member=%s epoch=%d error=%s message=%r",
                      req.group_id, req.member_id, beat.member_epoch, resp.error.name, resp.message)
@@ -81,7 +77,7 @@ class ConsumerGroupApi:
 
     async def describe(self, ctx: RequestContext, req: Any) -> Any:
         mod = resp_mod(CONSUMER_GROUP_DESCRIBE, version_of(req))
-        image = topic_image(self.node)
+        image = self.node.metadata.topic_image()
 
         async def one(group_id: str) -> c.ConsumerGroupDescribeResponse:
             if not group_id:

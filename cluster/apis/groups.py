@@ -115,6 +115,7 @@ class GroupApi:
             reason=getattr(req, "reason", None),
             require_known_member_id=v >= 4,
             supports_skip_assignment=v >= 9,
+            topics=self.node.metadata.topic_image(),
         )
         if instance_id is not None and v < 5:
             resp: c.JoinGroupResponse = c.JoinGroupResponse(ErrorCode.UNSUPPORTED_VERSION)
@@ -160,6 +161,7 @@ class GroupApi:
                 protocol_type=ptype,
                 protocol_name=pname,
                 assignments=tuple((a.member_id, bytes(a.assignment)) for a in req.assignments),
+                topics=self.node.metadata.topic_image(),
             ))
         return mk(cls(mod, "SyncGroupResponse"), throttle_time=ZERO, error_code=kerr(resp.error),
                   protocol_type=resp.protocol_type, protocol_name=resp.protocol_name,

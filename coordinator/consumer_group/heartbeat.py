@@ -71,10 +71,11 @@ class _Step:
 
 
 def consumer_heartbeat(group: ConsumerGroup | None, hb: ConsumerHeartbeat, topics: TopicImage, client_id: str,
-                       client_host: str, config: ConsumerConfig,
-                       new_member_id: Callable[[], str]) -> tuple[ConsumerGroup | None, HeartbeatAnswer]:
+                       client_host: str, config: ConsumerConfig, new_member_id: Callable[[], str],
+                       classic: r.ClassicMemberMetadata | None = None) -> tuple[ConsumerGroup | None, HeartbeatAnswer]:
     """The group after the heartbeat (a new one on a first join) and the answer with its records.
-    On an error nothing was written."""
+    On an error nothing was written. ``classic``: the heartbeat stands for a classic member's
+    JoinGroup (its session timeout and protocols are kept with it)."""
     bad = invalid(hb, config.assignors)
     if bad is not None:
         return group, _fail(*bad)
@@ -105,7 +106,7 @@ def consumer_heartbeat(group: ConsumerGroup | None, hb: ConsumerHeartbeat, topic
         return group, _fail(ErrorCode.FENCED_MEMBER_EPOCH, "The member epoch is fenced.")
     old_assignment = member.assignment if member is not None else MemberAssignment()
     old_meta = member.metadata if member is not None else None
-    meta = _updated_metadata(old_meta, hb, client_id, client_host)
+    meta = _updated_metadata(old_meta, hb, client_id, client_host, classic)
     names_changed = old_meta is None or set(old_meta.subscribed_topic_names) != set(meta.subscribed_topic_names)
 
     # Everything is computed before anything is written: a failure leaves the group as it was.
@@ -175,10 +176,10 @@ def _replace_static(step: _Step, old_id: str, new_id: str) -> None:
 
 
 def _updated_metadata(old: r.MemberMetadataValue | None, hb: ConsumerHeartbeat, client_id: str,
-                      client_host: str) -> r.MemberMetadataValue:
+                      client_host: str, classic: r.ClassicMemberMetadata | None) -> r.MemberMetadataValue:
     base = old or r.MemberMetadataValue(None, None, client_id, client_host, (), None)
     return replace(
-        base, client_id=client_id, client_host=client_host, classic=None,
+        base, client_id=client_id, client_host=client_host, classic=classic,
         instance_id=hb.instance_id if hb.instance_id is not None else base.instance_id,
         rack_id=hb.rack_id if hb.rack_id is not None else base.rack_id,
         rebalance_timeout_ms=hb.rebalance_timeout_ms if hb.rebalance_timeout_ms != -1 else base.rebalance_timeout_ms,

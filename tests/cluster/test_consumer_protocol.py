@@ -2,8 +2,9 @@
 with ``group.protocol=consumer`` runs the round trip (6 partitions, 1000 messages, 3 consumers,
 commits, a new consumer reads nothing); a member joining and one leaving move only the
 partitions that must move (seen from the assignment callbacks); the admin client lists and
-describes the group as a consumer group; a SIGKILL of the group's coordinator causes no
-reassignment."""
+describes the group as a consumer group; a classic group is upgraded online by a rolling restart
+of its members; the Java KafkaConsumer runs the round trip too; a SIGKILL of the group's
+coordinator causes no reassignment."""
 
 from __future__ import annotations
 
@@ -57,21 +58,24 @@ def setup_topic(bootstrap: str, n: int = N) -> tuple[str, str]:
     return topic, group
 
 
-def consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+def consumer(bootstrap: str, group: str, protocol: str = "consumer", **extra: object) -> Consumer:
+    config: dict[str, object] = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra}
+    if protocol == "classic":
+        config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+    return Consumer(config)
 
 
 class Member:
     """A consumer in its own thread, recording what it reads and every assignment change."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, seen: list[tuple[int, int]], lock: threading.Lock,
-                 stop: threading.Event, name: str) -> None:
+                 stop: threading.Event, name: str, protocol: str = "consumer") -> None:
         self.name = name
         self.owned: set[int] = set()
         self.events: list[tuple[str, frozenset[int]]] = []
         self.errors: list[str] = []
-        self._c = consumer(bootstrap, group, **{"client.id": name})
+        self._c = consumer(bootstrap, group, protocol, **{"client.id": name})
         self._topic, self._seen, self._lock, self._stop = topic, seen, lock, stop
         self.leave = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -209,6 +213,48 @@ def test_joining_and_leaving_move_only_what_must_move(cluster: Cluster, stop: th
     stop.set()
     for m in (a, c):
         m.thread.join(30)
+
+
+def test_an_online_upgrade_of_a_classic_group_by_a_rolling_restart(cluster: Cluster, stop: threading.Event) -> None:
+    """Three classic consumers are replaced one by one by consumer-protocol ones: the first of
+    these converts the group, the classic members go on inside it until their turn, and no
+    message is lost on the way."""
+    bootstrap = cluster.bootstrap
+    topic, group = setup_topic(bootstrap, n=300)
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    members = [Member(bootstrap, group, topic, seen, lock, stop, f"classic{i}", "classic") for i in range(3)]
+    wait_for(lambda: len(set(seen)) >= 300 and sum(len(m.owned) for m in members) == PARTITIONS, 60,
+             "the classic group to read everything")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert admin.describe_consumer_groups([group])[group].result(timeout=20).type == ConsumerGroupType.CLASSIC
+    total = 300
+    for i in range(3):
+        # a consumer-protocol member joins (the first converts the group); the classic members learn
+        # from their heartbeats that they must rejoin, and give it its share
+        modern = Member(bootstrap, group, topic, seen, lock, stop, f"modern{i}")
+        wait_for(lambda: sorted(len(m.owned) for m in [*members, modern]) == [1, 1, 2, 2], 60,  # noqa: B023
+                 f"four members sharing the partitions at step {i}")
+        described = admin.describe_consumer_groups([group])[group].result(timeout=20)
+        assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 4
+        members[i].leave.set()
+        members[i].thread.join(30)
+        members[i] = modern
+        for k in range(100):
+            p.produce(topic, key=str(k).encode(), value=f"step{i}".encode())
+        assert p.flush(30) == 0
+        total += 100
+        wait_for(lambda: len(set(seen)) >= total, 60, f"the messages of step {i}")  # noqa: B023
+        wait_for(lambda: [len(m.owned) for m in members] == [2, 2, 2], 60, f"a balanced group after step {i}")
+    wait_for(lambda: sorted(p for m in members for p in m.owned) == list(range(PARTITIONS)), 60,
+             "the consumer-protocol members to share every partition")
+    assert len(set(seen)) == total
+    assert not [e for m in members for e in m.errors]
+    stop.set()
+    for m in members:
+        m.thread.join(30)
+    assert sum(committed(bootstrap, group, topic).values()) == total
 
 
 def test_java_kafka_consumer_round_trip_with_the_consumer_protocol(cluster: Cluster, tmp_path: Path) -> None:

@@ -10,12 +10,13 @@ from typing import Any
 from coordinator import commands as c
 from coordinator.config import ConsumerConfig, GroupConfig
 from coordinator.consumer_group import records as r
+from coordinator.consumer_group.classic_protocol import encode_assignment, parse_assignment
 from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
 from coordinator.consumer_group.member import MemberState
 from coordinator.errors import ErrorCode as E
 from coordinator.records import GroupMetadataKey, OffsetCommitKey
 from coordinator.shard import GroupCoordinatorShard
-from tests.unit.harness import TEST_CONFIG, Harness
+from tests.unit.harness import TEST_CONFIG, Harness, consumer_subscription
 
 FOO = bytes(range(16)).hex()
 BAR = bytes(range(1, 17)).hex()
@@ -200,9 +201,10 @@ def test_a_group_id_is_classic_or_consumer_never_both() -> None:
     assert hb(h, "a", 0).error == E.NONE
     assert h.records_since(n)[0].key == GroupMetadataKey("g") and h.records_since(n)[0].value is None
     assert "g" not in h.shard.groups and h.fetch("g", {"foo": [0]}) == {("foo", 0): 7}
-    # a classic JoinGroup into a consumer group with members: refused
-    assert h.join("g").response.error == E.INCONSISTENT_GROUP_PROTOCOL
-    # a consumer member into a classic group with members: not served yet (no online upgrade)
+    # a classic JoinGroup into a consumer group with members: as a classic member, if it can be one
+    assert h.join("g").response.error == E.INCONSISTENT_GROUP_PROTOCOL  # no consumer protocol subscription
+    assert h.join("g", protocol_type="connect").response.error == E.INCONSISTENT_GROUP_PROTOCOL
+    # a consumer member into a classic group with members whose subscriptions cannot be read
     h.join_stable("classic")
     assert hb(h, "x", 0, group="classic").error == E.GROUP_ID_NOT_FOUND
     # an empty consumer group gives way to a classic one
@@ -224,3 +226,86 @@ def test_an_empty_consumer_group_expires_with_its_offsets() -> None:
     assert h.fetch("g", {"foo": [0]}) == {("foo", 0): -1}
     shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, config)
     assert shard.consumer_groups == {} and shard.offsets == {}
+
+
+# ---------------------------------------------------------------- classic members (KIP-848 §7)
+
+def classic_group(h: Harness, n: int = 2) -> tuple[list[str], int]:
+    """A stable classic group "g" of ``n`` eager consumers of foo, split by range; (member ids, generation)."""
+    protocols = (("range", consumer_subscription("foo")),)
+    pending = [h.join("g", protocols=protocols) for _ in range(n)]
+    while not all(p.done for p in pending):
+        h.sleep(1000)
+    responses = [p.response for p in pending]
+    gen, leader, ids = responses[0].generation_id, responses[0].leader, [r.member_id for r in responses]
+    split = {m: encode_assignment(0, {"foo": [p for p in range(4) if p % n == i]}) for i, m in enumerate(ids)}
+    syncs = [h.sync("g", m, gen, assignments=split if m == leader else None) for m in ids]
+    assert all(s.done and s.response.error == E.NONE for s in syncs)
+    return ids, gen
+
+
+def classic_join(h: Harness, member_id: str) -> c.JoinGroupResponse:
+    resp = h.call(c.JoinGroupRequest("g", member_id, 10_000, 10_000, "consumer",
+                                     (("range", consumer_subscription("foo")),), client_id="client",
+                                     client_host="/127.0.0.1", topics=TOPICS))
+    assert isinstance(resp, c.JoinGroupResponse)
+    return resp
+
+
+def classic_sync(h: Harness, member_id: str, generation: int) -> c.SyncGroupResponse:
+    resp = h.call(c.SyncGroupRequest("g", generation, member_id, topics=TOPICS))
+    assert isinstance(resp, c.SyncGroupResponse)
+    return resp
+
+
+def test_a_consumer_member_upgrades_a_classic_group_that_keeps_its_members_and_assignments() -> None:
+    h = Harness(CONFIG)
+    (m0, m1), gen = classic_group(h)
+    n = len(h.log)
+    joined = hb(h, "new", 0)
+    assert joined.error == E.NONE and owned(joined) == {}  # everything is still held by the classic members
+    written = h.records_since(n)
+    assert written[0].key == GroupMetadataKey("g") and written[0].value is None
+    assert "g" not in h.shard.groups
+    group = h.shard.consumer_groups["g"]
+    assert {m: (x.assignment.epoch, x.metadata.classic is not None) for m, x in group.members.items()} == {
+        m0: (gen, True), m1: (gen, True), "new": (gen + 1, False)}
+    assert group.epoch == gen + 1
+
+    # the classic members learn from their heartbeats that they must rejoin; eager, they own nothing then
+    assert h.heartbeat("g", m0, gen) == E.REBALANCE_IN_PROGRESS
+    assert commit(h, m0, gen, v9=False) == {E.NONE}  # their generation is their member epoch
+    assert commit(h, m0, gen + 5, v9=False) == {E.ILLEGAL_GENERATION}
+    for m in (m0, m1):
+        j = classic_join(h, m)
+        assert (j.error, j.generation_id, j.protocol_type, j.protocol_name, j.leader) == (
+            E.NONE, gen + 1, "consumer", "range", "")
+        s = classic_sync(h, m, j.generation_id)
+        assert s.error == E.NONE and s.protocol_type == "consumer"
+        parts, _ = parse_assignment(s.assignment)
+        assert len(parts.get("foo", ())) <= 2
+    books = {(t, p): mid for mid, x in group.members.items()
+             for t, ps in {**x.assignment.assigned}.items() for p in ps}
+    assert len(books) <= 4
+    got = hb(h, "new", gen + 1, {})
+    assert owned(got) and all(books.get((FOO, p)) in (None, "new") for p in owned(got)[FOO])
+    # a classic member now heartbeats normally, and one leaving is fenced
+    assert h.heartbeat("g", m0, gen + 1) in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    assert h.leave("g", (m1, None)).members[0].error == E.NONE
+    assert set(group.members) == {m0, "new"}
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    loaded = shard.consumer_groups["g"]
+    assert {m: (x.metadata, x.assignment) for m, x in loaded.members.items()} == {
+        m: (x.metadata, x.assignment) for m, x in group.members.items()}
+
+
+def test_an_upgrade_that_cannot_keep_the_assignments_is_refused() -> None:
+    h = Harness(CONFIG)
+    ids, gen = classic_group(h)
+    with_user_data = encode_assignment(0, {"foo": [0, 2]})[:-4] + b"\x00\x00\x00\x02ud"  # a client-side assignor
+    h.shard.groups["g"].members[ids[0]].assignment = with_user_data
+    assert hb(h, "new", 0).error == E.GROUP_ID_NOT_FOUND
+    assert "g" in h.shard.groups and "g" not in h.shard.consumer_groups
+    h2 = Harness(CONFIG)
+    h2.join_stable("g", protocol_type="connect")
+    assert hb(h2, "new", 0).error == E.GROUP_ID_NOT_FOUND
