@@ -8,8 +8,7 @@ the step ends; loading a partition replays them (load = replay). A group id name
 consumer group, never both: an empty classic group (e.g. one holding only offsets) is replaced by
 a consumer group when a member joins with the consumer protocol, as in Kafka.
 
-Not here yet (issue 16): the online upgrade of a non-empty classic group, classic members inside a
-consumer group and the downgrade, regular-expression subscriptions.
+Classic members inside consumer groups and the online upgrade are ``coordinator.mixed_groups``.
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from . import commands as c
 from .config import GroupConfig
 from .consumer_group import records as r
 from .consumer_group.group import ConsumerGroup, Member, deletion_records
-from .consumer_group.heartbeat import consumer_heartbeat, fence_member
+from .consumer_group.heartbeat import TopicImage, consumer_heartbeat, fence_member
 from .consumer_group.heartbeat_request import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from .consumer_group.member import MemberState, Owned, Partitions
+from .consumer_group.regex import matching
 from .consumer_group.target import Subscriber, preferred_assignor
 from .errors import ErrorCode
 from .group import ClassicGroup
@@ -46,11 +46,15 @@ class ConsumerGroupHandlers:
         self._drop_classic = drop_classic  # forgets a classic group and its timers
         self.timers = timers
         self.w = w
+        # the cluster's topics as the last request that carried them saw them: what the regexes of
+        # the groups match for offset expiry and OffsetDelete (soft state)
+        self.topics: TopicImage = {}
 
     # ================================================================ ConsumerGroupHeartbeat
 
     def heartbeat(self, req: c.ConsumerGroupHeartbeatRequest) -> c.ConsumerGroupHeartbeatResponse:
         hb = req.heartbeat
+        self.topics = req.topics
         classic = self.classic_groups.get(hb.group_id)
         if classic is not None and not classic.is_in(ClassicState.DEAD):
             if not classic.is_in(ClassicState.EMPTY) or hb.member_epoch != 0:
@@ -225,7 +229,14 @@ class ConsumerGroupHandlers:
         return E.ILLEGAL_GENERATION if classic else E.STALE_MEMBER_EPOCH
 
     def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
-        return {t for m in group.members.values() if m.metadata is not None for t in m.metadata.subscribed_topic_names}
+        """Topics a member subscribes to by name or through its regex: their offsets never expire."""
+        out: set[str] = set()
+        for m in group.members.values():
+            if m.metadata is not None:
+                out.update(m.metadata.subscribed_topic_names)
+                if m.metadata.subscribed_topic_regex:
+                    out.update(matching(m.metadata.subscribed_topic_regex, self.topics))
+        return out
 
 
 def _merge(a: Owned, b: Owned) -> dict[str, frozenset[int]]:

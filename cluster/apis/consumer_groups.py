@@ -55,13 +55,8 @@ class ConsumerGroupApi:
             subscribed_topic_names=None if names is None else tuple(names),
             subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
             server_assignor=req.server_assignor, owned=_owned(req.topic_partitions))
-        if beat.subscribed_topic_regex:  # "" means no regex (librdkafka sends it with plain names)
-            resp = c.ConsumerGroupHeartbeatResponse(
-                ErrorCode.INVALID_REGULAR_EXPRESSION, "Regular-expression subscriptions are not supported yet; "
-                                                      "subscribe to topic names.")
-        else:
-            resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
-                beat, self.node.metadata.topic_image(), ctx.client_id or "", ctx.client_host))
+        resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
+            beat, self.node.metadata.topic_image(), ctx.client_id or "", ctx.client_host))
         if resp.error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             log.info("event=consumer_heartbeat_error group=%s member=%s epoch=%d error=%s message=%r",
                      req.group_id, req.member_id, beat.member_epoch, resp.error.name, resp.message)
@@ -98,7 +93,7 @@ class ConsumerGroupApi:
                       member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                       subscribed_topic_names=m.subscribed_topic_names,
                       subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=assignment(m.assignment),
-                      target_assignment=assignment(m.target_assignment), member_type=1)
+                      target_assignment=assignment(m.target_assignment), member_type=0 if m.classic else 1)
                    for m in a.members))
             for a in answers))
 

@@ -3,9 +3,9 @@ table): checks, member metadata, the group epoch, the target assignment, reconci
 answer. Every change is a record, replayed into the group at once (so the next step of the same
 heartbeat sees it) and returned for the log: load = replay.
 
-Not here yet (issue 16): regular-expression subscriptions, classic members inside a consumer group
-and the conversions, the assignment interval; the session and rebalance timers are the caller's
-(``fence_member`` is what they do when they fire).
+Not here: the assignment interval (a target is computed on the heartbeat that needs it); the
+session and rebalance timers are the caller's (``fence_member`` is what they do when they fire),
+and so are the conversions between classic and consumer groups (``coordinator.mixed_groups``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .group import ConsumerGroup
 from .heartbeat_request import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerHeartbeat, epoch_fenced, invalid
 from .member import MemberAssignment, Partitions
 from .reconcile import FencedMemberEpoch, Target, reconcile
+from .regex import InvalidRegex, compiled, matching
 from .target import Subscriber, compute_target
 
 Record = tuple[r.ConsumerGroupKey, r.ConsumerGroupValue | None]
@@ -107,12 +108,21 @@ def consumer_heartbeat(group: ConsumerGroup | None, hb: ConsumerHeartbeat, topic
     old_assignment = member.assignment if member is not None else MemberAssignment()
     old_meta = member.metadata if member is not None else None
     meta = _updated_metadata(old_meta, hb, client_id, client_host, classic)
-    names_changed = old_meta is None or set(old_meta.subscribed_topic_names) != set(meta.subscribed_topic_names)
+    names_changed = old_meta is None or (set(old_meta.subscribed_topic_names), old_meta.subscribed_topic_regex or "") \
+        != (set(meta.subscribed_topic_names), meta.subscribed_topic_regex or "")
+    regex = meta.subscribed_topic_regex
+    if regex and not any(m.metadata is not None and m.metadata.subscribed_topic_regex == regex
+                         for mid, m in group.members.items() if mid != member_id):
+        try:  # compiled when new to the group, as Kafka does
+            compiled(regex)
+        except InvalidRegex as e:
+            return group, _fail(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.")
 
     # Everything is computed before anything is written: a failure leaves the group as it was.
     metas = {m.member_id: m.metadata for m in group.members.values() if m.metadata is not None}
     metas[member_id] = meta
-    subscribed = {topics[t][0]: topics[t][1] for m in metas.values() for t in m.subscribed_topic_names if t in topics}
+    subscribed = {topics[t][0]: topics[t][1] for m in metas.values() for t in subscribed_names(m, topics)}
     digest = subscription_hash(subscribed)
     epoch = group.epoch + 1 if names_changed or digest != group.metadata_hash else group.epoch
     targets, assignment_epoch, changed_targets = group.targets, group.assignment_epoch, {}
@@ -123,7 +133,7 @@ def consumer_heartbeat(group: ConsumerGroup | None, hb: ConsumerHeartbeat, topic
         except AssignorError as e:
             return group, _fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
         targets, assignment_epoch, changed_targets = dict(new.targets), epoch, dict(new.changed)
-    target_ids = frozenset(topics[t][0] for t in meta.subscribed_topic_names if t in topics)
+    target_ids = frozenset(topics[t][0] for t in subscribed_names(meta, topics))
     target = Target(assignment_epoch, targets.get(member_id, {}), target_ids, group.partition_epoch)
     try:
         new_assignment = reconcile(old_assignment, target, hb.owned, subscription_changed=names_changed)
@@ -147,8 +157,14 @@ def consumer_heartbeat(group: ConsumerGroup | None, hb: ConsumerHeartbeat, topic
                                   new_assignment.partitions() if send else None, step.records)
 
 
+def subscribed_names(meta: r.MemberMetadataValue, topics: TopicImage) -> frozenset[str]:
+    """The cluster's topics a member subscribes to: by name, and those its regex matches."""
+    names = frozenset(t for t in meta.subscribed_topic_names if t in topics)
+    return names | matching(meta.subscribed_topic_regex, topics) if meta.subscribed_topic_regex else names
+
+
 def _subscribers(metas: Mapping[str, r.MemberMetadataValue], topics: TopicImage) -> dict[str, Subscriber]:
-    return {mid: Subscriber(mid, frozenset(topics[t][0] for t in m.subscribed_topic_names if t in topics),
+    return {mid: Subscriber(mid, frozenset(topics[t][0] for t in subscribed_names(m, topics)),
                             m.instance_id, m.server_assignor) for mid, m in metas.items()}
 
 

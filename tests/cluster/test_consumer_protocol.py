@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, T
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.cli import main as kcoord
+from cluster.tools.common import consumer_group_describe
 from tests.cluster.cluster_harness import Cluster, running_cluster
 from tests.cluster.test_failover import coordinator_of
 
@@ -213,6 +214,38 @@ def test_joining_and_leaving_move_only_what_must_move(cluster: Cluster, stop: th
     stop.set()
     for m in (a, c):
         m.thread.join(30)
+
+
+def test_a_regex_subscription_reaches_a_topic_created_later(cluster: Cluster) -> None:
+    bootstrap = cluster.bootstrap
+    suffix = uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create(name: str) -> None:
+        for f in admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
+            f.result(timeout=20)
+
+    create(f"rx-{suffix}-a")
+    create(f"other-{suffix}")
+    c = consumer(bootstrap, f"g-{suffix}")
+    got: set[tuple[str, int]] = set()
+    c.subscribe([f"^rx-{suffix}-.*"], on_assign=lambda _c, ps: got.update((tp.topic, tp.partition) for tp in ps))
+    try:
+        deadline = time.time() + 30
+        while len(got) < 2 and time.time() < deadline:
+            c.poll(0.2)
+        assert got == {(f"rx-{suffix}-a", 0), (f"rx-{suffix}-a", 1)}
+        coordinator = admin.describe_consumer_groups([f"g-{suffix}"])[f"g-{suffix}"].result(timeout=20).coordinator
+        described = consumer_group_describe(coordinator.host, coordinator.port, f"g-{suffix}", 10)
+        # librdkafka sends its regexes joined as "(a)|(b)"; the coordinator resolves them
+        assert described.members[0].subscribed_topic_regex == f"(^rx-{suffix}-.*)"
+        create(f"rx-{suffix}-b")
+        deadline = time.time() + 30
+        while len(got) < 4 and time.time() < deadline:
+            c.poll(0.2)
+        assert {t for t, _ in got} == {f"rx-{suffix}-a", f"rx-{suffix}-b"}, got
+    finally:
+        c.close()
 
 
 def test_an_online_upgrade_of_a_classic_group_by_a_rolling_restart(cluster: Cluster, stop: threading.Event) -> None:

@@ -184,3 +184,32 @@ def test_a_fenced_member_is_removed_and_the_others_take_its_partitions() -> None
     assert (a.member_epoch, a.assignment) == (c.group.epoch, None)  # a keeps everything, now at the new epoch
     assert c.group.members["a"].assignment.partitions() == parts(0, 1, 2, 3)
     same_group(c.group, c.rebuilt())
+
+
+def test_a_regex_subscribes_to_every_topic_it_matches_whole() -> None:
+    topics = {"foo": (FOO, 4), "food": (bytes(range(2, 18)).hex(), 2), "xfoo": (bytes(range(3, 19)).hex(), 2)}
+    group, answer = consumer_heartbeat(None, ConsumerHeartbeat(
+        "g", "m", 0, rebalance_timeout_ms=45000, subscribed_topic_regex="foo.*", owned={}), topics, "c", "/h",
+        CONFIG, lambda: "x")
+    assert answer.error == ErrorCode.NONE
+    assert answer.assignment == {FOO: frozenset(range(4)), topics["food"][0]: frozenset(range(2))}  # not xfoo
+
+    # a topic created later that matches reaches the member on its next heartbeat
+    grown = {**topics, "foobar": (bytes(range(4, 20)).hex(), 1)}
+    again = consumer_heartbeat(group, ConsumerHeartbeat("g", "m", 1, owned=dict(answer.assignment or {})), grown,
+                               "c", "/h", CONFIG, lambda: "x")[1]
+    assert again.member_epoch == 2 and grown["foobar"][0] in (again.assignment or {})
+
+    # dropping the regex ("") leaves the member with its names only: nothing here
+    dropped = consumer_heartbeat(group, ConsumerHeartbeat("g", "m", 2, subscribed_topic_regex="",
+                                                          owned=dict(again.assignment or {})), grown,
+                                 "c", "/h", CONFIG, lambda: "x")[1]
+    assert dropped.assignment == {}
+
+
+def test_an_invalid_regex_new_to_the_group_is_refused_and_writes_nothing() -> None:
+    group, answer = consumer_heartbeat(None, ConsumerHeartbeat(
+        "g", "m", 0, rebalance_timeout_ms=45000, subscribed_topic_regex="(?=foo)", owned={}), TOPICS, "c", "/h",
+        CONFIG, lambda: "x")
+    assert answer.error == ErrorCode.INVALID_REGULAR_EXPRESSION and answer.records == []
+    assert answer.message is not None and "(?=foo)" in answer.message
