@@ -38,6 +38,7 @@ KAFKA_NAMES: dict[str, str] = {
     "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
     "group_consumer_assignors": "group.consumer.assignors",
     "group_consumer_max_size": "group.consumer.max.size",
+    "group_consumer_migration_policy": "group.consumer.migration.policy",
     "offsets_retention_minutes": "offsets.retention.minutes",
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
@@ -134,6 +135,7 @@ class NodeConfig:
     group_consumer_session_timeout_ms: int = 45000
     group_consumer_assignors: str = "uniform,range"  # the first is the default
     group_consumer_max_size: int = 2147483647
+    group_consumer_migration_policy: str = "bidirectional"  # or upgrade, downgrade, disabled
     offsets_retention_minutes: int = 10080
     offset_metadata_max_bytes: int = 4096
     offsets_retention_check_interval_ms: int = 600000
@@ -253,6 +255,8 @@ class NodeConfig:
         need(bool(assignors) and set(assignors) <= {"uniform", "range"} and len(set(assignors)) == len(assignors),
              "group_consumer_assignors", "must list uniform and/or range, each once")
         need(self.group_consumer_max_size >= 1, "group_consumer_max_size", "must be >= 1")
+        need(self.group_consumer_migration_policy.lower() in ("bidirectional", "upgrade", "downgrade", "disabled"),
+             "group_consumer_migration_policy", "must be bidirectional, upgrade, downgrade or disabled")
         need(self.offsets_retention_minutes >= 1, "offsets_retention_minutes", "must be >= 1")
         need(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
         need(self.offsets_retention_check_interval_ms >= 1, "offsets_retention_check_interval_ms", "must be >= 1")

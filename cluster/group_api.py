@@ -25,7 +25,8 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
             heartbeat_interval_ms=node_config.group_consumer_heartbeat_interval_ms,
             session_timeout_ms=node_config.group_consumer_session_timeout_ms,
             assignors=tuple(a.strip() for a in node_config.group_consumer_assignors.split(",")),
-            max_size=node_config.group_consumer_max_size),
+            max_size=node_config.group_consumer_max_size,
+            migration_policy=node_config.group_consumer_migration_policy.lower()),
     )
     cfg.validate()
     return cfg

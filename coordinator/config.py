@@ -16,6 +16,16 @@ class ConsumerConfig:
     session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors, the first the default
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled
+    migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_allowed(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_allowed(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
     def problems(self) -> list[str]:
         out = []
@@ -29,6 +39,8 @@ class ConsumerConfig:
             out.append("group.consumer.assignors must name uniform and/or range, each once")
         if self.max_size < 1:
             out.append("group.consumer.max.size must be >= 1")
+        if self.migration_policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+            out.append("group.consumer.migration.policy must be bidirectional, upgrade, downgrade or disabled")
         return out
 
 

@@ -46,6 +46,8 @@ class ConsumerGroupHandlers:
         self._drop_classic = drop_classic  # forgets a classic group and its timers
         self.timers = timers
         self.w = w
+        # called after members were fenced: the online downgrade (coordinator.mixed_groups)
+        self.after_fence: Callable[[str], None] = lambda group_id: None
         # the cluster's topics as the last request that carried them saw them: what the regexes of
         # the groups match for offset expiry and OffsetDelete (soft state)
         self.topics: TopicImage = {}
@@ -75,6 +77,8 @@ class ConsumerGroupHandlers:
         for key, value in answer.records:
             self.w.write(Record(key, value))
         self._arm_timers(hb.group_id, answer.member_id, hb.member_epoch, changed=bool(answer.records))
+        if hb.member_epoch == LEAVE_EPOCH:
+            self.after_fence(hb.group_id)
         return c.ConsumerGroupHeartbeatResponse(E.NONE, None, answer.member_id, answer.member_epoch,
                                                 answer.heartbeat_interval_ms, answer.assignment)
 
@@ -125,24 +129,25 @@ class ConsumerGroupHandlers:
                                     group.group_id, member_id, (member.assignment.epoch,))
 
     def session_expired(self, group_id: str, member_id: str) -> None:
-        self._fence(group_id, member_id)
+        self.fence(group_id, member_id)
 
     def rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is not None and member.assignment.epoch == epoch:
-            self._fence(group_id, member_id)
+            self.fence(group_id, member_id)
 
-    def fence(self, group_id: str, member_id: str) -> None:
-        self._fence(group_id, member_id)
-
-    def _fence(self, group_id: str, member_id: str) -> None:
+    def fence(self, group_id: str, member_id: str, downgrade: bool = True) -> None:
+        """Remove a member; with ``downgrade``, a group left with classic members only may become a
+        classic group."""
         group = self.groups.get(group_id)
         if group is None:
             return
         for key, value in fence_member(group, member_id):
             self.w.write(Record(key, value))
         self._cancel_timers(group_id, member_id)
+        if downgrade:
+            self.after_fence(group_id)
 
     # ================================================================ describe, list, delete
 

@@ -8,8 +8,9 @@ generation is its member epoch, and it learns that it should rejoin from REBALAN
 on Heartbeat and SyncGroup. It never leads: the coordinator assigns, and SyncGroup hands the
 member its assigned partitions in the consumer protocol's encoding.
 
-Not here yet (issue 16): the online downgrade (a consumer group left with only classic members
-stays a consumer group), replacing a static classic member that did not leave.
+When fencing leaves a consumer group with classic members only, it becomes a classic group again
+(the online downgrade). Not here yet: replacing a static classic member keeps Kafka's outcome
+(the new member takes the instance) but by fencing the old one, which moves the group epoch.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from .consumer_group.heartbeat_request import ConsumerHeartbeat
 from .consumer_group.member import MemberAssignment, MemberState
 from .consumer_groups import CONSUMER, ConsumerGroupHandlers
 from .errors import ErrorCode
-from .group import ClassicGroup, Token
+from .group import ClassicGroup, IllegalStateTransition, Token
+from .group import GroupState as ClassicState
+from .group import Member as ClassicMember
 from .records import GroupMetadataKey, Record
 from .timers import TimerKind, classic_join_key
 
@@ -44,6 +47,8 @@ class MixedGroupHandlers:
     def upgrade(self, old: ClassicGroup, topics: TopicImage) -> str | None:
         """Turn a classic group with members into a consumer group that keeps them, with their
         assignments, as classic members (Kafka's convertToConsumerGroup). Why it cannot, or None."""
+        if not self.config.consumer.upgrade_allowed:
+            return "group.consumer.migration.policy does not allow upgrades"
         if old.protocol_type != CONSUMER:
             return f"its protocol type is {old.protocol_type!r}, not consumer"
         if len(old.members) > self.config.consumer.max_size:
@@ -94,7 +99,7 @@ class MixedGroupHandlers:
         def fail(error: ErrorCode, member_id: str = req.member_id) -> None:
             self.w.respond(token, c.JoinGroupResponse(error, member_id=member_id))
 
-        if req.protocol_type != CONSUMER or not req.protocols:
+        if req.protocol_type != CONSUMER or not req.protocols or self.config.consumer.migration_policy == "disabled":
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         offered = {name for name, _ in req.protocols}
         for m in group.members.values():
@@ -114,7 +119,7 @@ class MixedGroupHandlers:
             if holder is not None and holder != member_id:
                 if req.member_id:
                     return fail(E.FENCED_INSTANCE_ID)
-                self.consumer.fence(group.group_id, holder)  # the instance restarted under a new id
+                self.consumer.fence(group.group_id, holder, downgrade=False)  # restarted under a new id
         try:
             sub = parse_subscription(req.protocols[0][1])
         except RecordDecodeError:
@@ -208,18 +213,57 @@ class MixedGroupHandlers:
                     error = E.FENCED_INSTANCE_ID
                 else:
                     error = E.NONE
-                    self.consumer.fence(group.group_id, holder)
+                    self.consumer.fence(group.group_id, holder, downgrade=False)
             elif lm.member_id in group.members:
                 error = E.NONE
-                self.consumer.fence(group.group_id, lm.member_id)
+                self.consumer.fence(group.group_id, lm.member_id, downgrade=False)
             else:
                 error = E.UNKNOWN_MEMBER_ID
             results.append(c.LeaveMemberResult(lm.member_id, lm.group_instance_id, error))
+        self.maybe_downgrade(group.group_id)  # once, after every leaving member is out
         return c.LeaveGroupResponse(E.NONE, tuple(results))
 
     def join_expired(self, group_id: str, member_id: str) -> None:
         """A classic member told to rejoin did not within its rebalance timeout."""
         self.consumer.fence(group_id, member_id)
+
+    # ================================================================ online downgrade
+
+    def maybe_downgrade(self, group_id: str) -> None:
+        """Members were fenced: a consumer group left with classic members only becomes a classic
+        group again (Kafka's convertToClassicGroup), each member holding its target assignment, and
+        rebalances at once so that they all rejoin the classic way."""
+        group = self.consumer.groups.get(group_id)
+        if (group is None or not group.members or not self.config.consumer.downgrade_allowed
+                or len(group.members) > self.config.max_size
+                or any(m.metadata is None or m.metadata.classic is None for m in group.members.values())):
+            return
+        names = {tid: name for name, (tid, _) in self.consumer.topics.items()}
+        classic = ClassicGroup(group_id, state=ClassicState.STABLE, current_state_timestamp=self.w.now,
+                               generation_id=group.epoch)
+        for m in group.members.values():
+            assert m.metadata is not None and m.metadata.classic is not None
+            protocols = [(p.name, p.metadata) for p in m.metadata.classic.supported_protocols]
+            try:
+                version = parse_subscription(protocols[0][1]).version
+            except RecordDecodeError:
+                version = 0
+            target = {names[t]: ps for t, ps in group.targets.get(m.member_id, {}).items() if t in names}
+            classic.add(ClassicMember(m.member_id, m.metadata.instance_id, m.metadata.client_id,
+                                      m.metadata.client_host, m.metadata.rebalance_timeout_ms,
+                                      m.metadata.classic.session_timeout_ms, CONSUMER, protocols,
+                                      encode_assignment(version, target)))
+        try:
+            classic.protocol_name = classic.select_protocol()
+        except IllegalStateTransition:
+            return  # no protocol every member supports: it stays a consumer group
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        self.consumer.remove(group_id)
+        self.classic.groups[group_id] = classic
+        self.w.write(Record(GroupMetadataKey(group_id), classic.to_record_value()))
+        for member in classic.members.values():
+            self.classic.reschedule_heartbeat(classic, member)
+        self.classic.prepare_rebalance(classic, "the last consumer-protocol member left")
 
 
 def _classic_metadata(session_timeout_ms: int, protocols: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...]

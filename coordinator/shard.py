@@ -66,6 +66,7 @@ class GroupCoordinatorShard:
         self.consumer = ConsumerGroupHandlers(self.config, self._new_id, self.consumer_groups, self.groups,
                                               self.classic.delete_group, self.timers, self.w)
         self.mixed = MixedGroupHandlers(self.consumer, self.classic)
+        self.consumer.after_fence = self.mixed.maybe_downgrade
         self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.pending, self.classic,
                                               self.consumer, self.w)
         self.census = GroupCensus()  # which groups each step touched, for GroupsObserved

@@ -309,3 +309,38 @@ def test_an_upgrade_that_cannot_keep_the_assignments_is_refused() -> None:
     h2 = Harness(CONFIG)
     h2.join_stable("g", protocol_type="connect")
     assert hb(h2, "new", 0).error == E.GROUP_ID_NOT_FOUND
+
+
+def test_the_last_consumer_protocol_member_leaving_turns_the_group_classic_again() -> None:
+    h = Harness(CONFIG)
+    (m0, m1), gen = classic_group(h)
+    hb(h, "new", 0)
+    n = len(h.log)
+    assert hb(h, "new", -1).error == E.NONE
+    assert "g" not in h.shard.consumer_groups
+    classic = h.shard.groups["g"]
+    assert set(classic.members) == {m0, m1} and classic.state.value == "PreparingRebalance"
+    assert classic.protocol_type == "consumer" and classic.protocol_name == "range"
+    written = h.records_since(n)
+    assert written[-1].key == GroupMetadataKey("g") and written[-1].value is not None
+    # each member holds its target (the leaver's share is handed out by the classic rebalance)
+    held = sorted(p for m in classic.members.values() for p in parse_assignment(m.assignment)[0].get("foo", ()))
+    assert held == [0, 1, 2]
+    assert h.heartbeat("g", m0, classic.generation_id) == E.REBALANCE_IN_PROGRESS
+    joins = [h.join("g", m, protocols=(("range", consumer_subscription("foo")),)) for m in (m0, m1)]
+    assert all(j.done and j.response.error == E.NONE for j in joins)
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    assert "g" in shard.groups and "g" not in shard.consumer_groups
+
+
+def test_a_migration_policy_can_forbid_the_upgrade_and_the_downgrade() -> None:
+    config = GroupConfig(min_session_timeout_ms=10, consumer=ConsumerConfig(migration_policy="downgrade"))
+    h = Harness(config)
+    classic_group(h)
+    assert hb(h, "new", 0).error == E.GROUP_ID_NOT_FOUND  # no upgrade
+    config = GroupConfig(min_session_timeout_ms=10, consumer=ConsumerConfig(migration_policy="upgrade"))
+    h = Harness(config)
+    classic_group(h)
+    hb(h, "new", 0)
+    hb(h, "new", -1)
+    assert "g" in h.shard.consumer_groups and "g" not in h.shard.groups  # no downgrade: classic members stay
