@@ -14,6 +14,12 @@ all P partitions, and (when N <= P) none is empty. The classic (eager) protocol 
 reassigns every member on each rebalance, so this is the end of the rebalance. tansu holds a
 new group's first join for 15-23 s, so ``initial`` differs widely; ``join``/``leave`` of an
 already-stable group are the figures to compare.
+
+``--group-protocol consumer`` (KIP-848): the coordinator assigns, and a member's callbacks carry
+only what it gains or gives up, so the members' assignments are kept incrementally and
+*complete* means: some assignment arrived after t0, and the live members' assignments are
+disjoint, cover all P partitions and (when N <= P) none is empty. The members that keep their
+partitions are never stopped, so the figure is how long the moved partitions were unowned.
 """
 
 from __future__ import annotations
@@ -46,7 +52,11 @@ def add_arguments(p: Any) -> None:
                    help="heartbeat.interval.ms of the members (default 500; the rebalance of a stable "
                         "group starts when members see REBALANCE_IN_PROGRESS in a heartbeat)")
     p.add_argument("--session-timeout-ms", type=int, default=10000, help="session.timeout.ms (default 10000)")
-    p.add_argument("--assignor", default="range", help="partition.assignment.strategy (default range)")
+    p.add_argument("--assignor", default="range",
+                   help="partition.assignment.strategy, classic protocol (default range); with "
+                        "--group-protocol consumer: the server assignor (group.remote.assignor), uniform by default")
+    p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                   help="the group protocol of the members (default classic; consumer: KIP-848)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up on one measurement after (s)")
 
 
@@ -57,7 +67,7 @@ def _partitions(args: Any) -> int:
 def params(args: Any) -> dict[str, Any]:
     return {"members": args.members, "partitions": _partitions(args), "rounds": args.rounds,
             "heartbeat_ms": args.heartbeat_ms, "session_timeout_ms": args.session_timeout_ms,
-            "assignor": args.assignor}
+            "assignor": args.assignor, "group_protocol": args.group_protocol}
 
 
 def metrics(args: Any) -> list[Metric]:
@@ -69,25 +79,32 @@ def ok(result: dict[str, Any]) -> bool:
 
 
 class Tracker:
-    def __init__(self, partitions: int) -> None:
+    def __init__(self, partitions: int, incremental: bool = False) -> None:
         self.partitions = partitions
+        self.incremental = incremental  # KIP-848: callbacks carry what is added or removed
         self.cond = threading.Condition()
         self.assigned: dict[int, frozenset[int]] = {}
         self.assigned_at: dict[int, float] = {}
         self.live: set[int] = set()
         self.assign_calls = 0
+        self.last_assign = -1.0
 
     def on_assign(self, m: int, parts: list[Any]) -> None:
         now = time.monotonic()
+        got = frozenset(tp.partition for tp in parts)
         with self.cond:
-            self.assigned[m] = frozenset(tp.partition for tp in parts)
+            self.assigned[m] = self.assigned.get(m, frozenset()) | got if self.incremental else got
             self.assigned_at[m] = now
+            self.last_assign = now
             self.assign_calls += 1
             self.cond.notify_all()
 
-    def on_revoke(self, m: int) -> None:
+    def on_revoke(self, m: int, parts: list[Any]) -> None:
         with self.cond:
-            self.assigned[m] = frozenset()
+            if self.incremental:
+                self.assigned[m] = self.assigned.get(m, frozenset()) - {tp.partition for tp in parts}
+            else:
+                self.assigned[m] = frozenset()
             self.cond.notify_all()
 
     def complete_since(self, t0: float) -> bool:
@@ -97,8 +114,10 @@ class Tracker:
         total = 0
         union: set[int] = set()
         need_nonempty = len(live) <= self.partitions
+        if self.incremental and self.last_assign < t0:
+            return False
         for m in live:
-            if self.assigned_at.get(m, -1.0) < t0:
+            if not self.incremental and self.assigned_at.get(m, -1.0) < t0:
                 return False
             a = self.assigned.get(m, frozenset())
             if need_nonempty and not a:
@@ -116,6 +135,8 @@ class Tracker:
                 if left <= 0:
                     return None
                 self.cond.wait(min(left, 0.5))
+            if self.incremental:
+                return self.last_assign - t0
             return max(self.assigned_at[m] for m in self.live) - t0
 
 
@@ -149,8 +170,8 @@ class Member(threading.Thread):
         self.ready.set()
         self.go.wait()
         c.subscribe([self.topic], on_assign=lambda _c, ps: tr.on_assign(self.idx, ps),
-                    on_revoke=lambda _c, ps: tr.on_revoke(self.idx),
-                    on_lost=lambda _c, ps: tr.on_revoke(self.idx))
+                    on_revoke=lambda _c, ps: tr.on_revoke(self.idx, ps),
+                    on_lost=lambda _c, ps: tr.on_revoke(self.idx, ps))
         try:
             while not self.leave.is_set():
                 m = c.poll(0.1)
@@ -169,10 +190,18 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
     create_topic(bootstrap, topic, parts)
     conf = dict(CLIENT_DEFAULTS, **{
         "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-        "auto.offset.reset": "latest", "heartbeat.interval.ms": args.heartbeat_ms,
-        "session.timeout.ms": args.session_timeout_ms, "partition.assignment.strategy": args.assignor,
+        "auto.offset.reset": "latest",
     })
-    tr = Tracker(parts)
+    consumer_protocol = args.group_protocol == "consumer"
+    if consumer_protocol:
+        # the heartbeat interval and session timeout are the coordinator's (group.consumer.*)
+        conf["group.protocol"] = "consumer"
+        if args.assignor != "range":
+            conf["group.remote.assignor"] = args.assignor
+    else:
+        conf.update({"heartbeat.interval.ms": args.heartbeat_ms, "session.timeout.ms": args.session_timeout_ms,
+                     "partition.assignment.strategy": args.assignor})
+    tr = Tracker(parts, incremental=consumer_protocol)
     members: list[Member] = []
     next_idx = 0
 
