@@ -81,10 +81,11 @@ class Client:
 
 
 class Clients:
-    def __init__(self, run_dir: Path, bootstrap: str, rate: float) -> None:
+    def __init__(self, run_dir: Path, bootstrap: str, rate: float, group_protocol: str = "classic") -> None:
         self.run_dir = run_dir
         self.bootstrap = bootstrap
         self.rate = rate
+        self.group_protocol = group_protocol  # of the confluent-kafka consumers (kafka-python: classic)
         self.clients: list[Client] = []
         self.lock = threading.Lock()
         (run_dir / "history").mkdir(parents=True, exist_ok=True)
@@ -112,6 +113,8 @@ class Clients:
             cmd += ["--group", c.group]
         if c.instance_id:
             cmd += ["--instance-id", c.instance_id]
+        if c.role == "ck-consumer":
+            cmd += ["--group-protocol", self.group_protocol]
         if c.role == "eos-worker":
             cmd += ["--out-topic", OUTPUT_TOPIC]
         with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
@@ -398,7 +401,11 @@ def node_settings() -> dict[str, object]:
     from cluster.config import ConfigError, NodeConfig
 
     # raft_fault_injection: the nemesis cuts Raft links through each node's fault file
-    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500, "raft_fault_injection": "true"}
+    # consumer-protocol members (KIP-848) get the classic members' 10 s session and 1 s heartbeat,
+    # which the checker's bounds assume
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500, "raft_fault_injection": "true",
+                                   "group.consumer.session.timeout.ms": 10000,
+                                   "group.consumer.heartbeat.interval.ms": 1000}
     defaults = NodeConfig()
     try:
         NodeConfig(raft_election_timeout_ms=defaults.raft_election_timeout_ms,
@@ -444,7 +451,8 @@ def count_events(run_dir: Path) -> dict[str, int]:
 
 
 def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
-        drain_timeout: float = 120.0, net_mode: str = "auto", workload: str = "classic") -> Path:
+        drain_timeout: float = 120.0, net_mode: str = "auto", workload: str = "classic",
+        group_protocol: str = "classic") -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if workload not in WORKLOADS:
@@ -464,7 +472,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     started = time.monotonic()
     info: dict[str, Any] = {"scenario": scenario, "seed": seed, "duration": duration, "t0": t0,
                             "topic": TOPIC, "partitions": PARTITIONS, "groups": groups, "rate": rate,
-                            "workload": workload,
+                            "workload": workload, "group_protocol": group_protocol,
                             "versions": versions(), "status": "running"}
     faulthandler.enable()  # a C-level abort in a client library still shows every thread's stack
     pidfile = run_dir / "pids.txt"
@@ -499,7 +507,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
                      "kafka": [n.kafka_port for n in cluster.layout], "raft": [n.raft_port for n in cluster.layout]}
     (run_dir / "run.json").write_text(json.dumps(info, indent=2))
     faults = FaultLog(run_dir / "faults.jsonl")
-    clients = Clients(run_dir, bootstrap, rate)
+    clients = Clients(run_dir, bootstrap, rate, group_protocol)
     clients.on_spawn = remember
     sampler = Sampler(run_dir, bootstrap, on_spawn=remember, groups=groups)
     watchdog = Watchdog(clients)
@@ -675,6 +683,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--drain-timeout", type=float, default=120.0)
     ap.add_argument("--workload", choices=list(WORKLOADS), default="classic",
                     help="classic consumer groups, exactly-once workers (the eos scenarios' default), or both")
+    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                    help="the confluent-kafka consumers' group protocol (consumer: KIP-848; the kafka-python "
+                         "members stay classic, so the groups hold both kinds)")
     ap.add_argument("--net", choices=["auto", "netns", "proxy"], default="auto",
                     help="network faults: nodes in namespaces with nftables (needs root), or the TCP proxies and "
                          "Raft-transport drops; auto = netns where possible (run.json records which)")
@@ -682,7 +693,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net,
-                  args.workload)
+                  args.workload, args.group_protocol)
     print(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     return 0 if info.get("status") == "ok" else 1

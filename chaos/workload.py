@@ -31,6 +31,11 @@ What the consumer events mean:
     (otherwise ``"protocol"``). Either way ``generation`` never decreases within a process.
   The runner also samples DescribeGroups into ``RUN_DIR/groups.jsonl`` (state, members,
   assignments as the coordinator reports them), independent of the clients.
+  With ``--group-protocol consumer`` (KIP-848, confluent-kafka only; kafka-python members stay
+  classic, so the groups hold both kinds) the generation is the member epoch of the latest
+  ConsumerGroupHeartbeat response before the callback; ``assign`` lists the whole assignment
+  after the callback (which only carries what was added), ``revoke`` what was taken away.
+  ``assign`` carries ``protocol`` (classic or consumer).
 - ``poll`` and ``commit.*`` carry the generation of the member's current assignment.
 - ``fetch_committed`` is what ``Consumer.committed()`` returned right after an assignment
   (confluent-kafka: inside the assignment callback, before any record of it is consumed;
@@ -136,17 +141,20 @@ def run_producer(args: argparse.Namespace, h: HistoryWriter) -> None:
 # ------------------------------------------------------------------ consumers
 
 class _GenerationLog(logging.Handler):
-    """Picks the generation id out of librdkafka's ``cgrp`` debug log."""
+    """Picks the generation id out of librdkafka's ``cgrp`` debug log: the JoinGroup response's
+    (classic protocol), or the member epoch of a ConsumerGroupHeartbeat response (KIP-848)."""
 
     PATTERN = re.compile(r"GenerationId (-?\d+)")
+    EPOCH = re.compile(r"ConsumerGroupHeartbeat response received .* with epoch (-?\d+)")
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.generation: int | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        m = self.PATTERN.search(record.getMessage())
-        if m and "JoinGroup response" in record.getMessage():
+        text = record.getMessage()
+        m = self.PATTERN.search(text) if "JoinGroup response" in text else self.EPOCH.search(text)
+        if m:
             gen = int(m.group(1))
             if gen >= 0:
                 self.generation = gen
@@ -173,10 +181,16 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
     logger.addHandler(gen_log)
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 1000,
-        "partition.assignment.strategy": "range", "debug": "cgrp", "logger": logger,
-        "client.id": h.proc,
+        "enable.auto.commit": False, "debug": "cgrp", "logger": logger, "client.id": h.proc,
     }
+    # KIP-848: the coordinator assigns and owns the session and heartbeat settings; the callbacks
+    # carry only what moves, so ``assign`` events list the member's whole assignment after it
+    incremental = args.group_protocol == "consumer"
+    if incremental:
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 1000,
+                     "partition.assignment.strategy": "range"})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     c = Consumer(conf)
@@ -192,9 +206,11 @@ def run_ck_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
         else:
             gen, source = max(st.assigns, st.generation), "local"
         st.generation = gen
-        st.owned = {(tp.topic, tp.partition) for tp in parts}
-        h.write("assign", group=args.group, member=MEMBER, generation=gen, partitions=_parts(parts),
-                member_id=consumer.memberid(), instance=args.instance_id, generation_source=source)
+        got = {(tp.topic, tp.partition) for tp in parts}
+        st.owned = st.owned | got if incremental else got
+        h.write("assign", group=args.group, member=MEMBER, generation=gen, partitions=sorted([t, p] for t, p in st.owned),
+                member_id=consumer.memberid(), instance=args.instance_id, generation_source=source,
+                protocol=args.group_protocol)
         if parts:
             try:
                 got = consumer.committed(parts, timeout=15)
@@ -298,7 +314,7 @@ def run_kp_consumer(args: argparse.Namespace, h: HistoryWriter) -> None:
             st.owned = {(tp.topic, tp.partition) for tp in assigned}
             h.write("assign", group=args.group, member=MEMBER, generation=st.generation,
                     partitions=_parts(assigned), member_id=member_id, instance=args.instance_id,
-                    generation_source=source)
+                    generation_source=source, protocol="classic")
             # kafka-python 3 runs listeners on its IO thread, where blocking calls are refused:
             # the main loop reads the committed offsets right after the poll that assigned.
             if assigned:
@@ -367,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instance-id", default=None)
     ap.add_argument("--rate", type=float, default=50.0)
     ap.add_argument("--session-ms", type=int, default=10000)
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                    help="ck-consumer: the group protocol (consumer: KIP-848)")
     ap.add_argument("--out-topic", default="", help="eos-worker: the topic it writes")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,

@@ -84,7 +84,7 @@ class ConsumerGroupHandlers:
 
     def _arm_timers(self, group_id: str, member_id: str, request_epoch: int, changed: bool) -> None:
         if request_epoch == LEAVE_EPOCH:
-            self._cancel_timers(group_id, member_id)
+            self.cancel_timers(group_id, member_id)
             return
         if request_epoch == STATIC_LEAVE_EPOCH:
             return  # the session timer runs on: a static member that does not come back is fenced
@@ -104,7 +104,7 @@ class ConsumerGroupHandlers:
                         classic.session_timeout_ms if classic else self.config.consumer.session_timeout_ms,
                         TimerKind.CONSUMER_SESSION, group_id, member.member_id)
 
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(session_key(group_id, member_id))
         self.timers.cancel(rebalance_key(group_id, member_id))
         self.timers.cancel(classic_join_key(group_id, member_id))
@@ -145,7 +145,7 @@ class ConsumerGroupHandlers:
             return
         for key, value in fence_member(group, member_id):
             self.w.write(Record(key, value))
-        self._cancel_timers(group_id, member_id)
+        self.cancel_timers(group_id, member_id)
         if downgrade:
             self.after_fence(group_id)
 
@@ -186,7 +186,7 @@ class ConsumerGroupHandlers:
         for key, value in deletion_records(group):
             self.w.write(Record(key, value))
         for member_id in group.members:
-            self._cancel_timers(group_id, member_id)
+            self.cancel_timers(group_id, member_id)
 
     # ================================================================ offsets (KIP-848 §6)
 

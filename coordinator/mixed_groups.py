@@ -9,8 +9,8 @@ on Heartbeat and SyncGroup. It never leads: the coordinator assigns, and SyncGro
 member its assigned partitions in the consumer protocol's encoding.
 
 When fencing leaves a consumer group with classic members only, it becomes a classic group again
-(the online downgrade). Not here yet: replacing a static classic member keeps Kafka's outcome
-(the new member takes the instance) but by fencing the old one, which moves the group epoch.
+(the online downgrade). A static classic member that restarts under a new member id takes the
+old one's place and partitions, with no new group epoch.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .classic_groups import ClassicGroupHandlers
 from .consumer_group import records as r
 from .consumer_group.classic_protocol import encode_assignment, parse_assignment, parse_subscription
 from .consumer_group.group import ConsumerGroup, Member
-from .consumer_group.heartbeat import TopicImage, consumer_heartbeat, subscription_hash
+from .consumer_group.heartbeat import TopicImage, consumer_heartbeat, replace_static_member, subscription_hash
 from .consumer_group.heartbeat_request import ConsumerHeartbeat
 from .consumer_group.member import MemberAssignment, MemberState
 from .consumer_groups import CONSUMER, ConsumerGroupHandlers
@@ -119,7 +119,10 @@ class MixedGroupHandlers:
             if holder is not None and holder != member_id:
                 if req.member_id:
                     return fail(E.FENCED_INSTANCE_ID)
-                self.consumer.fence(group.group_id, holder, downgrade=False)  # restarted under a new id
+                # the instance restarted under a new id: it takes the old one's place and partitions
+                for key, value in replace_static_member(group, holder, member_id):
+                    self.w.write(Record(key, value))
+                self.consumer.cancel_timers(group.group_id, holder)
         try:
             sub = parse_subscription(req.protocols[0][1])
         except RecordDecodeError:

@@ -219,6 +219,13 @@ def check_i4(tb: Tables, opts: Options) -> Verdict:
     return v
 
 
+def consumer_protocol_groups(tb: Tables) -> list[str]:
+    """Groups with a member of the consumer protocol (KIP-848): member epochs, not generations."""
+    rows = (tb.ev.where((F.col("type") == "assign") & (F.col("protocol") == "consumer"))
+            .select("group").distinct().collect())
+    return sorted(r["group"] for r in rows)
+
+
 def check_i5(tb: Tables, opts: Options) -> Verdict:
     from chaos.check.ownership import overlaps
 
@@ -233,8 +240,11 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
            .select("group", F.col("t_inv").alias("t"), "seq", F.lit(None).cast("long").alias("g"), "op",
                    F.col("generation").alias("cgen")).distinct())
     w = Window.partitionBy("group").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    # under KIP-848 members reach a new epoch one by one and a commit at an older epoch is valid
+    # for what the member still holds (KIP-1251): no group-wide generation to be stale against
+    modern = consumer_protocol_groups(tb)
     stale = (gens.unionByName(oks).withColumn("group_gen", F.max("g").over(w))
-             .where(F.col("op").isNotNull() & (F.col("cgen") < F.col("group_gen")))
+             .where(F.col("op").isNotNull() & (F.col("cgen") < F.col("group_gen")) & ~F.col("group").isin(modern))
              .select("group", "op", F.col("t").alias("t_invoke"), F.col("cgen").alias("commit_generation"),
                      "group_gen").orderBy("t_invoke"))
     at_once, zombie = overlaps(tb.ev, tb.t_end)
@@ -243,7 +253,9 @@ def check_i5(tb: Tables, opts: Options) -> Verdict:
           "zombie_longest_s": round(float(zombies["longest"]), 3) if zombies and zombies["longest"] else None}
     return _verdict("I5", [("two-owners-in-one-generation", owners), ("two-owners-at-one-moment", at_once),
                            ("stale-generation-commit-acknowledged", stale)],
-                    opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member",
+                    opts, ["generations compared per group (classic protocol); under KIP-848 epochs are per member, "
+                           "so stale commits are judged for classic groups only"
+                           + (f" (consumer-protocol groups: {', '.join(modern)})" if modern else ""),
                            "ownership spans on the run clock: assign -> revoke/leave/crash (chaos/check/ownership.py); "
                            "a member expired while unreachable that reports the loss late is a zombie: counted in "
                            "stats, not failed (Kafka's classic protocol has the same window; its commits are fenced)"],
@@ -322,8 +334,11 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
     expiry = opts.session_timeout + opts.fault_grace
     bad: list[dict[str, Any]] = []
     quiet_elsewhere = excused_outage = 0
+    modern = consumer_protocol_groups(tb)
     prev: dict[str, dict[str, Any]] = {}
     for g in gens:
+        if g["group"] in modern:
+            continue  # judged by its revocations below
         p = prev.get(g["group"])
         prev[g["group"]] = g
         if p is None or g["members"] != p["members"]:
@@ -351,17 +366,66 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         bad.append({"group": g["group"], "generation": g["generation"], "previous_generation": p["generation"],
                     "t": g["t"], "rebalance_began": began, "members": g["members"],
                     "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
+    if modern:
+        mbad, mquiet, mexcused = _i6_consumer_protocol(tb, opts, modern, churn_by_group, outages)
+        bad += mbad
+        quiet_elsewhere += mquiet
+        excused_outage += mexcused
     notes = ["a rebalance is dated by its first revocation (else by its new generation)",
              f"a fault window counts until {opts.fault_grace:g} s after it ends",
              f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation",
              "a generation that assigned no partition at all is completed by the next one (client leader)",
              "not judged: rebalances after a kill_all that kept a group from its coordinator for "
              f">= {opts.session_timeout - opts.heartbeat_interval:g} s (last commit before to first after)"]
+    if modern:
+        notes.append(f"consumer-protocol groups ({', '.join(modern)}): a revocation in a fault window is a "
+                     f"violation unless a member left, crashed or joined in the {expiry:g} s before it")
     if not tb.faults:
         notes.append("no faults.jsonl / no fault windows")
     st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere,
           "excused_total_outage": excused_outage}
     return Verdict("I6", INVARIANTS["I6"], "fail" if bad else "pass", len(bad), bad[: opts.max_examples], notes, st)
+
+
+LEAVING_S = 5.0  # a revocation this long before the member's own leave is part of leaving
+
+
+def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str], churn: dict[str, list[float]],
+                          outages: dict[str, list[tuple[float, float]]]) -> tuple[list[dict[str, Any]], int, int]:
+    """I6 for KIP-848 groups: members move one partition at a time and keep their epochs across a
+    coordinator failover, so no generation marks a rebalance; a revocation does. One is explained
+    by membership: a member leaving, crashing (its session expiring) or joining in the session
+    timeout plus grace before it."""
+    expiry = opts.session_timeout + opts.fault_grace
+    joins = (tb.ev.where(F.col("type") == "assign").groupBy("group", "member").agg(F.min("t").alias("t"))
+             .where(F.col("group").isin(groups)).collect())
+    moved: dict[str, list[float]] = {g: list(churn.get(g, [])) for g in groups}
+    for r in joins:
+        moved[r["group"]].append(r["t"])
+    revokes = (tb.ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0) & F.col("group").isin(groups)
+                           & ~F.coalesce(F.col("lost"), F.lit(False)))
+               .select("group", "t", "member").orderBy("t").collect())
+    gone: dict[tuple[str, str], list[float]] = {}
+    for r in tb.ev.where(F.col("type").isin("leave", "crash")).select("group", "member", "t").collect():
+        gone.setdefault((r["group"], r["member"]), []).append(r["t"])
+    bad: list[dict[str, Any]] = []
+    quiet = excused = 0
+    for r in revokes:
+        if any(r["t"] - expiry <= tc <= r["t"] for tc in moved[r["group"]]):
+            continue
+        if any(r["t"] <= tl <= r["t"] + LEAVING_S for tl in gone.get((r["group"], r["member"]), [])):
+            continue  # the member gave its partitions up to leave
+
+        if any(a <= r["t"] <= b for a, b in outages.get(r["group"], [])):
+            excused += 1
+            continue
+        hit = [w for w in tb.faults if w["start"] <= r["t"] <= w["end"] + opts.fault_grace]
+        if not hit:
+            quiet += 1
+            continue
+        bad.append({"group": r["group"], "t": r["t"], "member": r["member"], "revocation_without_churn": True,
+                    "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
+    return bad, quiet, excused
 
 
 def check_i7(tb: Tables, opts: Options) -> Verdict:

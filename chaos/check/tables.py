@@ -31,6 +31,7 @@ EVENT_SCHEMA = StructType([
     StructField("group", StringType()), StructField("member", StringType()),
     StructField("instance", StringType()),  # optional: group.instance.id of a static member
     StructField("generation", LongType()),
+    StructField("protocol", StringType()),  # on assign: the member's group protocol (classic, consumer)
     StructField("lost", BooleanType()),  # on revoke: the client found its partitions already taken away
     # mixed-type JSON arrays ([topic, partition, ...]) read as strings; cast below
     StructField("partitions", ArrayType(ArrayType(StringType()))),

@@ -175,6 +175,14 @@ def _instance_holder(group: ConsumerGroup, instance_id: str | None) -> str | Non
                  if m.metadata is not None and m.metadata.instance_id == instance_id), None)
 
 
+def replace_static_member(group: ConsumerGroup, old_id: str, new_id: str) -> list[Record]:
+    """The records by which a static member rejoining under a new member id takes over the old
+    one's metadata, target and assignment (a classic static member restarts this way)."""
+    step = _Step(group)
+    _replace_static(step, old_id, new_id)
+    return step.records
+
+
 def _replace_static(step: _Step, old_id: str, new_id: str) -> None:
     """A static member rejoins under a new member id: it takes over the old one's metadata, target
     and assignment, at epoch 0 (Kafka's replaceMember)."""

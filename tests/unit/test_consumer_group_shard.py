@@ -344,3 +344,30 @@ def test_a_migration_policy_can_forbid_the_upgrade_and_the_downgrade() -> None:
     hb(h, "new", 0)
     hb(h, "new", -1)
     assert "g" in h.shard.consumer_groups and "g" not in h.shard.groups  # no downgrade: classic members stay
+
+
+def test_a_static_classic_member_restarting_takes_its_old_place_without_a_new_epoch() -> None:
+    """Kafka's classic static join replacing the current holder: the new member id gets the old
+    one's partitions and the group epoch stays."""
+    h = Harness(CONFIG)
+    a = hb(h, "a", 0)
+
+    def static_join(member_id: str) -> c.JoinGroupResponse:
+        resp = h.call(c.JoinGroupRequest("g", member_id, 10_000, 10_000, "consumer",
+                                         (("range", consumer_subscription("foo")),), group_instance_id="s",
+                                         client_id="client", client_host="/127.0.0.1", topics=TOPICS))
+        assert isinstance(resp, c.JoinGroupResponse) and resp.error == E.NONE, resp
+        return resp
+
+    first = static_join("")
+    told = hb(h, "a", a.member_epoch, owned(a))  # a is told to revoke what the static member gets
+    hb(h, "a", a.member_epoch, owned(told))  # and does
+    again = static_join(first.member_id)
+    held = classic_sync(h, first.member_id, again.generation_id)
+    assert parse_assignment(held.assignment)[0].get("foo")  # it holds partitions now
+    epoch = h.shard.consumer_groups["g"].epoch
+    restarted = static_join("")  # a new process of the same instance
+    assert restarted.member_id != first.member_id
+    group = h.shard.consumer_groups["g"]
+    assert group.epoch == epoch and first.member_id not in group.members
+    assert classic_sync(h, restarted.member_id, restarted.generation_id).assignment == held.assignment
