@@ -27,6 +27,11 @@ queues grow without bound once the node falls behind for a moment. ``join_errors
 codes seen while joining (27 once per group is normal with an initial rebalance delay of 0: the
 first generation holds one member; -1 = a connection lost or a request timed out).
 
+``--group-protocol consumer`` (KIP-848): each member joins with one ConsumerGroupHeartbeat v1 at
+epoch 0 (its own member id, no topic subscribed) and then heartbeats with its epoch, all other
+fields null; nothing is held by the coordinator, so the joins go over the heartbeat connections.
+FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID make the member join again at epoch 0.
+
 ``--start-cluster`` starts a 3-node cluster with ``group.initial.rebalance.delay.ms=0`` (a
 ``--kcoord-set`` overrides it); ``--bootstrap`` runs against a running cluster or node, and
 ``--peer``/``--start-peer`` runs the same load against the peer. tansu holds each JoinGroup for
@@ -39,11 +44,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import os
 import random
 import struct
 import time
+import uuid
 from array import array
 from typing import Any
 
@@ -53,6 +60,8 @@ from bench.common import host_cpu, mp_context, run_id
 from bench.report import Metric, Reporter, rnd
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+CONSUMER_GROUP_HEARTBEAT = 68
+FENCED_MEMBER_EPOCH = 110
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 22, 25, 27, 79
 MOVED = {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
@@ -98,6 +107,49 @@ def sync_group_v3(group: str, generation: int, member_id: str, assign_to: list[s
 
 def heartbeat_v3(group: str, generation: int, member_id: str) -> bytes:
     return _s(group) + struct.pack(">i", generation) + _s(member_id) + NULL_STRING
+
+
+def _cs(text: str) -> bytes:
+    """A compact (flexible-version) string."""
+    b = text.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def consumer_heartbeat_v1(group: str, member_id: str, epoch: int, rebalance_ms: int) -> bytes:
+    """ConsumerGroupHeartbeat v1 (KIP-848) after the request header's client id: the header's
+    empty tagged fields, then the body. A join (epoch 0) subscribes to no topic and owns nothing;
+    later heartbeats leave every optional field null (unchanged)."""
+    join = epoch == 0
+    return (b"\x00" + _cs(group) + _cs(member_id) + struct.pack(">i", epoch) + b"\x00\x00"  # instance, rack
+            + struct.pack(">i", rebalance_ms if join else -1) + (b"\x01" if join else b"\x00")  # topics [] / null
+            + b"\x00\x00" + (b"\x01" if join else b"\x00") + b"\x00")  # regex, assignor, owned [] / null, tags
+
+
+def parse_consumer_heartbeat_v1(b: bytes | bytearray, start: int = 0) -> tuple[int, int]:
+    """(error, member epoch) of a ConsumerGroupHeartbeat v1 answer, after its correlation id."""
+    pos = start + 1 + 4  # the response header's tagged fields, throttle time
+    (err,) = ERR_AT.unpack_from(b, pos)
+    pos += 2
+    for _ in range(2):  # error message, member id: compact nullable strings
+        n, shift = 0, 0
+        while True:
+            byte = b[pos]
+            pos += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        pos += max(n - 1, 0)
+    return int(err), int(struct.unpack_from(">i", b, pos)[0])
 
 
 def leave_group_v3(group: str, member_ids: list[str]) -> bytes:
@@ -214,7 +266,12 @@ class _HbConn(_Conn):
         m = self.members.pop(corr, None)
         if m is None:
             return super().answer(corr, buf, start, end, now)
-        self.worker.on_heartbeat(m, int(ERR_AT.unpack_from(buf, start + 4)[0]), now)
+        if self.worker.consumer_protocol:
+            err, epoch = parse_consumer_heartbeat_v1(buf, start)
+            self.worker.on_epoch(m, epoch)
+            self.worker.on_heartbeat(m, err, now)
+        else:
+            self.worker.on_heartbeat(m, int(ERR_AT.unpack_from(buf, start + 4)[0]), now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -259,6 +316,8 @@ class _Worker:
     def __init__(self, wid: int, bootstrap: str, groups: list[tuple[str, int]], cfg: dict[str, Any],
                  progress: Any, t_start: Any) -> None:
         self.wid, self.cfg = wid, cfg
+        self.consumer_protocol = cfg.get("group_protocol") == "consumer"
+        self.hb_api, self.hb_version = (CONSUMER_GROUP_HEARTBEAT, 1) if self.consumer_protocol else (HEARTBEAT, 3)
         self.bootstrap = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in bootstrap.split(","))]
         self.progress, self.t_start = progress, t_start
         self.rng = random.Random(cfg["seed"] + wid)
@@ -274,6 +333,7 @@ class _Worker:
         self.m_tail: list[bytes] = [b""] * n
         self.m_conn: list[_HbConn | None] = [None] * n
         self.m_sent = array("d", bytes(8 * n))  # write time of the member's heartbeat in flight, 0 if none
+        self.m_epoch = array("i", bytes(4 * n))  # consumer protocol: the member's epoch
         self.hb_conns: dict[tuple[str, int], list[_HbConn]] = {}
         self.lanes_free: dict[tuple[str, int], list[list[_Conn]]] = {}
         self.lane_sems: dict[tuple[str, int], asyncio.Semaphore] = {}
@@ -401,6 +461,8 @@ class _Worker:
     # -- join
 
     async def establish(self, g: _Group) -> None:
+        if self.consumer_protocol:
+            return await self.establish_consumer(g)
         deadline = time.monotonic() + self.cfg["join_timeout"]
         while True:
             if g.coord is None:
@@ -442,6 +504,60 @@ class _Worker:
         if not g.established:
             g.established = True
             self.joined_members += g.k
+
+    async def establish_consumer(self, g: _Group) -> None:
+        """KIP-848: each member joins with one ConsumerGroupHeartbeat at epoch 0 (its own member id,
+        v1); nothing is held, so they all go over the shared heartbeat connections."""
+        deadline = time.monotonic() + self.cfg["join_timeout"]
+        while True:
+            if g.coord is None:
+                await self.find_again(g)
+            coord = g.coord
+            assert coord is not None
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for j, m in enumerate(g.members):
+                        if not g.ids[j]:
+                            g.ids[j] = base64.urlsafe_b64encode(uuid.UUID(int=self.rng.getrandbits(128)).bytes
+                                                                ).decode().rstrip("=")
+                        tg.create_task(self.consumer_join(g, j, m, coord))
+                break
+            except* _Moved:
+                g.coord = None
+            except* (ConnectionError, TimeoutError) as eg:
+                self.join_errors[-1] = self.join_errors.get(-1, 0) + len(eg.exceptions)
+                await asyncio.sleep(0.5)
+            if time.monotonic() > deadline:
+                raise BenchError(f"group {g.gid} not joined after {self.cfg['join_timeout']:.0f}s "
+                                 f"(join errors {self.join_errors})")
+        g.stable = True
+        if not g.established:
+            g.established = True
+            self.joined_members += g.k
+
+    async def consumer_join(self, g: _Group, j: int, m: int, coord: tuple[str, int]) -> None:
+        conn = await self.heartbeat_conn(coord, m)
+        while True:
+            self.join_requests += 1
+            err, epoch = parse_consumer_heartbeat_v1(await conn.call(
+                CONSUMER_GROUP_HEARTBEAT, 1, consumer_heartbeat_v1(g.gid, g.ids[j], 0, self.cfg["rebalance_ms"])))
+            if err == 0:
+                break
+            self._join_error(err)
+            if err in MOVED:
+                raise _Moved()
+            await asyncio.sleep(0.1)
+        self.m_conn[m] = conn
+        self.m_sent[m] = 0.0
+        self.on_epoch(m, epoch)
+
+    def on_epoch(self, m: int, epoch: int) -> None:
+        """A consumer-protocol member's epoch moved (members joining bump the group's): its next
+        heartbeats carry the new one."""
+        if epoch > 0 and (epoch != self.m_epoch[m] or not self.m_tail[m]):
+            self.m_epoch[m] = epoch
+            g = self.groups[self.m_group[m]]
+            self.m_tail[m] = CLIENT_ID + consumer_heartbeat_v1(g.gid, g.ids[self.m_slot[m]], epoch, -1)
 
     async def member_id(self, g: _Group, j: int, conn: _Conn) -> None:
         self.join_requests += 1
@@ -529,7 +645,7 @@ class _Worker:
                 g.stable = True
                 return
             self.rejoins += 1
-            if err == UNKNOWN_MEMBER_ID:
+            if err == UNKNOWN_MEMBER_ID or (self.consumer_protocol and err == FENCED_MEMBER_EPOCH):
                 g.ids[slot] = ""
             await self.establish(g)
         except (BenchError, OSError, ConnectionError, TimeoutError) as e:
@@ -566,6 +682,7 @@ class _Worker:
             buckets[self.rng.randrange(nb)].append(m)
         groups, m_group, m_tail, m_conn, m_sent = self.groups, self.m_group, self.m_tail, self.m_conn, self.m_sent
         pack = HB_HEAD.pack
+        hb_api, hb_version = self.hb_api, self.hb_version
         duration = self.cfg["duration"]
         origin = time.monotonic()
         idx = 0
@@ -599,7 +716,7 @@ class _Worker:
                     corr = conn.corr = (conn.corr + 1) & 0x7FFFFFFF
                     conn.members[corr] = m
                     tail = m_tail[m]
-                    conn.out.append(pack(8 + len(tail), HEARTBEAT, 3, corr) + tail)
+                    conn.out.append(pack(8 + len(tail), hb_api, hb_version, corr) + tail)
                     m_sent[m] = now
                     wrote.append(m)
                     dirty.add(conn)
@@ -697,7 +814,13 @@ class _Worker:
             conn = self.hb_conns[g.coord][hash(g.gid) % len(self.hb_conns[g.coord])]
             async with sem:
                 with contextlib.suppress(ConnectionError, TimeoutError):
-                    if error_of(await conn.call(LEAVE_GROUP, 3, leave_group_v3(g.gid, g.ids), 30.0)) == 0:
+                    if self.consumer_protocol:  # each member leaves with epoch -1
+                        answers = await asyncio.gather(*(conn.call(
+                            CONSUMER_GROUP_HEARTBEAT, 1, consumer_heartbeat_v1(g.gid, mid, -1, -1), 30.0)
+                            for mid in g.ids))
+                        if all(parse_consumer_heartbeat_v1(a)[0] == 0 for a in answers):
+                            left += 1
+                    elif error_of(await conn.call(LEAVE_GROUP, 3, leave_group_v3(g.gid, g.ids), 30.0)) == 0:
                         left += 1
 
         await asyncio.gather(*(one(g) for g in self.groups if g.established))
@@ -757,7 +880,8 @@ def measure(name: str, bootstrap: str, args: Any, rep: Reporter, pids: list[int]
     settle = args.interval if args.settle is None else args.settle
     cfg = {"interval": args.interval, "duration": args.duration, "session_ms": args.session_timeout_ms,
            "rebalance_ms": args.rebalance_timeout_ms, "connections": args.connections, "lanes": args.lanes,
-           "join_timeout": args.join_timeout, "leave": leave, "seed": random.randrange(1 << 30)}
+           "join_timeout": args.join_timeout, "leave": leave, "seed": random.randrange(1 << 30),
+           "group_protocol": args.group_protocol}
     ctx = mp_context()
     progress = ctx.Array("q", 2 * nprocs, lock=False)
     t_start = ctx.Value("d", 0.0, lock=False)
@@ -914,12 +1038,15 @@ class Heartbeat(_ClusterScenario):
         p.add_argument("--rebalance-timeout-ms", type=int, default=30000, help="rebalance timeout (default 30000)")
         p.add_argument("--join-timeout", type=float, default=900.0,
                        help="max seconds until every member is stable (default 900)")
+        p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                       help="classic (JoinGroup/SyncGroup, Heartbeat v3) or consumer (KIP-848: "
+                            "ConsumerGroupHeartbeat v1, members subscribed to no topic)")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
         return {"members": args.members, "groups": args.groups, "interval_s": args.interval,
                 "duration_s": args.duration, "procs": args.procs, "connections": args.connections,
-                "session_timeout_ms": args.session_timeout_ms}
+                "session_timeout_ms": args.session_timeout_ms, "group_protocol": args.group_protocol}
 
     @classmethod
     def metrics(cls, args: Any) -> list[Metric]:
