@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .consumer_group.group import ConsumerGroup
 from .group import ClassicGroup, GroupState
 
 
@@ -40,17 +41,20 @@ class GroupCensus:
     def touch_all(self) -> None:
         self._all = True
 
-    def changes(self, groups: Mapping[str, ClassicGroup]) -> list[GroupView]:
-        """Views of the touched groups that differ from what was last reported; clears the marks."""
+    def changes(self, groups: Mapping[str, ClassicGroup],
+                consumer: Mapping[str, ConsumerGroup] | None = None) -> list[GroupView]:
+        """Views of the touched groups (classic, and consumer groups of KIP-848) that differ from
+        what was last reported; clears the marks."""
+        consumer = consumer or {}
         if self._all:
-            touched: Iterable[str] = set(groups) | set(self._last)
+            touched: Iterable[str] = set(groups) | set(consumer) | set(self._last)
         elif self._touched:
             touched = self._touched
         else:
             return []
         views = []
         for group_id in sorted(touched):  # the same order in every run (set order is salted)
-            view = _view(group_id, groups.get(group_id))
+            view = _view(group_id, groups.get(group_id), consumer.get(group_id))
             now = (view.state, view.members)
             if self._last.get(group_id, (None, 0)) != now:
                 views.append(view)
@@ -62,18 +66,22 @@ class GroupCensus:
         self._all = False
         return views
 
-    def everything(self, groups: Mapping[str, ClassicGroup]) -> list[GroupView]:
+    def everything(self, groups: Mapping[str, ClassicGroup],
+                   consumer: Mapping[str, ConsumerGroup] | None = None) -> list[GroupView]:
         """Every live group (after a load): the census starts over from these."""
         self._last.clear()
         self._touched = set()
         self._all = False
         views = [_view(group_id, group) for group_id, group in groups.items()]
+        views += [_view(group_id, None, group) for group_id, group in (consumer or {}).items()]
         views = [v for v in views if v.state is not None]
         self._last = {v.group_id: (v.state, v.members) for v in views}
         return views
 
 
-def _view(group_id: str, group: ClassicGroup | None) -> GroupView:
+def _view(group_id: str, group: ClassicGroup | None, consumer: ConsumerGroup | None = None) -> GroupView:
+    if consumer is not None:
+        return GroupView(group_id, consumer.state.value, len(consumer.members), None)
     if group is None or group.state is GroupState.DEAD:
         return GroupView(group_id, None, 0, None)
     return GroupView(group_id, group.state.value, len(group.members), group.current_state_timestamp)

@@ -157,7 +157,7 @@ class CoordinatorRuntime:
         ctx.state = ContextState.ACTIVE
         ctx.written = ctx.sent = ctx.committed = 0
         effects = self._apply(partition, ctx, result)
-        effects.append(GroupsObserved(partition, tuple(shard.census.everything(shard.groups)), reset=True))
+        effects.append(GroupsObserved(partition, tuple(shard.census.everything(shard.groups, shard.consumer_groups)), reset=True))
         effects += self._fire_due(partition, ctx, now_ms)
         self._observe(partition, ctx, effects)
         return effects
@@ -252,7 +252,7 @@ class CoordinatorRuntime:
 
     @staticmethod
     def _observe(partition: int, ctx: _Context, effects: list[Effect]) -> None:
-        if ctx.shard is not None and (views := ctx.shard.census.changes(ctx.shard.groups)):
+        if ctx.shard is not None and (views := ctx.shard.census.changes(ctx.shard.groups, ctx.shard.consumer_groups)):
             effects.append(GroupsObserved(partition, tuple(views)))
 
     def _apply(self, partition: int, ctx: _Context, result: Result) -> list[Effect]:

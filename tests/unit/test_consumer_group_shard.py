@@ -15,6 +15,7 @@ from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
 from coordinator.consumer_group.member import MemberState
 from coordinator.errors import ErrorCode as E
 from coordinator.records import GroupMetadataKey, OffsetCommitKey
+from coordinator.runtime import GroupsObserved
 from coordinator.shard import GroupCoordinatorShard
 from tests.unit.harness import TEST_CONFIG, Harness, consumer_subscription
 
@@ -371,3 +372,16 @@ def test_a_static_classic_member_restarting_takes_its_old_place_without_a_new_ep
     group = h.shard.consumer_groups["g"]
     assert group.epoch == epoch and first.member_id not in group.members
     assert classic_sync(h, restarted.member_id, restarted.generation_id).assignment == held.assignment
+
+
+def test_consumer_groups_are_counted_with_the_classic_ones() -> None:
+    h = Harness(CONFIG)
+    hb(h, "a", 0)
+    h.join_stable("classic")
+    views = {v.group_id: (v.state, v.members) for v in h.shard.census.everything(h.shard.groups,
+                                                                                  h.shard.consumer_groups)}
+    assert views == {"g": ("Stable", 1), "classic": ("Stable", 1)}
+    beat = ConsumerHeartbeat("g", "b", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={})
+    effects = h.rt.submit(0, c.ConsumerGroupHeartbeatRequest(beat, TOPICS), 999, h.now)
+    observed = [v for e in effects if isinstance(e, GroupsObserved) for v in e.groups]
+    assert [(v.group_id, v.state, v.members) for v in observed] == [("g", "Reconciling", 2)]
