@@ -97,6 +97,13 @@ class Clients:
         self.clients.append(c)
         return c
 
+    def protocol_of(self, c: Client) -> str:
+        """A confluent-kafka consumer's group protocol: ``mixed`` gives the first group's the
+        consumer protocol and keeps the second group classic."""
+        if self.group_protocol == "mixed":
+            return "consumer" if c.group == GROUPS[0] else "classic"
+        return self.group_protocol
+
     def consumers(self) -> list[Client]:
         return [c for c in self.clients if c.consumer]
 
@@ -114,7 +121,7 @@ class Clients:
         if c.instance_id:
             cmd += ["--instance-id", c.instance_id]
         if c.role == "ck-consumer":
-            cmd += ["--group-protocol", self.group_protocol]
+            cmd += ["--group-protocol", self.protocol_of(c)]
         if c.role == "eos-worker":
             cmd += ["--out-topic", OUTPUT_TOPIC]
         with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
@@ -683,9 +690,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--drain-timeout", type=float, default=120.0)
     ap.add_argument("--workload", choices=list(WORKLOADS), default="classic",
                     help="classic consumer groups, exactly-once workers (the eos scenarios' default), or both")
-    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+    ap.add_argument("--group-protocol", choices=["classic", "consumer", "mixed"], default="classic",
                     help="the confluent-kafka consumers' group protocol (consumer: KIP-848; the kafka-python "
-                         "members stay classic, so the groups hold both kinds)")
+                         "members stay classic, so the groups hold both kinds; mixed: KIP-848 in the first "
+                         "group only, the second one stays classic)")
     ap.add_argument("--net", choices=["auto", "netns", "proxy"], default="auto",
                     help="network faults: nodes in namespaces with nftables (needs root), or the TCP proxies and "
                          "Raft-transport drops; auto = netns where possible (run.json records which)")

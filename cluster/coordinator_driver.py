@@ -238,8 +238,9 @@ class CoordinatorDriver:
         timers_may_change = not effects
         for e in effects:
             if isinstance(e, Respond):
-                if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse,
-                                           c.ConsumerGroupHeartbeatResponse)):
+                # (a ConsumerGroupHeartbeat that changed nothing only pushes its session later; one
+                # that changed the group wrote records: the Append below re-arms)
+                if isinstance(e.response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse)):
                     timers_may_change = True
                 self._waiters.resolve(e.token, e.response)
             elif isinstance(e, Append):

@@ -118,7 +118,7 @@ def _error_codes(obj: Any, depth: int = 0) -> Iterator[Any]:
 
 _CHILDREN: dict[int, tuple[Any, Any]] = {}
 # Hot APIs whose responses are walked only at the top level (the full walk cost ~5 % of a node's CPU).
-_SHALLOW = frozenset({0, 1, 8, 12})  # Produce, Fetch, OffsetCommit, Heartbeat
+_SHALLOW = frozenset({0, 1, 8, 12, 68})  # Produce, Fetch, OffsetCommit, Heartbeat, ConsumerGroupHeartbeat
 
 
 def observe_request(api_key: int, seconds: float, response: Any, failure: str | None = None) -> None:

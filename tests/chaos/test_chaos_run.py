@@ -1,4 +1,6 @@
-"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~45 s.
+"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~45 s, with
+``--group-protocol mixed``: the first group's confluent-kafka members speak KIP-848 beside its
+classic kafka-python members, the second group stays classic, so one run covers both protocols.
 
 Checks the run directory is complete and the recorded histories are non-trivial, then
 runs the checker (``python -m chaos check``) when it is available and asserts every
@@ -31,8 +33,8 @@ def _lines(path: Path) -> list[dict]:  # type: ignore[type-arg]
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("chaos") / "run"
     proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "45",
-                           "--seed", str(SEED), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+                           "--group-protocol", "mixed", "--seed", str(SEED), "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
     print(proc.stderr[-5000:])
     assert (out / "run.json").exists(), proc.stderr[-3000:]
     info = json.loads((out / "run.json").read_text())
@@ -45,6 +47,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_run_dir_is_complete(run_dir: Path) -> None:
     info = json.loads((run_dir / "run.json").read_text())
     assert info["scenario"] == "bounded" and info["seed"] == SEED and info["status"] == "ok"
+    assert info["group_protocol"] == "mixed"
     assert info["drained"] is True
     assert {"bootstrap", "kafka", "raft", "proxy"} <= set(info["ports"])
     assert all(p < 32768 for p in info["ports"]["raft"])
@@ -71,6 +74,9 @@ def test_histories_are_non_trivial(run_dir: Path) -> None:
     assert counts["poll"] > 20
     assert counts["leave"] >= 6  # every consumer closed cleanly at the end
     assert any(p.startswith("ck-") for p in procs) and any(p.startswith("kp-") for p in procs)
+    protocols = {(e["group"], e.get("protocol")) for f in (run_dir / "history").glob("*.jsonl") for e in _lines(f)
+                 if e["type"] == "assign"}
+    assert ("chaos-group-a", "consumer") in protocols and ("chaos-group-b", "consumer") not in protocols
 
 
 def test_faults_recorded(run_dir: Path) -> None:

@@ -244,9 +244,10 @@ def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float
     from chaos.check.invariants import _generations, check_i6
 
     rows = [{"t": e["t"], "type": e["type"], "group": G, "member": e["member"], "generation": e.get("generation"),
-             "partitions": e.get("partitions", [[T, "0"]])} for e in events]
+             "partitions": e.get("partitions", [[T, "0"]]), "protocol": e.get("protocol"), "lost": e.get("lost")}
+            for e in events]
     ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, generation long, "
-                                     "partitions array<array<string>>")
+                                     "partitions array<array<string>>, protocol string, lost boolean")
     oks = spark.createDataFrame([(G, t, "ok") for t in commits] or [(G, 0.0, "fail")],
                                 "`group` string, t_res double, status string")
     faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
@@ -258,6 +259,28 @@ def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float
 def _gens(*times: float) -> list[dict[str, Any]]:
     return [{"t": t, "type": "assign", "member": m, "generation": g}
             for g, t in enumerate(times, start=1) for m in ("m1", "m2")]
+
+
+def _modern(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two consumer-protocol (KIP-848) members with their epochs, then ``extra``."""
+    return [{"t": 1.0, "type": "assign", "member": m, "generation": 3, "protocol": "consumer",
+             "partitions": [[T, str(p)]]} for p, m in enumerate(("m1", "m2"))] + list(extra)
+
+
+def test_i6_consumer_protocol_flags_a_revocation_in_a_failover(spark: Any) -> None:
+    v = _i6(spark, _modern({"t": 12.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}),
+            [("kill", 10.0, 14.0)])
+    assert v.status == "fail" and v.counterexamples[0]["revocation_without_churn"]
+
+
+def test_i6_consumer_protocol_a_revocation_explained_by_membership_passes(spark: Any) -> None:
+    revoke = {"t": 12.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}
+    joined = {"t": 11.0, "type": "assign", "member": "m3", "generation": 4, "protocol": "consumer", "partitions": []}
+    assert _i6(spark, _modern(revoke, joined), [("kill", 10.0, 14.0)]).status == "pass"
+    leaving = {"t": 12.5, "type": "leave", "member": "m1"}
+    assert _i6(spark, _modern(revoke, leaving), [("kill", 10.0, 14.0)]).status == "pass"
+    lost = {**revoke, "lost": True}  # a zombie's late report: I5's business
+    assert _i6(spark, _modern(lost), [("kill", 10.0, 14.0)]).status == "pass"
 
 
 def test_i6_flags_a_rebalance_after_a_node_kill(spark: Any) -> None:
