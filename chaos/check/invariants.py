@@ -367,7 +367,7 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
                     "t": g["t"], "rebalance_began": began, "members": g["members"],
                     "fault": {k: hit[0][k] for k in ("id", "type", "node", "start", "end")}})
     if modern:
-        mbad, mquiet, mexcused = _i6_consumer_protocol(tb, opts, modern, churn_by_group, outages)
+        mbad, mquiet, mexcused = _i6_consumer_protocol(tb, opts, modern, outages)
         bad += mbad
         quiet_elsewhere += mquiet
         excused_outage += mexcused
@@ -379,7 +379,8 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
              f">= {opts.session_timeout - opts.heartbeat_interval:g} s (last commit before to first after)"]
     if modern:
         notes.append(f"consumer-protocol groups ({', '.join(modern)}): a revocation in a fault window is a "
-                     f"violation unless a member left, crashed or joined in the {expiry:g} s before it")
+                     f"violation unless a member crashed up to {expiry:g} s, or left or joined up to "
+                     f"{opts.fault_grace:g} s, before it")
     if not tb.faults:
         notes.append("no faults.jsonl / no fault windows")
     st = {"generations": len(gens), "same_membership_rebalances_outside_faults": quiet_elsewhere,
@@ -390,32 +391,35 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
 LEAVING_S = 5.0  # a revocation this long before the member's own leave is part of leaving
 
 
-def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str], churn: dict[str, list[float]],
+def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str],
                           outages: dict[str, list[tuple[float, float]]]) -> tuple[list[dict[str, Any]], int, int]:
     """I6 for KIP-848 groups: members move one partition at a time and keep their epochs across a
     coordinator failover, so no generation marks a rebalance; a revocation does. One is explained
-    by membership: a member leaving, crashing (its session expiring) or joining in the session
-    timeout plus grace before it."""
+    by membership: a member crashing (its session expiring) up to the session timeout plus grace
+    before it, a member leaving or joining up to the grace before it, or the member's own leave
+    right after it."""
     expiry = opts.session_timeout + opts.fault_grace
     joins = (tb.ev.where(F.col("type") == "assign").groupBy("group", "member").agg(F.min("t").alias("t"))
              .where(F.col("group").isin(groups)).collect())
-    moved: dict[str, list[float]] = {g: list(churn.get(g, [])) for g in groups}
+    churn = (tb.ev.where(F.col("type").isin("leave", "crash") & F.col("group").isin(groups))
+             .select("group", "member", "t", "type").collect())
+    windows: dict[str, list[tuple[float, float]]] = {g: [] for g in groups}
+    gone: dict[tuple[str, str], list[float]] = {}
+    for r in churn:
+        windows[r["group"]].append((r["t"], r["t"] + (expiry if r["type"] == "crash" else opts.fault_grace)))
+        gone.setdefault((r["group"], r["member"]), []).append(r["t"])
     for r in joins:
-        moved[r["group"]].append(r["t"])
+        windows[r["group"]].append((r["t"], r["t"] + opts.fault_grace))
     revokes = (tb.ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0) & F.col("group").isin(groups)
                            & ~F.coalesce(F.col("lost"), F.lit(False)))
                .select("group", "t", "member").orderBy("t").collect())
-    gone: dict[tuple[str, str], list[float]] = {}
-    for r in tb.ev.where(F.col("type").isin("leave", "crash")).select("group", "member", "t").collect():
-        gone.setdefault((r["group"], r["member"]), []).append(r["t"])
     bad: list[dict[str, Any]] = []
     quiet = excused = 0
     for r in revokes:
-        if any(r["t"] - expiry <= tc <= r["t"] for tc in moved[r["group"]]):
+        if any(a <= r["t"] <= b for a, b in windows[r["group"]]):
             continue
         if any(r["t"] <= tl <= r["t"] + LEAVING_S for tl in gone.get((r["group"], r["member"]), [])):
             continue  # the member gave its partitions up to leave
-
         if any(a <= r["t"] <= b for a, b in outages.get(r["group"], [])):
             excused += 1
             continue

@@ -267,20 +267,24 @@ def _modern(*extra: dict[str, Any]) -> list[dict[str, Any]]:
              "partitions": [[T, str(p)]]} for p, m in enumerate(("m1", "m2"))] + list(extra)
 
 
+KILL = [("kill", 30.0, 34.0)]
+
+
 def test_i6_consumer_protocol_flags_a_revocation_in_a_failover(spark: Any) -> None:
-    v = _i6(spark, _modern({"t": 12.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}),
-            [("kill", 10.0, 14.0)])
+    v = _i6(spark, _modern({"t": 32.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}), KILL)
     assert v.status == "fail" and v.counterexamples[0]["revocation_without_churn"]
 
 
 def test_i6_consumer_protocol_a_revocation_explained_by_membership_passes(spark: Any) -> None:
-    revoke = {"t": 12.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}
-    joined = {"t": 11.0, "type": "assign", "member": "m3", "generation": 4, "protocol": "consumer", "partitions": []}
-    assert _i6(spark, _modern(revoke, joined), [("kill", 10.0, 14.0)]).status == "pass"
-    leaving = {"t": 12.5, "type": "leave", "member": "m1"}
-    assert _i6(spark, _modern(revoke, leaving), [("kill", 10.0, 14.0)]).status == "pass"
+    revoke = {"t": 32.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}
+    joined = {"t": 31.0, "type": "assign", "member": "m3", "generation": 4, "protocol": "consumer", "partitions": []}
+    assert _i6(spark, _modern(revoke, joined), KILL).status == "pass"
+    crashed = {"t": 20.0, "type": "crash", "member": "m2"}  # its session expired at 30
+    assert _i6(spark, _modern(revoke, crashed), KILL).status == "pass"
+    leaving = {"t": 32.5, "type": "leave", "member": "m1"}
+    assert _i6(spark, _modern(revoke, leaving), KILL).status == "pass"
     lost = {**revoke, "lost": True}  # a zombie's late report: I5's business
-    assert _i6(spark, _modern(lost), [("kill", 10.0, 14.0)]).status == "pass"
+    assert _i6(spark, _modern(lost), KILL).status == "pass"
 
 
 def test_i6_flags_a_rebalance_after_a_node_kill(spark: Any) -> None:

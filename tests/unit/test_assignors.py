@@ -185,3 +185,65 @@ def test_range_co_partitions_topics_of_equal_size(g: tuple[dict[str, MemberSpec]
     a = assign_range(group, {**counts, **same})
     for m in a:
         assert len({a[m].get(t, frozenset()) for t in topics}) == 1
+
+
+# ---------------------------------------------------------------- cases of Kafka's assignor tests, by name
+# (UniformHomogeneousAssignmentBuilderTest, UniformHeterogeneousAssignmentBuilderTest, RangeAssignorTest):
+# the behaviour each checks; the exact partitions chosen may differ where Kafka leaves it to map order.
+
+def test_one_member_no_topic_subscription() -> None:
+    for assign in (assign_uniform, assign_range):
+        assert assign(members(MemberSpec("A", frozenset())), {"t": 3}) == {"A": {}}
+
+
+def test_one_member_subscribed_to_nonexistent_topic() -> None:
+    for assign in (assign_uniform, assign_range):
+        with pytest.raises(AssignorError):
+            assign(members(MemberSpec("A", frozenset({"missing"}))), {"t": 3})
+
+
+def test_first_assignment_two_members_two_topics_no_member_racks() -> None:
+    group = members(MemberSpec("A", frozenset({"t1", "t3"})), MemberSpec("B", frozenset({"t1", "t3"})))
+    a = assign_uniform(group, {"t1": 3, "t3": 2})
+    check_complete(group, {"t1": 3, "t3": 2}, a)
+    assert sorted(sizes_of(a).values()) == [2, 3]
+
+
+def test_reassignment_for_two_members_two_topics_given_unbalanced_prev_assignment() -> None:
+    prev_a = {"t1": frozenset({0, 1}), "t2": frozenset({0, 1})}
+    prev_b = {"t1": frozenset({2})}
+    group = members(MemberSpec("A", frozenset({"t1", "t2"}), previous=prev_a),
+                    MemberSpec("B", frozenset({"t1", "t2"}), previous=prev_b))
+    a = assign_uniform(group, {"t1": 3, "t2": 3})
+    check_complete(group, {"t1": 3, "t2": 3}, a)
+    assert sizes_of(a) == {"A": 3, "B": 3}
+    assert a["B"]["t1"] >= prev_b["t1"]  # B keeps what it had and gets the rest from the free ones
+    assert all(a["A"].get(t, frozenset()) <= prev_a.get(t, frozenset()) | {2} for t in ("t1", "t2"))
+
+
+def test_reassignment_when_partitions_are_added_for_two_members() -> None:
+    prev = {"A": {"t": frozenset({0, 2})}, "B": {"t": frozenset({1, 3})}}
+    group = members(*(MemberSpec(m, frozenset({"t"}), previous=prev[m]) for m in "AB"))
+    a = assign_uniform(group, {"t": 6})
+    check_complete(group, {"t": 6}, a)
+    assert sizes_of(a) == {"A": 3, "B": 3} and a["A"]["t"] > prev["A"]["t"] and a["B"]["t"] > prev["B"]["t"]
+
+
+def test_reassignment_when_one_member_removed_after_initial_assignment_with_three_members_two_topics() -> None:
+    prev = {"A": {"t1": frozenset({0}), "t2": frozenset({0})}, "B": {"t1": frozenset({1}), "t2": frozenset({1})},
+            "C": {"t1": frozenset({2}), "t2": frozenset({2})}}
+    group = members(*(MemberSpec(m, frozenset({"t1", "t2"}), previous=prev[m]) for m in "AB"))
+    a = assign_uniform(group, {"t1": 3, "t2": 3})
+    check_complete(group, {"t1": 3, "t2": 3}, a)
+    for m in "AB":  # the survivors keep theirs and share C's
+        assert all(a[m][t] >= prev[m][t] for t in ("t1", "t2"))
+    assert sizes_of(a) == {"A": 3, "B": 3}
+
+
+def test_one_static_consumer_and_one_dynamic_consumer_two_topics() -> None:
+    """RangeAssignorTest: static members come first, by instance id."""
+    group = members(MemberSpec("dyn", frozenset({"t1", "t2"})),
+                    MemberSpec("st", frozenset({"t1", "t2"}), instance_id="i-1"))
+    a = assign_range(group, {"t1": 3, "t2": 3})
+    assert a["st"] == {"t1": frozenset({0, 1}), "t2": frozenset({0, 1})}
+    assert a["dyn"] == {"t1": frozenset({2}), "t2": frozenset({2})}
