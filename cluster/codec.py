@@ -208,8 +208,9 @@ _PARTITION_RESULT = struct.Struct(">ih")
 
 
 def encode_offset_commit_response(version: int, correlation_id: int,
-                                  topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
-    """``topics``: (name, [(partition, error code), ...]) in response order."""
+                                  topics: list[tuple[str | bytes, list[tuple[int, int]]]]) -> bytes:
+    """``topics``: (name, [(partition, error code), ...]) in response order; from v10 the topic
+    is its 16-byte id."""
     flexible = version >= 8
     parts = [_I32.pack(correlation_id)]
     if flexible:
@@ -218,8 +219,11 @@ def encode_offset_commit_response(version: int, correlation_id: int,
         parts.append(_I32.pack(0))  # throttle_time_ms
     parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, partitions in topics:
-        b = name.encode()
-        parts.append(_uvarint(len(b) + 1) + b if flexible else _I16.pack(len(b)) + b)
+        if isinstance(name, bytes):
+            parts.append(name)  # v10: the topic id
+        else:
+            b = name.encode()
+            parts.append(_uvarint(len(b) + 1) + b if flexible else _I16.pack(len(b)) + b)
         parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         tail = b"\0" if flexible else b""
         parts.extend(_PARTITION_RESULT.pack(p, code) + tail for p, code in partitions)

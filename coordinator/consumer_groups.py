@@ -60,7 +60,7 @@ class ConsumerGroupHandlers:
         classic = self.classic_groups.get(hb.group_id)
         if classic is not None and not classic.is_in(ClassicState.DEAD):
             if not classic.is_in(ClassicState.EMPTY) or hb.member_epoch != 0:
-                # the online upgrade of a non-empty classic group is not served yet
+                # a heartbeat at an epoch, or a classic group the shard could not upgrade
                 return c.ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND,
                                                         f"Group {hb.group_id} is not a consumer group.")
         group = self.groups.get(hb.group_id)

@@ -68,8 +68,7 @@ class TxnMarkerValue:
     producer_epoch: int = -1
 
 
-# consumer group records (KIP-848, record types 3 and 5-8) are carried through the log and
-# compaction; the shard does not serve consumer groups yet (issue 16)
+# consumer group records (KIP-848, record types 3 and 5-8) share the log and its compaction
 RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey | ConsumerGroupKey
 RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue | ConsumerGroupValue
 

@@ -38,14 +38,14 @@ OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 TXN_OFFSET_COMMIT = 28
 
-# Kafka's ranges (reference §6.4), capped below the topic-id versions (OffsetCommit/Fetch 10).
+# Kafka's ranges (reference §6.4).
 RANGES = {
     JOIN_GROUP: (0, 9),
     SYNC_GROUP: (0, 5),
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
-    OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (1, 9),
+    OFFSET_COMMIT: (2, 10),
+    OFFSET_FETCH: (1, 10),
     DESCRIBE_GROUPS: (0, 5),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
@@ -216,7 +216,7 @@ class GroupApi:
         coded by hand (``encode_offset_commit_response``): commits are the hot path."""
         req = decode_body(header, frame, self.node.config.request_max_array_items)
         v = header.api_version
-        known, unknown = self._commits(req.topics)
+        known, unknown, unknown_ids = self._commits(req.topics)
         retention = to_ms(req.retention_time) if has_field(req, "retention_time") else -1
         results: dict[str, list[tuple[int, ErrorCode]]] = {}
         if known:
@@ -235,8 +235,26 @@ class GroupApi:
                 results.setdefault(topic, []).extend(parts_out)
         for topic, plist in unknown.items():
             results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
-        answer = [(topic, [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
+        answer: list[tuple[str | bytes, list[tuple[int, int]]]] = [
+            (self._topic_key(topic, v), [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
+        answer += [(tid, [(p, int(ErrorCode.UNKNOWN_TOPIC_ID)) for p in plist]) for tid, plist in unknown_ids.items()]
         return RawResponse(encode_offset_commit_response(v, header.correlation_id, answer), KErr.none)
+
+    def _topic_key(self, name: str, version: int) -> str | bytes:
+        """How a response names a topic: by name, or from OffsetCommit v10 by its id."""
+        if version < 10:
+            return name
+        t = self.node.topic(name)
+        return t.topic_id.bytes if t is not None else bytes(16)
+
+    def _topic_name(self, t: Any) -> str | None:
+        """A request topic's name: given (up to OffsetCommit/OffsetFetch v9), or its id's (v10+);
+        None for an id this cluster does not know."""
+        name = getattr(t, "name", None)
+        if name is not None:
+            return str(name)
+        meta = self.node.metadata.by_id(t.topic_id) if t.topic_id is not None else None
+        return meta.name if meta is not None else None
 
     def _topic_ids(self, known: list[tuple[str, tuple[c.PartitionCommit, ...]]]) -> dict[str, str]:
         """Topic name -> id (hex): a consumer group matches commits against assignments by id."""
@@ -247,23 +265,31 @@ class GroupApi:
                 out[name] = t.topic_id.hex
         return out
 
-    def _commits(self, topics: Any) -> tuple[list[tuple[str, tuple[c.PartitionCommit, ...]]], dict[str, list[int]]]:
-        """The committed offsets of an OffsetCommit or TxnOffsetCommit, and the partitions of
-        topics this cluster does not have (answered UNKNOWN_TOPIC_OR_PARTITION here)."""
+    def _commits(self, topics: Any) -> tuple[list[tuple[str, tuple[c.PartitionCommit, ...]]], dict[str, list[int]],
+                                             dict[bytes, list[int]]]:
+        """The committed offsets of an OffsetCommit or TxnOffsetCommit, the partitions of topics
+        this cluster does not have (answered UNKNOWN_TOPIC_OR_PARTITION here), and those of topic
+        ids it does not know (v10: UNKNOWN_TOPIC_ID)."""
         unknown: dict[str, list[int]] = {}
+        unknown_ids: dict[bytes, list[int]] = {}
         known: list[tuple[str, tuple[c.PartitionCommit, ...]]] = []
         for t in topics:
+            name = self._topic_name(t)
+            if name is None:
+                unknown_ids.setdefault(t.topic_id.bytes if t.topic_id else bytes(16), []).extend(
+                    int(p.partition_index) for p in t.partitions)
+                continue
             parts = []
             for p in t.partitions:
-                if not self.node.has_partition(t.name, int(p.partition_index)):
-                    unknown.setdefault(t.name, []).append(int(p.partition_index))
+                if not self.node.has_partition(name, int(p.partition_index)):
+                    unknown.setdefault(name, []).append(int(p.partition_index))
                     continue
                 parts.append(c.PartitionCommit(partition=int(p.partition_index), offset=int(p.committed_offset),
                                                leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
                                                metadata=p.committed_metadata, commit_timestamp=-1))
             if parts:
-                known.append((t.name, tuple(parts)))
-        return known, unknown
+                known.append((name, tuple(parts)))
+        return known, unknown, unknown_ids
 
     # ------------------------------------------------------------ TxnOffsetCommit
 
@@ -273,7 +299,7 @@ class GroupApi:
         coordinator is asked first (KIP-890 part 1), so a late commit of a finished transaction
         cannot leave offsets pending that no marker will ever resolve."""
         v = version_of(req)
-        known, unknown = self._commits(req.topics)
+        known, unknown, _ = self._commits(req.topics)  # names only below TxnOffsetCommit v6
         results: dict[str, list[tuple[int, ErrorCode]]] = {}
         refused = await self._verify(req, v) if known else None
         if refused is not None:
@@ -331,11 +357,17 @@ class GroupApi:
     # ------------------------------------------------------------ OffsetFetch
 
     async def _fetch_one(self, group_id: str, topics: Any, require_stable: bool, member_id: str | None = None,
-                         member_epoch: int = -1) -> c.OffsetFetchResponse:
-        wanted = None if topics is None else tuple(
-            (t.name, tuple(int(i) for i in t.partition_indexes)) for t in topics)
-        return await self.call(group_id, c.OffsetFetchRequest(  # type: ignore[no-any-return]
+                         member_epoch: int = -1) -> tuple[c.OffsetFetchResponse, list[Any]]:
+        """One group's offsets, and the requested topics whose ids this cluster does not know
+        (from v10 topics come as ids; those are answered UNKNOWN_TOPIC_ID)."""
+        wanted, missing = None, []
+        if topics is not None:
+            named = [(self._topic_name(t), t) for t in topics]
+            wanted = tuple((name, tuple(int(i) for i in t.partition_indexes)) for name, t in named if name is not None)
+            missing = [t for name, t in named if name is None]
+        answer: c.OffsetFetchResponse = await self.call(group_id, c.OffsetFetchRequest(
             group_id, wanted, require_stable, member_id, member_epoch))
+        return answer, missing if answer.error is ErrorCode.NONE else []
 
     async def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -350,11 +382,11 @@ class GroupApi:
                 for g in req.groups))
             return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, groups=tuple(
                 mk(group_cls, group_id=g.group_id, error_code=kerr(a.error),
-                   topics=self._fetch_topics(a, topic_cls, part_cls))
-                for g, a in zip(req.groups, answers, strict=True)))
+                   topics=self._fetch_topics(a, topic_cls, part_cls, by_id=v >= 10, missing=missing))
+                for g, (a, missing) in zip(req.groups, answers, strict=True)))
         part_cls = cls(mod, "OffsetFetchResponsePartition")
         topic_cls = cls(mod, "OffsetFetchResponseTopic")
-        answer = await self._fetch_one(req.group_id, req.topics, require_stable)
+        answer, _ = await self._fetch_one(req.group_id, req.topics, require_stable)
         if v <= 1 and answer.error is not ErrorCode.NONE:
             # v0-1 have no top-level error: it is copied into every requested partition.
             topics = tuple(mk(topic_cls, name=t.name, partitions=tuple(
@@ -365,12 +397,25 @@ class GroupApi:
         return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, error_code=kerr(answer.error),
                   topics=topics)
 
-    @staticmethod
-    def _fetch_topics(answer: c.OffsetFetchResponse, topic_cls: Any, part_cls: Any) -> tuple[Any, ...]:
-        return tuple(mk(topic_cls, name=topic, partitions=tuple(
-            mk(part_cls, partition_index=f.partition, committed_offset=f.offset,
-               committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=kerr(f.error))
-            for f in fetched)) for topic, fetched in answer.topics)
+    def _fetch_topics(self, answer: c.OffsetFetchResponse, topic_cls: Any, part_cls: Any,
+                      by_id: bool = False, missing: list[Any] | None = None) -> tuple[Any, ...]:
+        """The answer's topics by name, or by id (v10: a stored offset of a topic that no longer
+        exists is left out, as it has no id to be named by), then the unknown ids asked for."""
+        out = []
+        for topic, fetched in answer.topics:
+            meta = self.node.topic(topic) if by_id else None
+            if by_id and meta is None:
+                continue
+            out.append(mk(topic_cls, name=topic, topic_id=meta.topic_id if meta is not None else None,
+                          partitions=tuple(
+                              mk(part_cls, partition_index=f.partition, committed_offset=f.offset,
+                                 committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=kerr(f.error))
+                              for f in fetched)))
+        for t in missing or ():
+            out.append(mk(topic_cls, topic_id=t.topic_id, partitions=tuple(
+                mk(part_cls, partition_index=int(i), committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                   error_code=kerr(ErrorCode.UNKNOWN_TOPIC_ID)) for i in t.partition_indexes)))
+        return tuple(out)
 
     # ------------------------------------------------------------ DescribeGroups / ListGroups
 
@@ -452,7 +497,7 @@ def error_responder(api_key: int) -> Any:
             part_cls = cls(mod, "OffsetCommitResponsePartition")
             topic_cls = cls(mod, "OffsetCommitResponseTopic")
             return mk(cls(mod, "OffsetCommitResponse"), throttle_time=ZERO, topics=tuple(
-                mk(topic_cls, name=t.name, partitions=tuple(
+                mk(topic_cls, name=getattr(t, "name", None), topic_id=getattr(t, "topic_id", None), partitions=tuple(
                     mk(part_cls, partition_index=p.partition_index, error_code=error) for p in t.partitions))
                 for t in req.topics))
         if api_key == TXN_OFFSET_COMMIT:
