@@ -21,6 +21,11 @@ class ConfigError(ValueError):
     pass
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+
+
 # field name -> Kafka's dotted name
 KAFKA_NAMES: dict[str, str] = {
     "node_id": "node.id",
@@ -61,6 +66,8 @@ KAFKA_NAMES: dict[str, str] = {
     "data_dir": "log.dirs",
     "listeners": "listeners",
     "advertised_listeners": "advertised.listeners",
+    "listener_security_protocol_map": "listener.security.protocol.map",
+    "sasl_enabled_mechanisms": "sasl.enabled.mechanisms",
 }
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
@@ -195,6 +202,14 @@ class NodeConfig:
     # What each listener tells clients: "INTERNAL://kcoord-0:9092,EXTERNAL://localhost:9092"
     # (a listener left out advertises advertised_host, or its own host, and its port).
     advertised_listeners: str = ""
+    # Each listener's security protocol: "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT" (a listener named
+    # after a protocol, e.g. SASL_PLAINTEXT, speaks it without an entry). PLAINTEXT and SASL_PLAINTEXT
+    # so far (issue 17: TLS to come).
+    listener_security_protocol_map: str = ""
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-512,SCRAM-SHA-256"  # PLAIN too if listed
+    # The users SASL listeners accept, "name:password,..." (the first admin's bootstrap, as
+    # kafka-storage.sh --add-scram is: SCRAM credentials are derived from it at start, salted)
+    sasl_users: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -213,6 +228,23 @@ class NodeConfig:
                 return a.host, a.port
         own = next(x for x in self.listener_list() if x.name == name)
         return self.advertised_host or own.host, own.port
+
+    def listener_protocol(self, name: str) -> str:
+        """The security protocol of listener ``name``."""
+        for item in (x.strip() for x in self.listener_security_protocol_map.split(",") if x.strip()):
+            listener, _, protocol = item.partition(":")
+            if listener.strip() == name:
+                return protocol.strip().upper()
+        return name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
+
+    def sasl_user_list(self) -> dict[str, str]:
+        users = {}
+        for item in (x for x in self.sasl_users.split(",") if x.strip()):
+            name, sep, password = item.partition(":")
+            if not sep or not name.strip() or not password:
+                raise ConfigError("invalid setting sasl_users: expected name:password,... entries")
+            users[name.strip()] = password
+        return users
 
     def validate(self) -> NodeConfig:
         def need(cond: bool, name: str, what: str) -> None:
@@ -248,6 +280,14 @@ class NodeConfig:
              "group_max_session_timeout_ms", "must be >= group_min_session_timeout_ms")
         need(self.group_initial_rebalance_delay_ms >= 0, "group_initial_rebalance_delay_ms", "must be >= 0")
         need(self.group_max_size >= 1, "group_max_size", "must be >= 1")
+        protocols = {x.name: self.listener_protocol(x.name) for x in self.listener_list()}
+        need(all(p in SERVED_PROTOCOLS for p in protocols.values()), "listener_security_protocol_map",
+             f"security protocols served: {', '.join(SERVED_PROTOCOLS)} (SSL and SASL_SSL are not yet)")
+        mechanisms = [m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
+        need(bool(mechanisms) and set(mechanisms) <= SASL_MECHANISMS, "sasl_enabled_mechanisms",
+             f"must list some of {', '.join(sorted(SASL_MECHANISMS))}")
+        need("SASL_PLAINTEXT" not in protocols.values() or bool(self.sasl_user_list()), "sasl_users",
+             "a SASL listener needs at least one user (name:password)")
         need(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
         need(self.group_consumer_session_timeout_ms > self.group_consumer_heartbeat_interval_ms,
              "group_consumer_session_timeout_ms", "must be greater than group_consumer_heartbeat_interval_ms")

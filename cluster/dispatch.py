@@ -34,6 +34,7 @@ from cluster.codec import (
     request_schema,
 )
 from cluster.log_limit import LogLimiter
+from cluster.security.sasl import AuthenticationFailed, Gate, SaslAuthenticator
 from cluster.services import NodeServices
 
 log = logging.getLogger("kcoord.dispatch")
@@ -98,6 +99,7 @@ class RequestContext:
     listener: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
     long_polls: LongPolls = field(default_factory=LongPolls)  # of the connection it came on
+    auth: SaslAuthenticator | None = None  # the connection's SASL exchange, on a SASL listener
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,19 @@ class ApiRegistry:
 
 
 class CloseConnection(Exception):
-    """Dispatch decided to close the connection (already logged)."""
+    """Dispatch decided to close the connection (already logged); ``answer``: written first."""
+
+    def __init__(self, answer: bytes | None = None) -> None:
+        super().__init__()
+        self.answer = answer
+
+
+class AnswerThenClose(Exception):
+    """Raised by a handler: send ``response``, then close (a failed SASL exchange, as Kafka does)."""
+
+    def __init__(self, response: Any) -> None:
+        super().__init__()
+        self.response = response
 
 
 @dataclass(slots=True)
@@ -163,6 +177,7 @@ class ConnInfo:
     connection_id: int
     listener: str = ""  # the name of the listener it came in through (config `listeners`)
     long_polls: LongPolls = field(default_factory=LongPolls)
+    auth: SaslAuthenticator | None = None  # on a SASL listener: its exchange (complete once authenticated)
 
 
 class Dispatcher:
@@ -174,6 +189,11 @@ class Dispatcher:
     async def handle(self, frame: bytes, conn: ConnInfo) -> bytes | None:
         """Handle one request frame. Returns the encoded response, ``None`` for no
         response, or raises ``CloseConnection``."""
+        auth = conn.auth
+        if auth is not None and not auth.complete:
+            token_reply = self._before_authentication(frame, conn, auth)
+            if token_reply is not None:
+                return token_reply
         try:
             header = decode_header(frame)
         except CodecError as e:
@@ -203,6 +223,9 @@ class Dispatcher:
         except CloseConnection:
             metrics.observe_request(header.api_key, time.perf_counter() - started, None, "connection_closed")
             raise
+        except AnswerThenClose as e:
+            metrics.observe_request(header.api_key, time.perf_counter() - started, e.response, "connection_closed")
+            raise CloseConnection(encode_response(header.api_key, header.correlation_id, e.response)) from None
         except Exception as e:  # noqa: BLE001 - one failing request must not take others down
             response = self._crash_response(spec, header, conn, e, lambda: request)
         metrics.observe_request(header.api_key, time.perf_counter() - started, response)  # metrics
@@ -214,6 +237,43 @@ class Dispatcher:
             log.error("event=response_encode_failed conn=%d api_key=%d api_version=%d error=%r", conn.connection_id,
                       header.api_key, header.api_version, f"{type(e).__name__}: {e}")
             raise CloseConnection from None
+
+    def _before_authentication(self, frame: bytes, conn: ConnInfo, auth: SaslAuthenticator) -> bytes | None:
+        """Kafka's SaslServerAuthenticator ahead of the APIs: after a v0 handshake a frame is a
+        bare token (answered with a bare frame); otherwise only ApiVersions and the SASL APIs pass
+        (None: dispatch it), anything else closes the connection."""
+        if auth.expects_raw_token:
+            try:
+                reply = auth.authenticate(frame)
+            except AuthenticationFailed as e:
+                log.info("event=sasl_authentication_failed conn=%d peer=%s:%d listener=%s reason=%r",
+                         conn.connection_id, conn.host, conn.port, conn.listener, str(e))
+                raise CloseConnection from None
+            if auth.complete:
+                log.info("event=sasl_authenticated conn=%d peer=%s:%d principal=%s", conn.connection_id,
+                         conn.host, conn.port, auth.principal)
+            return len(reply or b"").to_bytes(4, "big") + (reply or b"")
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        gate = auth.gate(api_key)
+        if gate in (Gate.SERVE, Gate.HANDSHAKE, Gate.AUTHENTICATE):
+            return None
+        if gate is Gate.ILLEGAL_STATE:  # after a v1 handshake: that API's error answer, then close
+            raise CloseConnection(self._illegal_sasl_state(frame))
+        warn.warning("unauthenticated_request", "event=unauthenticated_request conn=%d peer=%s:%d api_key=%d "
+                     "action=close", conn.connection_id, conn.host, conn.port, api_key)
+        raise CloseConnection
+
+    def _illegal_sasl_state(self, frame: bytes) -> bytes | None:
+        try:
+            header = decode_header(frame)
+            spec = self.registry.get(header.api_key)
+            if spec is None or spec.error_response is None:
+                return None
+            request = decode_body(header, frame, self.max_array_items)
+            return encode_response(header.api_key, header.correlation_id,
+                                   spec.error_response(request, ErrorCode.illegal_sasl_state))
+        except Exception:  # noqa: BLE001 - no answer then: the connection closes all the same
+            return None
 
     @staticmethod
     def _bad_body(header: RequestHeader, conn: ConnInfo, e: CodecError) -> CloseConnection:
@@ -248,6 +308,7 @@ class Dispatcher:
             connection_id=conn.connection_id,
             listener=conn.listener,
             long_polls=conn.long_polls,
+            auth=conn.auth,
         )
 
     async def _handle_raw(self, spec: ApiSpec, raw: RawHandler, header: RequestHeader, frame: bytes,

@@ -69,6 +69,22 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def free_low_port(rng: random.Random | None = None) -> int:
+    """A free port below the ephemeral range (32768+) and above the Raft bases, not handed out
+    before by this process: an ephemeral one could be taken by an outgoing connection between
+    this choice and the node's bind."""
+    rng = rng or random.Random()
+    for _ in range(500):
+        port = rng.randrange(28_200, 32_700)
+        if port not in _HANDED_OUT and not port_in_use(port):
+            _HANDED_OUT.add(port)
+            return port
+    return free_port()
+
+
 def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -> list[int]:
     """Raft port bases for ``n`` nodes (``base + 1000 * i``), all below the ephemeral range
     (32768+), where an outgoing connection could otherwise take one of them."""
@@ -83,7 +99,7 @@ def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -
 
 def free_plan(nodes: int, data_dir: Path, raft_slots: int = 64) -> list[LocalNode]:
     bases = free_raft_bases(nodes, slots=raft_slots)
-    return [LocalNode(i, free_port(), bases[i], data_dir / f"node-{i}") for i in range(nodes)]
+    return [LocalNode(i, free_low_port(), bases[i], data_dir / f"node-{i}") for i in range(nodes)]
 
 
 def peers_spec(layout: list[LocalNode], client_ports: list[int] | None = None) -> str:

@@ -22,6 +22,7 @@ from cluster.config import NodeConfig
 from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.security.listener_auth import authenticators
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.single_node_topology import SingleNodeTopology
 from cluster.supervise import supervised
@@ -210,7 +211,7 @@ class Node:
         dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
         main, *more = cfg.listener_list()
         self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits, name=main.name,
-                                 more=[(x.name, x.host, x.port) for x in more])
+                                 more=[(x.name, x.host, x.port) for x in more], authenticators=authenticators(cfg))
         await self.server.start()
         if more:
             self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})

@@ -20,12 +20,13 @@ import functools
 import itertools
 import logging
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher, LongPolls
 from cluster.log_limit import LogLimiter
+from cluster.security.sasl import SaslAuthenticator
 from cluster.supervise import supervised
 
 log = logging.getLogger("kcoord.server")
@@ -34,6 +35,17 @@ PIPELINE_DEPTH = 64
 PIPELINED_KEYS = frozenset({8})  # OffsetCommit
 PRODUCE_KEY = 0
 _CLOSE = object()  # a slot's answer: close the connection once the earlier answers are written
+
+
+@dataclass(frozen=True, slots=True)
+class _CloseAfter:
+    """A slot's answer: write this, then close (a failed SASL exchange's last answer)."""
+
+    data: bytes
+
+
+def _closing(e: CloseConnection) -> Any:
+    return _CloseAfter(e.answer) if e.answer else _CLOSE
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +80,15 @@ def auto_max_connections(reserve: int = 1024) -> int:
 class WireServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, *,
                  limits: ConnectionLimits | None = None, name: str = "",
-                 more: list[tuple[str, str, int]] | None = None) -> None:
+                 more: list[tuple[str, str, int]] | None = None,
+                 authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.name = name  # the main listener's name
         self.more = list(more or [])  # further listeners: (name, host, port), sharing the limits
         self.ports: dict[str, int] = {}
+        self.authenticators = dict(authenticators or {})  # listener -> a new connection's SASL exchange
         self.limits = limits or ConnectionLimits()
         self.max_request_bytes = self.limits.max_request_bytes
         self._server: asyncio.AbstractServer | None = None
@@ -216,8 +230,9 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername") or ("?", 0)
+        authenticator = self.server.authenticators.get(self.info.listener)
         self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id, self.info.listener,
-                             self.long_polls)
+                             self.long_polls, authenticator() if authenticator is not None else None)
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
         if not self.server.admit(self):
@@ -340,8 +355,8 @@ class _Connection(asyncio.Protocol):
         except StopIteration as stop:
             self._answer(slot, stop.value)
             return
-        except CloseConnection:
-            self._answer(slot, _CLOSE)
+        except CloseConnection as e:
+            self._answer(slot, _closing(e))
             return
         except Exception as e:  # noqa: BLE001 - never let one connection crash the server
             self._failed(e)
@@ -356,7 +371,7 @@ class _Connection(asyncio.Protocol):
         if exc is None:
             self._answer(slot, task.result())
         elif isinstance(exc, CloseConnection):
-            self._answer(slot, _CLOSE)
+            self._answer(slot, _closing(exc))
         else:
             self._failed(exc)
             return
@@ -383,6 +398,10 @@ class _Connection(asyncio.Protocol):
                 self.held -= first.size
                 self.server.free(first.size)
             if first.response is _CLOSE:
+                self.close()
+                return
+            if isinstance(first.response, _CloseAfter):
+                self.out.append(first.response.data)
                 self.close()
                 return
             if first.response is not None:

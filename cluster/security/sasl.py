@@ -121,6 +121,11 @@ class SaslAuthenticator:
     def complete(self) -> bool:
         return self.state is State.COMPLETE
 
+    @property
+    def expects_raw_token(self) -> bool:
+        """After a v0 handshake the tokens come as bare frames, without a Kafka header."""
+        return self.state is State.AUTHENTICATE and not self.framed
+
     def gate(self, api_key: int) -> Gate:
         """Where a request with this API key goes in the current state."""
         if self.state is State.COMPLETE:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster.local_cluster import free_low_port
 from tests.cluster.cluster_harness import Cluster
-from tests.cluster.harness import free_port
 from tests.wire.raw import RawConn
 
 pytestmark = pytest.mark.cluster
@@ -47,7 +47,7 @@ def test_each_listener_advertises_its_own_addresses_for_every_node(tmp_path: Pat
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    ext = [free_port() for _ in range(3)]
+    ext = [free_low_port() for _ in range(3)]
     cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0})
     cluster.per_node = {i: {"listeners": f"INTERNAL://127.0.0.1:{n.kafka_port},EXTERNAL://127.0.0.1:{ext[i]}",
                             "advertised.listeners": f"EXTERNAL://localhost:{ext[i]}"}

@@ -1,0 +1,27 @@
+"""Which listeners authenticate, and how: a new connection on a SASL listener gets its own
+``SaslAuthenticator`` over the node's users (``sasl_users``; SCRAM credentials derived from them at
+start, salted, never the password kept for SCRAM)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cluster.config import NodeConfig
+from cluster.security.sasl import SaslAuthenticator, SaslConfig
+from cluster.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from cluster.security.scram import ScramCredential, make_credential
+
+
+def authenticators(config: NodeConfig) -> dict[str, Callable[[], SaslAuthenticator]]:
+    """Listener name -> a factory of a connection's SASL exchange, for the SASL listeners."""
+    sasl_listeners = [x.name for x in config.listener_list() if config.listener_protocol(x.name) == "SASL_PLAINTEXT"]
+    if not sasl_listeners:
+        return {}
+    mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
+    users = config.sasl_user_list()
+    credentials: dict[tuple[str, str], ScramCredential] = {
+        (user, m): make_credential(m, password) for user, password in users.items()
+        for m in mechanisms if m in SCRAM_MECHANISMS}
+    sasl = SaslConfig(mechanisms, users if "PLAIN" in mechanisms else {},
+                      lambda user, mechanism: credentials.get((user, mechanism)))
+    return {name: (lambda: SaslAuthenticator(sasl)) for name in sasl_listeners}

@@ -1,0 +1,118 @@
+"""SASL on a listener (issue 17, first step: SASL_PLAINTEXT): a node with a PLAINTEXT listener and a
+SASL_PLAINTEXT one. Real clients authenticate with SCRAM-SHA-512 (confluent-kafka), SCRAM-SHA-256
+and PLAIN (kafka-python) and run a produce / consume-with-commits round trip; a wrong password gets
+Kafka's authentication error while the node keeps serving everyone else; a client that skips the
+exchange is cut off; the PLAINTEXT listener is unchanged."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.local_cluster import free_low_port
+from tests.cluster.harness import NodeProcess
+
+pytestmark = pytest.mark.cluster
+USER, PASSWORD = "alice", "alice-secret"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, str]]:
+    base = tmp_path_factory.mktemp("sasl")
+    port, sasl_port = free_low_port(), free_low_port()
+    n = NodeProcess(base, port=port, settings={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+        "sasl_users": f"{USER}:{PASSWORD},bob:bob-secret",
+        "group.initial.rebalance.delay.ms": 0}).start()
+    yield n, f"127.0.0.1:{sasl_port}"
+    n.kill()
+
+
+def sasl_conf(bootstrap: str, mechanism: str = "SCRAM-SHA-512", password: str = PASSWORD) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": USER, "sasl.password": password}
+
+
+def test_confluent_kafka_round_trip_with_scram_sha_512(node: tuple[NodeProcess, str]) -> None:
+    _, bootstrap = node
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(sasl_conf(bootstrap))
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(15)
+    p = Producer(sasl_conf(bootstrap))
+    for i in range(100):
+        p.produce(topic, value=f"m{i}".encode())
+    assert p.flush(20) == 0
+    c = Consumer({**sasl_conf(bootstrap), "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen = []
+    for _ in range(200):
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            seen.append(m.value())
+            c.commit(message=m, asynchronous=False)
+        if len(seen) == 100:
+            break
+    c.close()
+    assert sorted(seen) == sorted(f"m{i}".encode() for i in range(100))
+
+
+def test_kafka_python_with_scram_sha_256_and_plain(node: tuple[NodeProcess, str]) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    _, bootstrap = node
+    topic = f"kp-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(sasl_conf(bootstrap))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    for mechanism in ("SCRAM-SHA-256", "PLAIN"):
+        auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+                "sasl_plain_username": USER, "sasl_plain_password": PASSWORD}
+        producer = KafkaProducer(bootstrap_servers=bootstrap, **auth)
+        producer.send(topic, mechanism.encode()).get(timeout=20)
+        producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username=USER, sasl_plain_password=PASSWORD)
+    assert sorted(m.value for m in consumer) == [b"PLAIN", b"SCRAM-SHA-256"]
+    consumer.close()
+
+
+def test_a_wrong_password_is_refused_and_the_others_go_on(node: tuple[NodeProcess, str]) -> None:
+    n, bootstrap = node
+    errors: list[KafkaError] = []
+    bad = AdminClient({**sasl_conf(bootstrap, password="wrong"), "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        bad.list_topics(timeout=3)
+    bad.poll(0.5)  # the error callbacks run here
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    del bad
+    assert AdminClient(sasl_conf(bootstrap)).list_topics(timeout=10).topics is not None
+    assert AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=10).topics is not None  # PLAINTEXT
+    assert n.alive()
+    assert "event=sasl_authentication_failed" in n.log_text()
+
+
+def test_a_request_before_authentication_is_cut_off(node: tuple[NodeProcess, str]) -> None:
+    """Metadata v1 without a handshake: the connection closes with no answer."""
+    _, bootstrap = node
+    host, port = bootstrap.rsplit(":", 1)
+    body = struct.pack(">hhi", 3, 1, 7) + struct.pack(">h", 4) + b"test" + struct.pack(">i", -1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert s.recv(4) == b""  # closed, nothing written
+
+
+def test_plaintext_listener_unchanged(tmp_path: Path, node: tuple[NodeProcess, str]) -> None:
+    n, _ = node
+    topic = f"pt-{uuid.uuid4().hex[:8]}"
+    p = Producer({"bootstrap.servers": n.bootstrap})
+    p.produce(topic, value=b"x")
+    assert p.flush(20) == 0
