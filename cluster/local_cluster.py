@@ -73,12 +73,13 @@ _HANDED_OUT: set[int] = set()
 
 
 def free_low_port(rng: random.Random | None = None) -> int:
-    """A free port below the ephemeral range (32768+) and above the Raft bases, not handed out
-    before by this process: an ephemeral one could be taken by an outgoing connection between
-    this choice and the node's bind."""
+    """A free port below the ephemeral range (32768+) and above the Raft ports of up to three
+    nodes (bases below 28,000, + 1000 per node, + 64 slots), not handed out before by this
+    process: an ephemeral one could be taken by an outgoing connection between this choice and
+    the node's bind."""
     rng = rng or random.Random()
     for _ in range(500):
-        port = rng.randrange(28_200, 32_700)
+        port = rng.randrange(30_000, 32_700)
         if port not in _HANDED_OUT and not port_in_use(port):
             _HANDED_OUT.add(port)
             return port
