@@ -52,12 +52,14 @@ import struct
 import time
 import uuid
 from array import array
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.brokers import BenchError
 from bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
 from bench.common import host_cpu, mp_context, run_id
 from bench.report import Metric, Reporter, rnd
+from cluster.codec import uvarint
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -112,16 +114,7 @@ def heartbeat_v3(group: str, generation: int, member_id: str) -> bytes:
 def _cs(text: str) -> bytes:
     """A compact (flexible-version) string."""
     b = text.encode()
-    return _uvarint(len(b) + 1) + b
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return uvarint(len(b) + 1) + b
 
 
 def consumer_heartbeat_v1(group: str, member_id: str, epoch: int, rebalance_ms: int) -> bytes:
@@ -462,52 +455,22 @@ class _Worker:
 
     async def establish(self, g: _Group) -> None:
         if self.consumer_protocol:
-            return await self.establish_consumer(g)
-        deadline = time.monotonic() + self.cfg["join_timeout"]
-        while True:
-            if g.coord is None:
-                await self.find_again(g)
-            coord = g.coord
-            assert coord is not None
-            lane = await self.take_lane(coord, g.k)
-            healthy = False
-            self.join_rounds += 1
-            try:
-                rnd_ = _JoinRound()
-                # every member gets its id first, so that their JoinGroups reach the coordinator together
-                async with asyncio.TaskGroup() as tg:
-                    for j in range(g.k):
-                        if not g.ids[j]:
-                            tg.create_task(self.member_id(g, j, lane[j]))
-                async with asyncio.TaskGroup() as tg:
-                    for j in range(g.k):
-                        tg.create_task(self.member_join(g, j, lane[j], rnd_))
-                healthy = True
-            except* _Moved:
-                g.coord = None
-            except* (ConnectionError, TimeoutError) as eg:
-                self.join_errors[-1] = self.join_errors.get(-1, 0) + len(eg.exceptions)
-                await asyncio.sleep(0.5)
-            finally:
-                self.give_lane(coord, lane)
-            if healthy:
-                break
-            if time.monotonic() > deadline:
-                raise BenchError(f"group {g.gid} not stable after {self.cfg['join_timeout']:.0f}s "
-                                 f"(join errors {self.join_errors})")
-        assert g.coord is not None
-        for j, m in enumerate(g.members):
-            self.m_tail[m] = CLIENT_ID + heartbeat_v3(g.gid, g.gen, g.ids[j])
-            self.m_conn[m] = await self.heartbeat_conn(g.coord, m)
-            self.m_sent[m] = 0.0
+            await self._retry_join(g, lambda coord: self.consumer_round(g, coord))
+        else:
+            await self._retry_join(g, lambda coord: self.classic_round(g, coord))
+            assert g.coord is not None
+            for j, m in enumerate(g.members):
+                self.m_tail[m] = CLIENT_ID + heartbeat_v3(g.gid, g.gen, g.ids[j])
+                self.m_conn[m] = await self.heartbeat_conn(g.coord, m)
+                self.m_sent[m] = 0.0
         g.stable = True
         if not g.established:
             g.established = True
             self.joined_members += g.k
 
-    async def establish_consumer(self, g: _Group) -> None:
-        """KIP-848: each member joins with one ConsumerGroupHeartbeat at epoch 0 (its own member id,
-        v1); nothing is held, so they all go over the shared heartbeat connections."""
+    async def _retry_join(self, g: _Group, join_round: Callable[[tuple[str, int]], Awaitable[None]]) -> None:
+        """Join rounds until one completes: a moved coordinator is found again, a lost connection
+        or a timeout retried after 0.5 s, up to ``--join-timeout``."""
         deadline = time.monotonic() + self.cfg["join_timeout"]
         while True:
             if g.coord is None:
@@ -515,25 +478,43 @@ class _Worker:
             coord = g.coord
             assert coord is not None
             try:
-                async with asyncio.TaskGroup() as tg:
-                    for j, m in enumerate(g.members):
-                        if not g.ids[j]:
-                            g.ids[j] = base64.urlsafe_b64encode(uuid.UUID(int=self.rng.getrandbits(128)).bytes
-                                                                ).decode().rstrip("=")
-                        tg.create_task(self.consumer_join(g, j, m, coord))
-                break
+                await join_round(coord)
+                return
             except* _Moved:
                 g.coord = None
             except* (ConnectionError, TimeoutError) as eg:
                 self.join_errors[-1] = self.join_errors.get(-1, 0) + len(eg.exceptions)
                 await asyncio.sleep(0.5)
             if time.monotonic() > deadline:
-                raise BenchError(f"group {g.gid} not joined after {self.cfg['join_timeout']:.0f}s "
+                raise BenchError(f"group {g.gid} not stable after {self.cfg['join_timeout']:.0f}s "
                                  f"(join errors {self.join_errors})")
-        g.stable = True
-        if not g.established:
-            g.established = True
-            self.joined_members += g.k
+
+    async def classic_round(self, g: _Group, coord: tuple[str, int]) -> None:
+        """One rebalance over a lane of the group's own connections: member ids first, so that the
+        JoinGroups reach the coordinator together, then join and sync."""
+        lane = await self.take_lane(coord, g.k)
+        self.join_rounds += 1
+        try:
+            rnd_ = _JoinRound()
+            async with asyncio.TaskGroup() as tg:
+                for j in range(g.k):
+                    if not g.ids[j]:
+                        tg.create_task(self.member_id(g, j, lane[j]))
+            async with asyncio.TaskGroup() as tg:
+                for j in range(g.k):
+                    tg.create_task(self.member_join(g, j, lane[j], rnd_))
+        finally:
+            self.give_lane(coord, lane)
+
+    async def consumer_round(self, g: _Group, coord: tuple[str, int]) -> None:
+        """KIP-848: each member joins with one ConsumerGroupHeartbeat at epoch 0 (its own member id,
+        v1); nothing is held, so they all go over the shared heartbeat connections."""
+        async with asyncio.TaskGroup() as tg:
+            for j, m in enumerate(g.members):
+                if not g.ids[j]:
+                    g.ids[j] = base64.urlsafe_b64encode(uuid.UUID(int=self.rng.getrandbits(128)).bytes
+                                                        ).decode().rstrip("=")
+                tg.create_task(self.consumer_join(g, j, m, coord))
 
     async def consumer_join(self, g: _Group, j: int, m: int, coord: tuple[str, int]) -> None:
         conn = await self.heartbeat_conn(coord, m)

@@ -195,7 +195,8 @@ def encode_heartbeat_response(version: int, correlation_id: int, error_code: int
 # Topics, each with partitions and their error codes; throttle time from v3; v8+ flexible.
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint, as flexible versions write lengths and counts."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -217,14 +218,14 @@ def encode_offset_commit_response(version: int, correlation_id: int,
         parts.append(b"\0")  # response header v1: no tagged fields
     if version >= 3:
         parts.append(_I32.pack(0))  # throttle_time_ms
-    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    parts.append(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, partitions in topics:
         if isinstance(name, bytes):
             parts.append(name)  # v10: the topic id
         else:
             b = name.encode()
-            parts.append(_uvarint(len(b) + 1) + b if flexible else _I16.pack(len(b)) + b)
-        parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+            parts.append(uvarint(len(b) + 1) + b if flexible else _I16.pack(len(b)) + b)
+        parts.append(uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         tail = b"\0" if flexible else b""
         parts.extend(_PARTITION_RESULT.pack(p, code) + tail for p, code in partitions)
         if flexible:
