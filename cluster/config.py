@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ class ConfigError(ValueError):
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS
+SSL_CLIENT_AUTH = ("none", "requested", "required")
 SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 
 
@@ -68,7 +70,17 @@ KAFKA_NAMES: dict[str, str] = {
     "advertised_listeners": "advertised.listeners",
     "listener_security_protocol_map": "listener.security.protocol.map",
     "sasl_enabled_mechanisms": "sasl.enabled.mechanisms",
+    "ssl_keystore_type": "ssl.keystore.type",
+    "ssl_keystore_location": "ssl.keystore.location",
+    "ssl_key_password": "ssl.key.password",
+    "ssl_truststore_type": "ssl.truststore.type",
+    "ssl_truststore_location": "ssl.truststore.location",
+    "ssl_client_auth": "ssl.client.auth",
+    "ssl_principal_mapping_rules": "ssl.principal.mapping.rules",
 }
+# Kafka's per-listener form of ssl.client.auth, "listener.name.<name>.ssl.client.auth" (the only one
+# SASL_SSL listeners heed), is gathered into listener_ssl_client_auth as "NAME:mode,...".
+_LISTENER_CLIENT_AUTH = re.compile(r"listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth")
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
 MAX_TXN_PARTITIONS = 100
@@ -210,6 +222,20 @@ class NodeConfig:
     # The users SASL listeners accept, "name:password,..." (the first admin's bootstrap, as
     # kafka-storage.sh --add-scram is: SCRAM credentials are derived from it at start, salted)
     sasl_users: str = ""
+    # TLS of the SSL and SASL_SSL listeners (Kafka's keys; PEM files only): the node's key and
+    # certificate chain in one file, the CAs it trusts for client certificates, whether SSL
+    # listeners ask for one (none, requested, required), and how a certificate's subject becomes
+    # the principal's name (Kafka's rule language; DEFAULT = the subject as RFC 2253 writes it).
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    ssl_client_auth: str = "none"
+    # Per listener, "NAME:mode,..." (Kafka: listener.name.<name>.ssl.client.auth); the only way to ask a
+    # SASL_SSL listener's clients for certificates, as in Kafka.
+    listener_ssl_client_auth: str = ""
+    ssl_principal_mapping_rules: str = "DEFAULT"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -236,6 +262,14 @@ class NodeConfig:
             if listener.strip() == name:
                 return protocol.strip().upper()
         return name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
+
+    def client_auth_for(self, name: str) -> str:
+        """ssl.client.auth of listener ``name``: its own setting, else (SSL listeners only) ``ssl_client_auth``."""
+        for item in (x.strip() for x in self.listener_ssl_client_auth.split(",") if x.strip()):
+            listener, _, mode = item.partition(":")
+            if listener.strip().upper() == name:
+                return mode.strip().lower()
+        return self.ssl_client_auth.lower() if self.listener_protocol(name) == "SSL" else "none"
 
     def sasl_user_list(self) -> dict[str, str]:
         users = {}
@@ -282,11 +316,27 @@ class NodeConfig:
         need(self.group_max_size >= 1, "group_max_size", "must be >= 1")
         protocols = {x.name: self.listener_protocol(x.name) for x in self.listener_list()}
         need(all(p in SERVED_PROTOCOLS for p in protocols.values()), "listener_security_protocol_map",
-             f"security protocols served: {', '.join(SERVED_PROTOCOLS)} (SSL and SASL_SSL are not yet)")
+             f"security protocols served: {', '.join(SERVED_PROTOCOLS)}")
+        main_protocol = protocols[self.listener_list()[0].name]
+        need(main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
+             "the first listener carries the nodes' own requests to each other: PLAINTEXT or SSL, not "
+             f"{main_protocol} (put a SASL listener after it)")
+        tls = any(p in ("SSL", "SASL_SSL") for p in protocols.values())
+        need(not tls or bool(self.ssl_keystore_location), "ssl_keystore_location",
+             "an SSL or SASL_SSL listener needs the node's key and certificate chain (a PEM file)")
+        need(self.ssl_keystore_type.upper() == "PEM", "ssl_keystore_type", "only PEM is read")
+        need(self.ssl_truststore_type.upper() == "PEM", "ssl_truststore_type", "only PEM is read")
+        need(self.ssl_client_auth.lower() in SSL_CLIENT_AUTH, "ssl_client_auth", "must be none, requested or required")
+        for item in (x.strip() for x in self.listener_ssl_client_auth.split(",") if x.strip()):
+            listener, _, mode = item.partition(":")
+            need(listener.strip().upper() in protocols and mode.strip().lower() in SSL_CLIENT_AUTH,
+                 "listener_ssl_client_auth", "expected NAME:none|requested|required entries naming listeners")
+        need(not any(self.client_auth_for(n) != "none" for n in protocols) or bool(self.ssl_truststore_location),
+             "ssl_truststore_location", "asking clients for certificates needs the CAs to trust (a PEM file)")
         mechanisms = [m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
         need(bool(mechanisms) and set(mechanisms) <= SASL_MECHANISMS, "sasl_enabled_mechanisms",
              f"must list some of {', '.join(sorted(SASL_MECHANISMS))}")
-        need("SASL_PLAINTEXT" not in protocols.values() or bool(self.sasl_user_list()), "sasl_users",
+        need(not {"SASL_PLAINTEXT", "SASL_SSL"} & set(protocols.values()) or bool(self.sasl_user_list()), "sasl_users",
              "a SASL listener needs at least one user (name:password)")
         need(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
         need(self.group_consumer_session_timeout_ms > self.group_consumer_heartbeat_interval_ms,
@@ -382,6 +432,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 
 
 def _resolve_name(key: str, source: str) -> str:
+    if _LISTENER_CLIENT_AUTH.fullmatch(key):
+        return "listener_ssl_client_auth"
     if key in _FIELDS:
         return key
     if key in _BY_KAFKA_NAME:
@@ -390,6 +442,15 @@ def _resolve_name(key: str, source: str) -> str:
     if under in _FIELDS:
         return under
     raise ConfigError(f"unknown setting {key!r} in {source}")
+
+
+def _put(values: dict[str, Any], name: str, key: str, value: Any) -> None:
+    m = _LISTENER_CLIENT_AUTH.fullmatch(key)
+    if m is None:
+        values[name] = value
+    else:  # listener.name.<l>.ssl.client.auth=mode joins the others as "L:mode"
+        kept = [x for x in str(values.get(name, "")).split(",") if x and x.partition(":")[0] != m.group(1).upper()]
+        values[name] = ",".join([*kept, f"{m.group(1).upper()}:{value}"])
 
 
 def load_config(
@@ -415,7 +476,7 @@ def load_config(
                 flat[k] = v
         for k, v in flat.items():
             name = _resolve_name(k, path)
-            values[name] = _coerce(name, v, path)
+            _put(values, name, k, _coerce(name, v, path))
     env = os.environ if env is None else env
     for name in _FIELDS:
         key = f"KCOORD_{name.upper()}"
@@ -425,7 +486,7 @@ def load_config(
         if v is None:
             continue
         name = _resolve_name(k, "command line")
-        values[name] = _coerce(name, v, "command line")
+        _put(values, name, k, _coerce(name, v, "command line"))
     if values.get("listeners"):
         try:
             main = parse_listeners(str(values["listeners"]))[0]

@@ -178,6 +178,15 @@ class ConnInfo:
     listener: str = ""  # the name of the listener it came in through (config `listeners`)
     long_polls: LongPolls = field(default_factory=LongPolls)
     auth: SaslAuthenticator | None = None  # on a SASL listener: its exchange (complete once authenticated)
+    tls_principal: str | None = None  # on an SSL listener: User:<mapped certificate subject> or User:ANONYMOUS
+
+    @property
+    def principal(self) -> str:
+        """Who the client is, as Kafka's default principal builder says: the SASL identity on a SASL
+        listener, the certificate's on an SSL one, ``User:ANONYMOUS`` otherwise."""
+        if self.auth is not None:
+            return self.auth.principal or "User:ANONYMOUS"
+        return self.tls_principal or "User:ANONYMOUS"
 
 
 class Dispatcher:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from cluster import data_dir, group_api, txn_api
@@ -22,7 +23,8 @@ from cluster.config import NodeConfig
 from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
-from cluster.security.listener_auth import authenticators
+from cluster.security.listener_auth import authenticators, tls_contexts
+from cluster.security.principal_mapper import PrincipalMapper
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.single_node_topology import SingleNodeTopology
 from cluster.supervise import supervised
@@ -61,6 +63,15 @@ class Node:
             if wanted != fixed:
                 raise NodeStartError(f"{name} is {wanted} but this node's data ({config.data_dir}) was created "
                                      f"with {fixed}; it can never change")
+        try:  # the listeners' TLS keys and CAs are read now: a node that cannot serve TLS does not start
+            self._tls = tls_contexts(config)
+        except (OSError, ssl.SSLError) as e:
+            raise NodeStartError(f"cannot set up TLS from ssl.keystore.location={config.ssl_keystore_location!r} / "
+                                 f"ssl.truststore.location={config.ssl_truststore_location!r}: {e}") from None
+        try:
+            self._principal_mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
+        except ValueError as e:
+            raise NodeStartError(f"invalid setting ssl.principal.mapping.rules: {e}") from None
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
         self._producer_id_next = 0
@@ -211,7 +222,8 @@ class Node:
         dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
         main, *more = cfg.listener_list()
         self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits, name=main.name,
-                                 more=[(x.name, x.host, x.port) for x in more], authenticators=authenticators(cfg))
+                                 more=[(x.name, x.host, x.port) for x in more], authenticators=authenticators(cfg),
+                                 tls=self._tls, principal_mapper=self._principal_mapper)
         await self.server.start()
         if more:
             self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import io
+import ssl
 import struct
 from typing import Any
 
@@ -44,8 +45,9 @@ def _retrieved(fut: asyncio.Future[bytes]) -> None:
 
 
 class PeerClient:
-    def __init__(self, client_id: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, client_id: str, timeout_s: float = 10.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self._client_id = client_id.encode()
+        self._ssl = ssl_context  # the nodes' listener is SSL: TLS, showing this node's certificate
         self._timeout_s = timeout_s
         self._conns: dict[tuple[str, int], _Conn] = {}
         self._connecting: asyncio.Lock | None = None  # one connection per address, even when asked at once
@@ -111,7 +113,8 @@ class PeerClient:
         conn = self._conns.get((host, port))
         if conn is None or conn.writer.is_closing():
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self._timeout_s)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=self._ssl),
+                                                        self._timeout_s)
             except (OSError, TimeoutError) as e:
                 raise PeerRequestError(f"{host}:{port}: {e!r}") from e
             conn = self._conns[(host, port)] = _Conn(reader, writer)

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import ssl
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,9 @@ from typing import Any, cast
 
 from cluster.dispatch import CloseConnection, ConnInfo, Dispatcher, LongPolls
 from cluster.log_limit import LogLimiter
+from cluster.security.principal_mapper import NoMatchingRule, PrincipalMapper
 from cluster.security.sasl import SaslAuthenticator
+from cluster.security.tls import HANDSHAKE_TIMEOUT_S, certificate_principal
 from cluster.supervise import supervised
 
 log = logging.getLogger("kcoord.server")
@@ -81,7 +84,9 @@ class WireServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, *,
                  limits: ConnectionLimits | None = None, name: str = "",
                  more: list[tuple[str, str, int]] | None = None,
-                 authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None) -> None:
+                 authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None,
+                 tls: Mapping[str, ssl.SSLContext] | None = None,
+                 principal_mapper: PrincipalMapper | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -89,6 +94,8 @@ class WireServer:
         self.more = list(more or [])  # further listeners: (name, host, port), sharing the limits
         self.ports: dict[str, int] = {}
         self.authenticators = dict(authenticators or {})  # listener -> a new connection's SASL exchange
+        self.tls = dict(tls or {})  # listener -> its TLS context (SSL and SASL_SSL listeners)
+        self.principal_mapper = principal_mapper or PrincipalMapper()
         self.limits = limits or ConnectionLimits()
         self.max_request_bytes = self.limits.max_request_bytes
         self._server: asyncio.AbstractServer | None = None
@@ -224,6 +231,7 @@ class _Connection(asyncio.Protocol):
         self.held = 0  # this connection's share of the server's queued_bytes
         self.last_active = 0.0  # loop time of the last read or write (connections.max.idle.ms)
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.handshake: asyncio.Task[Any] | None = None  # a TLS listener's handshake, while it lasts
 
     # ---------------------------------------------------------------- transport events
 
@@ -235,11 +243,86 @@ class _Connection(asyncio.Protocol):
                              self.long_polls, authenticator() if authenticator is not None else None)
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
-        if not self.server.admit(self):
+        if not self.server.admit(self):  # counted before any TLS handshake: handshakes are bounded too
             self.closing = self.ended = True
             self.transport.abort()
+            return
+        tls = self.server.tls.get(self.info.listener)
+        if tls is not None:
+            self._begin_tls(tls)
+
+    def _begin_tls(self, tls: ssl.SSLContext) -> None:
+        """TLS from the first byte (Kafka has no STARTTLS). The handshake's first step runs now, so
+        the transport hands what it reads next (the ClientHello, which uvloop may read at once) to
+        TLS rather than to this protocol; the rest runs as a task, and a failed handshake is logged
+        here, once, with the peer's address. Nothing is read as a request until it is done."""
+        raw = self.transport
+        assert raw is not None and self.loop is not None
+        coro = self.loop.start_tls(raw, self, tls, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            self._tls_ready(raw, stop.value)
+            return
+        except Exception as e:  # noqa: BLE001 - a handshake that fails at once is logged like any other
+            self._tls_failed(raw, e)
+            return
+        self.handshake = self.loop.create_task(_finish(coro, waiting))
+        self.handshake.add_done_callback(lambda task: self._handshake_done(raw, task))
+
+    def _handshake_done(self, raw: asyncio.Transport, task: asyncio.Task[Any]) -> None:
+        self.handshake = None
+        if task.cancelled():
+            self._refused(raw)
+        elif task.exception() is not None:
+            self._tls_failed(raw, cast(BaseException, task.exception()))
+        else:
+            self._tls_ready(raw, task.result())
+
+    def _tls_failed(self, raw: asyncio.Transport, e: BaseException) -> None:
+        why = getattr(e, "reason", None) or type(e).__name__  # rate-limited per reason, so each kind is seen
+        self.server.warn.warning(f"tls_handshake_failed:{why}", "event=tls_handshake_failed conn=%d peer=%s:%d listener=%s "
+                                 "error=%r", self.info.connection_id, self.info.host, self.info.port,
+                                 self.info.listener, f"{type(e).__name__}: {e}")
+        self._refused(raw)
+
+    def _tls_ready(self, raw: asyncio.Transport, transport: asyncio.Transport | None) -> None:
+        if transport is None or transport.is_closing():  # closed meanwhile
+            self._refused(raw if transport is None else transport)
+            return
+        self.transport = transport
+        if self.loop is not None:
+            self.last_active = self.loop.time()
+        if not self._tls_principal(transport):
+            self._refused(transport)
+        elif self.buf:
+            self.data_received(b"")  # what arrived with the end of the handshake
+
+    def _refused(self, transport: asyncio.Transport) -> None:
+        self.closing = self.ended = True
+        self.server.release(self)
+        transport.abort()
+
+    def _tls_principal(self, transport: asyncio.BaseTransport) -> bool:
+        """The principal a TLS client's certificate gives, or False when no mapping rule takes the
+        certificate's subject (Kafka refuses such a client)."""
+        tls = transport.get_extra_info("ssl_object")
+        der = tls.getpeercert(binary_form=True) if tls is not None else None
+        try:
+            self.info.tls_principal = certificate_principal(der, self.server.principal_mapper)
+        except (NoMatchingRule, ValueError) as e:
+            self.server.warn.warning("tls_principal_refused", "event=tls_principal_refused conn=%d peer=%s:%d "
+                                     "listener=%s error=%r", self.info.connection_id, self.info.host, self.info.port,
+                                     self.info.listener, str(e))
+            return False
+        if der is not None:
+            log.info("event=tls_authenticated conn=%d peer=%s:%d listener=%s principal=%s", self.info.connection_id,
+                     self.info.host, self.info.port, self.info.listener, self.info.tls_principal)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.handshake is not None:  # the raw connection went during the handshake: _handshake_done says so
+            return
         self.closing = True
         self.server.release(self)
         if self.held:
@@ -256,7 +339,7 @@ class _Connection(asyncio.Protocol):
             self._bad_frame(f"truncated frame: {len(self.buf)} bytes at end of stream")
         else:
             self._end()  # the client half-closed: answer what it sent, then close
-        return True
+        return self.info.tls_principal is None  # TLS has no half-close: its transport closes now
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -267,6 +350,9 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.ended:
+            return
+        if self.handshake is not None:  # decrypted bytes may come before _handshake_done: kept for it
+            self.buf += data
             return
         server = self.server
         if self.loop is not None:

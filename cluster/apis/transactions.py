@@ -24,6 +24,7 @@ from cluster.apis.common import ZERO, mk, req_mod, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
+from cluster.security.tls import peer_context
 from cluster.services import NodeServices
 from cluster.txn_driver import TxnDriver
 from coordinator.partitioner import partition_for
@@ -53,7 +54,7 @@ class TxnApi:
     def __init__(self, node: NodeServices, driver: TxnDriver) -> None:
         self.node = node
         self.driver = driver
-        self.peers = PeerClient(f"kcoord-{node.node_id}-txn-verify")
+        self.peers = PeerClient(f"kcoord-{node.node_id}-txn-verify", ssl_context=peer_context(node.config))
 
     async def start(self) -> None:
         await self.driver.start()

@@ -27,6 +27,7 @@ from cluster.data_plane import Err
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
+from cluster.security.tls import peer_context
 from cluster.services import NodeServices
 from cluster.txn_driver import MarkersAbandoned
 from transactions import commands as c
@@ -89,7 +90,7 @@ class MarkerWriter:
 
     def __init__(self, node: NodeServices) -> None:
         self.node = node
-        self.client = PeerClient(f"kcoord-{node.node_id}-txn-markers")
+        self.client = PeerClient(f"kcoord-{node.node_id}-txn-markers", ssl_context=peer_context(node.config))
 
     async def __call__(self, markers: c.WriteMarkers, coordinator_epoch: int) -> tuple[TopicPartition, ...]:
         by_leader: dict[int, list[TopicPartition]] = {}

@@ -1,20 +1,27 @@
-"""Which listeners authenticate, and how: a new connection on a SASL listener gets its own
-``SaslAuthenticator`` over the node's users (``sasl_users``; SCRAM credentials derived from them at
-start, salted, never the password kept for SCRAM)."""
+"""Which listeners authenticate, and how: a new connection on a SASL listener (SASL_PLAINTEXT,
+SASL_SSL) gets its own ``SaslAuthenticator`` over the node's users (``sasl_users``; SCRAM
+credentials derived from them at start, salted, never the password kept for SCRAM); an SSL or
+SASL_SSL listener gets its TLS context, asking clients for certificates as its ``ssl.client.auth``
+says (for SASL_SSL only when set for that listener, as Kafka does)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from cluster.config import NodeConfig
 from cluster.security.sasl import SaslAuthenticator, SaslConfig
 from cluster.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from cluster.security.scram import ScramCredential, make_credential
+from cluster.security.tls import server_context
+
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 
 def authenticators(config: NodeConfig) -> dict[str, Callable[[], SaslAuthenticator]]:
     """Listener name -> a factory of a connection's SASL exchange, for the SASL listeners."""
-    sasl_listeners = [x.name for x in config.listener_list() if config.listener_protocol(x.name) == "SASL_PLAINTEXT"]
+    sasl_listeners = [x.name for x in config.listener_list() if config.listener_protocol(x.name) in SASL_PROTOCOLS]
     if not sasl_listeners:
         return {}
     mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
@@ -25,3 +32,9 @@ def authenticators(config: NodeConfig) -> dict[str, Callable[[], SaslAuthenticat
     sasl = SaslConfig(mechanisms, users if "PLAIN" in mechanisms else {},
                       lambda user, mechanism: credentials.get((user, mechanism)))
     return {name: (lambda: SaslAuthenticator(sasl)) for name in sasl_listeners}
+
+
+def tls_contexts(config: NodeConfig) -> dict[str, ssl.SSLContext]:
+    """Listener name -> its TLS context, for the SSL and SASL_SSL listeners."""
+    return {x.name: server_context(config, config.client_auth_for(x.name)) for x in config.listener_list()
+            if config.listener_protocol(x.name) in TLS_PROTOCOLS}

@@ -30,7 +30,8 @@ def test_only_sasl_listeners_authenticate_and_scram_credentials_are_salted() -> 
 
 @pytest.mark.parametrize("kw,why", [
     ({"listener_security_protocol_map": "EXTERNAL:SASL_PLAINTEXT"}, "sasl_users"),
-    ({"listener_security_protocol_map": "EXTERNAL:SSL"}, "listener_security_protocol_map"),
+    ({"listener_security_protocol_map": "EXTERNAL:SSL"}, "ssl_keystore_location"),  # TLS needs the node's key
+    ({"listener_security_protocol_map": "EXTERNAL:KERBEROS"}, "listener_security_protocol_map"),
     ({"sasl_enabled_mechanisms": "GSSAPI"}, "sasl_enabled_mechanisms"),
     ({"listener_security_protocol_map": "EXTERNAL:SASL_PLAINTEXT", "sasl_users": "alice"}, "sasl_users"),
 ])
