@@ -42,7 +42,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit tests/runtime
 
 test: setup lint
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m "not slow" --durations=30
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache

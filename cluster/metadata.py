@@ -92,12 +92,23 @@ class TopicMeta:
                 "internal": self.internal}
 
 
+# One ACL as stored and replicated: (resource type, name, pattern type, principal, host, operation,
+# permission), Kafka's codes (cluster/security/authorizer.py gives them meaning).
+AclRow = tuple[int, str, int, str, str, int, int]
+
+
+def acl_row(fields: Any) -> AclRow:
+    t, name, pattern, principal, host, op, perm = fields
+    return int(t), str(name), int(pattern), str(principal), str(host), int(op), int(perm)
+
+
 class ClusterMetadata:
     def __init__(self, data_dir: str, *, offsets_partitions: int, txn_partitions: int = 8) -> None:
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, "cluster.json")
         os.makedirs(data_dir, exist_ok=True)
         self.topics: dict[str, TopicMeta] = {}
+        self.acls: frozenset[AclRow] = frozenset()  # replaced whole on every change (readers keep a snapshot)
         self.next_producer_id_block = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as fh:
@@ -110,6 +121,7 @@ class ClusterMetadata:
             self.txn_partitions: int = int(doc.get("transaction_partitions", txn_partitions))
             if "transaction_partitions" not in doc:
                 self.save()
+            self.acls = frozenset(acl_row(x) for x in doc.get("acls", ()))
             for name, t in doc.get("topics", {}).items():
                 self.topics[name] = TopicMeta(name, int(t["partitions"]), uuid.UUID(t["topic_id"]),
                                               dict(t.get("configs", {})), bool(t.get("internal", False)))
@@ -135,6 +147,7 @@ class ClusterMetadata:
             "transaction_partitions": self.txn_partitions,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {name: t.to_obj() for name, t in sorted(self.topics.items())},
+            "acls": [list(x) for x in sorted(self.acls)],
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -164,6 +177,11 @@ class ClusterMetadata:
         self.topics = dict(topics)
         self._by_id = {t.topic_id: t for t in self.topics.values()}
         self._image = None
+
+    def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
+        """Single node: remove ``delete``, then add ``create``, at once, and keep it on disk."""
+        self.acls = frozenset((self.acls - set(delete)) | set(create))
+        self.save()
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self._by_id.get(topic_id)

@@ -29,7 +29,7 @@ from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.incarnation import claim_dir
-from cluster.metadata import TRANSACTION_TOPIC, ClusterMetadata, TopicMeta
+from cluster.metadata import TRANSACTION_TOPIC, AclRow, ClusterMetadata, TopicMeta, acl_row
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
@@ -47,7 +47,8 @@ META_SLOT = 0
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}}
+                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "acls": []}
+    acls: set[AclRow] = set()
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
@@ -56,6 +57,12 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
             state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
             state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
+            acls = {acl_row(x) for x in op.get("acls") or ()}
+        elif kind == "acls":
+            # CreateAcls / DeleteAcls: the removals, then the additions, as one step (Kafka's
+            # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch).
+            acls -= {acl_row(x) for x in op.get("delete") or ()}
+            acls |= {acl_row(x) for x in op.get("create") or ()}
         elif kind == "endpoints":
             # A node's further listeners as clients reach them (Kafka's broker registration),
             # so every node can tell a client the addresses on the listener it came in through.
@@ -77,6 +84,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["next_slot"] += int(op["partitions"])
         elif kind == "delete":
             state["topics"].pop(op["name"], None)
+    state["acls"] = [list(x) for x in sorted(acls)]
     return state
 
 
@@ -386,6 +394,9 @@ class RaftCluster:
             topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
                 name, t["partitions"], tid, dict(t["configs"]))
         self.metadata.replace_topics(topics)
+        acls = frozenset(acl_row(x) for x in state["acls"])
+        if acls != self.metadata.acls:
+            self.metadata.acls = acls
         wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
@@ -458,6 +469,11 @@ class RaftCluster:
 
         await self._wait(granted)
         return int(self.state["pid_grants"][self.me.node_id][1])
+
+    async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
+        await self._submit(_op(op="acls", create=[list(x) for x in create], delete=[list(x) for x in delete]))
+        want_in, want_out = set(create), set(delete) - set(create)
+        await self._wait(lambda: want_in <= self.metadata.acls and not want_out & self.metadata.acls)
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)

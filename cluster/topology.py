@@ -14,7 +14,7 @@ from typing import Protocol
 
 from cluster.broker_info import BrokerInfo
 from cluster.data_plane import DataPartition
-from cluster.metadata import TopicMeta
+from cluster.metadata import AclRow, TopicMeta
 from replication.api import CoordinatorLog
 
 
@@ -82,6 +82,11 @@ class Topology(Protocol):
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta: ...
 
     async def delete_topic(self, name: str) -> TopicMeta | None: ...
+
+    async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
+        """Remove ``delete`` and add ``create`` in one step of the cluster's metadata (every node's
+        ``metadata.acls`` follows; this node's once this returns)."""
+        ...
 
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of 1000 producer ids that no other node hands out."""
