@@ -438,15 +438,17 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
     if static.limit(1).count() == 0:
         return Verdict("I7", INVARIANTS["I7"], "skipped", notes=["no static members (no `instance` field) in history"])
     bounces = (ev.where(F.col("type").isin("leave", "crash")).select("group", "member", F.col("t").alias("t_b"))
-               .join(static, ["group", "member"]))
+               .join(static, ["group", "member"])
+               .withColumn("t_prev", F.lag("t_b").over(Window.partitionBy("group", "member").orderBy("t_b"))))
     # A static member that held nothing when it went (never assigned, or its last assign/revoke
-    # was a lost revoke: expired or fenced) comes back as a join, and a join rebalances in Kafka
+    # was a lost revoke: expired or fenced; or nothing assigned since it last went, so this
+    # incarnation never held anything) comes back as a join, and a join rebalances in Kafka
     # too: not a bounce to judge. (A clean close revokes too, but not as lost.)
     lost = (F.col("type") == "revoke") & F.coalesce(F.col("lost"), F.lit(False))
     held = (ev.where(F.col("type").isin("assign", "revoke"))
             .select("group", "member", F.col("t").alias("t_h"), lost.alias("h_lost"), "seq")
-            .join(bounces.select("group", "member", "t_b"), ["group", "member"])
-            .where(F.col("t_h") <= F.col("t_b"))
+            .join(bounces.select("group", "member", "t_b", "t_prev"), ["group", "member"])
+            .where((F.col("t_h") <= F.col("t_b")) & (F.col("t_prev").isNull() | (F.col("t_h") > F.col("t_prev"))))
             .groupBy("group", "member", "t_b").agg(F.max_by("h_lost", F.struct("t_h", "seq")).alias("last_lost"))
             .where(~F.col("last_lost")).drop("last_lost"))
     empty_handed = bounces.count()
@@ -456,9 +458,14 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
               .select("group", F.col("instance").alias("r_instance"), F.col("t").alias("t_r")))
     b = (bounces.join(rejoin, (bounces["group"] == rejoin["group"]) & (bounces["instance"] == rejoin["r_instance"])
                       & (rejoin["t_r"] > bounces["t_b"]), "left").drop(rejoin["group"])
-         .groupBy("group", "member", "instance", "t_b").agg(F.min("t_r").alias("t_r"))
-         .withColumn("w_end", F.coalesce(F.col("t_r"), F.col("t_b") + opts.session_timeout) + opts.fault_grace)
+         .groupBy("group", "member", "instance", "t_b").agg(F.min("t_r").alias("t_r")))
+    # A static member away longer than its session timeout is expired by the coordinator and its
+    # partitions move, as in Kafka: only a member back (assigned again) within it is a bounce.
+    returned = b.count()
+    b = (b.where(F.col("t_r") <= F.col("t_b") + opts.session_timeout)
+         .withColumn("w_end", F.col("t_r") + opts.fault_grace)
          .withColumn("bid", F.monotonically_increasing_id()))
+    returned -= b.count()
     others_churn = ev.where(F.col("type").isin("leave", "crash")).select(
         F.col("group").alias("o_group"), F.col("member").alias("o_member"), F.col("t").alias("o_t"))
     noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
@@ -487,8 +494,11 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
                     ["bounces overlapping another member's leave/crash are not judged",
                      f"bounces within {opts.fault_grace:g} s of a kill_all are not judged (unstored generations are lost)",
                      "a static member that held nothing when it went (never assigned, or lost) is not judged",
+                     f"a static member not back within the {opts.session_timeout:g} s session timeout is expired "
+                     "(its partitions move, as in Kafka): not judged",
                     "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
-                    {"static_bounces": b.count(), "bounces_holding_nothing": empty_handed})
+                    {"static_bounces": b.count(), "bounces_holding_nothing": empty_handed,
+                     "bounces_past_session_timeout": returned})
 
 
 def check_i8(tb: Tables, opts: Options) -> Verdict:

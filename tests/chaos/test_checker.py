@@ -344,15 +344,16 @@ def test_i9_bound_counts_fault_free_time_only() -> None:
     assert _fault_free_deadline(faults[3], faults, 35.0) == 145.0  # nothing after it
 
 
-def _i7(spark: Any, windows: list[tuple[str, float, float]], before: tuple[tuple[Any, ...], ...] = ()) -> Any:
-    """check_i7 on a static member s1 bounced at 38 s (back at 40 s) while dynamic m2 revokes at 39 s."""
+def _i7(spark: Any, windows: list[tuple[str, float, float]], before: tuple[tuple[Any, ...], ...] = (),
+        back: float = 40.0, revoke: float = 39.0, after: tuple[tuple[Any, ...], ...] = ()) -> Any:
+    """check_i7 on a static member s1 bounced at 38 s (back at ``back``) while dynamic m2 revokes at ``revoke``."""
     from types import SimpleNamespace
 
     from chaos.check.invariants import check_i7
 
     rows = [(1.0, "assign", G, "s1", "i1", [[T, "0"]]), (1.0, "assign", G, "m2", None, [[T, "1"]]), *before,
-            (38.0, "leave", G, "s1", "i1", []), (39.0, "revoke", G, "m2", None, [[T, "1"]]),
-            (40.0, "assign", G, "s1b", "i1", [[T, "0"]])]
+            (38.0, "leave", G, "s1", "i1", []), (revoke, "revoke", G, "m2", None, [[T, "1"]]),
+            (back, "assign", G, "s1b", "i1", [[T, "0"]]), *after]
     # (t, type, group, member, instance, partitions[, lost]) -> with seq and lost
     rows = [(*r[:6], n, bool(r[6]) if len(r) > 6 else None) for n, r in enumerate(rows)]
     ev = spark.createDataFrame(rows, "t double, type string, `group` string, member string, instance string, "
@@ -381,6 +382,24 @@ def test_i7_a_static_member_that_held_nothing_when_it_went_is_not_judged(spark: 
     # a clean close revokes (not lost) just before it leaves: judged
     v = _i7(spark, [("kill", 10.0, 12.0)], before=((37.9, "revoke", G, "s1", "i1", [[T, "0"]], False),))
     assert v.status == "fail" and v.stats["bounces_holding_nothing"] == 0, v
+
+
+def test_i7_a_static_member_away_past_its_session_timeout_is_expired_not_bounced(spark: Any) -> None:
+    # s1 crashed at 38 s and came back only at 65 s: its 10 s session expired at ~48 s and m2 took
+    # its partition, as Kafka does (chaos seed 1126, consumer protocol, found this as a false I7)
+    v = _i7(spark, [("kill", 10.0, 12.0)], back=65.0, revoke=47.9)
+    assert v.status == "pass" and v.stats["bounces_past_session_timeout"] == 1, v
+    # back within the session timeout: judged
+    v = _i7(spark, [("kill", 10.0, 12.0)], back=46.0, revoke=41.0)
+    assert v.status == "fail" and v.stats["bounces_past_session_timeout"] == 0, v
+
+
+def test_i7_an_incarnation_that_was_never_assigned_held_nothing_when_it_went(spark: Any) -> None:
+    # s1 came back after its session expired (a join), and went again before any assignment: that
+    # second departure is not a bounce of a member holding partitions
+    rows = ((20.0, "crash", G, "s1", "i1", []),)
+    v = _i7(spark, [("kill", 10.0, 12.0)], before=rows)
+    assert v.stats["bounces_holding_nothing"] == 1, v
 
 
 def test_i7_a_bounce_just_after_a_kill_all_is_not_judged(spark: Any) -> None:
