@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from bench.brokers import BenchError
-from bench.common import CLIENT_DEFAULTS, create_topic, host_cpu, mp_context, run_id
+from bench.common import CLIENT_DEFAULTS, client_config, create_topic, host_cpu, mp_context, run_id
 from bench.report import Metric, Reporter, percentile, rnd
 
 PHASES = {  # name -> (offsets per commit, asynchronous)
@@ -52,6 +52,10 @@ def add_arguments(p: Any) -> None:
     p.add_argument("--partitions", type=int, default=10, help="partitions of the topic (default 10)")
     p.add_argument("--window", type=int, default=16, help="async commits in flight per client (default 16)")
     p.add_argument("--phases", default=DEFAULT_PHASES, help=f"comma list of {', '.join(PHASES)}")
+    p.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a librdkafka setting of the clients of kcoord, e.g. security.protocol=SASL_SSL (repeat)")
+    p.add_argument("--peer-client-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="the same for the peer's clients (e.g. another listener of one kcoord cluster as the peer)")
 
 
 def params(args: Any) -> dict[str, Any]:
@@ -78,9 +82,10 @@ def ok(result: dict[str, Any]) -> bool:
 # ---------------------------------------------------------------- worker process
 
 
-def _worker(idx: int, bootstrap: str, topic: str, group: str, partitions: int, conn: Any, counter: Any) -> None:
+def _worker(idx: int, bootstrap: str, topic: str, group: str, partitions: int, conn: Any, counter: Any,
+            extra: dict[str, str]) -> None:
     try:
-        _worker_main(idx, bootstrap, topic, group, partitions, conn, counter)
+        _worker_main(idx, bootstrap, topic, group, partitions, conn, counter, extra)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the run
         import traceback
 
@@ -88,7 +93,7 @@ def _worker(idx: int, bootstrap: str, topic: str, group: str, partitions: int, c
 
 
 def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: int, conn: Any,
-                 counter: Any) -> None:
+                 counter: Any, extra: dict[str, str]) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     last_acked: dict[int, int] = {}
@@ -115,7 +120,7 @@ def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: i
             counter[idx] += 1
         st["last_t"] = now
 
-    conf = dict(CLIENT_DEFAULTS, **{"bootstrap.servers": bootstrap, "group.id": group,
+    conf = dict(CLIENT_DEFAULTS, **extra, **{"bootstrap.servers": bootstrap, "group.id": group,
                                      "enable.auto.commit": False, "enable.auto.offset.store": False,
                                      "on_commit": on_commit, "auto.offset.reset": "earliest"})
     c = Consumer(conf)
@@ -136,7 +141,7 @@ def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: i
             break
         if msg[0] == "verify":
             c.close()
-            conn.send(("verify", _verify(bootstrap, topic, group, partitions, last_acked)))
+            conn.send(("verify", _verify(bootstrap, topic, group, partitions, last_acked, extra)))
             return
         _, n_offsets, is_async, window, start_at, duration = msg
         st.update(ok=0, failed=0, offsets=0, lat=[], last_t=0.0)
@@ -197,10 +202,11 @@ def _worker_main(idx: int, bootstrap: str, topic: str, group: str, partitions: i
                              "cpu_s": time.process_time() - cpu0}))
 
 
-def _verify(bootstrap: str, topic: str, group: str, partitions: int, last_acked: dict[int, int]) -> dict[str, Any]:
+def _verify(bootstrap: str, topic: str, group: str, partitions: int, last_acked: dict[int, int],
+            extra: dict[str, str]) -> dict[str, Any]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": bootstrap, "group.id": group,
+    c = Consumer(dict(CLIENT_DEFAULTS, **extra, **{"bootstrap.servers": bootstrap, "group.id": group,
                                            "enable.auto.commit": False}))
     try:
         res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
@@ -221,7 +227,8 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
     phases = _phases(args)
     rid = run_id()
     topic = f"bench-commit-{rid}"
-    create_topic(bootstrap, topic, args.partitions)
+    extra = client_config(args.client_config if name == "kcoord" else args.peer_client_config)
+    create_topic(bootstrap, topic, args.partitions, client_config=extra)
     ctx = mp_context()
     counter = ctx.Array("q", args.clients, lock=False)
     procs, conns = [], []
@@ -229,7 +236,7 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
     for i in range(args.clients):
         parent, child = ctx.Pipe()
         p = ctx.Process(target=_worker, args=(i, bootstrap, topic, f"bench-commit-{rid}-{i}", args.partitions,
-                                             child, counter), daemon=True)
+                                             child, counter, extra), daemon=True)
         p.start()
         procs.append(p)
         conns.append(parent)

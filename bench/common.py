@@ -30,11 +30,11 @@ def run_id() -> str:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
-                 replication_factor: int = 1) -> None:
+                 replication_factor: int = 1, client_config: dict[str, str] | None = None) -> None:
     """Create ``topic`` and wait until the metadata shows every partition with a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
                                   operation_timeout=timeout)
     for f in futures.values():
@@ -51,6 +51,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
             return
         time.sleep(0.1)
     raise BenchError(f"{bootstrap}: topic {topic} has no leaders for all {partitions} partitions after {timeout}s")
+
+
+def client_config(items: list[str] | None) -> dict[str, str]:
+    """``KEY=VALUE`` librdkafka settings (security.protocol, ssl.ca.location, sasl.*, ...)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BenchError(f"client setting {item!r} is not KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def broker_count(bootstrap: str, timeout: float = 10.0) -> int:

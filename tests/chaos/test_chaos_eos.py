@@ -21,7 +21,7 @@ SEED = 20261125
 
 def test_exactly_once_holds_through_a_bounded_eos_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "eos-bounded", "--duration", "40",
+    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "eos-bounded", "--duration", "34",
                            "--seed", str(SEED), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
     print(proc.stderr[-4000:])

@@ -1,4 +1,4 @@
-"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~45 s, with
+"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~38 s, with
 ``--group-protocol mixed``: the first group's confluent-kafka members speak KIP-848 beside its
 classic kafka-python members, the second group stays classic, so one run covers both protocols.
 
@@ -32,7 +32,7 @@ def _lines(path: Path) -> list[dict]:  # type: ignore[type-arg]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("chaos") / "run"
-    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "45",
+    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "38",
                            "--group-protocol", "mixed", "--seed", str(SEED), "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     print(proc.stderr[-5000:])

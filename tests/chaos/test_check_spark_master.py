@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyspark")
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
+# slow: 80 s of a Spark master and worker starting; every other checker test runs the same job on local[n].
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(300)]
 
 from tests.chaos.test_checker import History  # noqa: E402
 from tests.cluster.harness import free_port  # noqa: E402

@@ -97,7 +97,7 @@ def _catch_up(tmp_path: Path, down_s: float) -> None:
 
 
 def test_a_follower_down_for_a_while_catches_up(tmp_path: Path) -> None:
-    _catch_up(tmp_path, 25)
+    _catch_up(tmp_path, 15)
 
 
 @pytest.mark.slow

@@ -219,7 +219,7 @@ def test_refused_clients_and_the_cluster_goes_on(secure: Secure) -> None:
     no_cert: dict[str, Any] = {"bootstrap.servers": secure.ssl_boot, "security.protocol": "SSL",
                                "ssl.ca.location": secure.ca}
     with pytest.raises(KafkaException):
-        AdminClient(no_cert).list_topics(timeout=4)
+        AdminClient(no_cert).list_topics(timeout=2)
     other = trustme.CA().issue_cert("mallory@example.com", common_name="mallory")
     other_cert = str(secure.base / "mallory.crt")
     with open(other_cert, "wb") as fh:
@@ -227,14 +227,14 @@ def test_refused_clients_and_the_cluster_goes_on(secure: Secure) -> None:
     other_key = _write(other.private_key_pem, secure.base / "mallory.key")
     with pytest.raises(KafkaException):
         AdminClient({**no_cert, "ssl.certificate.location": other_cert, "ssl.key.location": other_key}) \
-            .list_topics(timeout=4)
+            .list_topics(timeout=2)
     logs = "".join(secure.cluster.log_text(i) for i in range(3))
     assert "event=tls_handshake_failed" in logs and "PEER_DID_NOT_RETURN_A_CERTIFICATE" in logs
     assert "CERTIFICATE_VERIFY_FAILED" in logs  # mallory's certificate is not of the cluster's CA
     sasl_errors: list[KafkaError] = []
     bad = AdminClient(sasl_ssl_conf(secure, password="wrong", error_cb=sasl_errors.append))
     with pytest.raises(KafkaException):
-        bad.list_topics(timeout=4)
+        bad.list_topics(timeout=2)
     bad.poll(0.5)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in sasl_errors), sasl_errors
     # A client that speaks plain Kafka to a TLS listener: an alert or nothing, then the connection closes.
