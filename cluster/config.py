@@ -318,9 +318,9 @@ class NodeConfig:
         need(all(p in SERVED_PROTOCOLS for p in protocols.values()), "listener_security_protocol_map",
              f"security protocols served: {', '.join(SERVED_PROTOCOLS)}")
         main_protocol = protocols[self.listener_list()[0].name]
-        need(main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
-             "the first listener carries the nodes' own requests to each other: PLAINTEXT or SSL, not "
-             f"{main_protocol} (put a SASL listener after it)")
+        need(not self.peers or main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
+             "in a cluster the first listener carries the nodes' own requests to each other: PLAINTEXT or SSL, "
+             f"not {main_protocol} (put a SASL listener after it)")
         tls = any(p in ("SSL", "SASL_SSL") for p in protocols.values())
         need(not tls or bool(self.ssl_keystore_location), "ssl_keystore_location",
              "an SSL or SASL_SSL listener needs the node's key and certificate chain (a PEM file)")

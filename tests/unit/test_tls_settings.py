@@ -50,7 +50,8 @@ def test_the_per_listener_key_is_read_from_toml(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("overrides", "setting"), [
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"}, "ssl_keystore_location"),
-    ({"listeners": "SASL_SSL://127.0.0.1:9092", "ssl.keystore.location": "k", "sasl_users": "a:b"},
+    ({"listeners": "SASL_SSL://127.0.0.1:9092", "ssl.keystore.location": "k", "sasl_users": "a:b",
+      "peers": "127.0.0.1:9092:19092,127.0.0.1:9093:19093,127.0.0.1:9094:19094", "cluster_secret": "s" * 32},
      "listener_security_protocol_map"),
     ({"listeners": "SSL://127.0.0.1:9092", "ssl.keystore.location": "k", "ssl.client.auth": "always"},
      "ssl_client_auth"),
@@ -64,6 +65,13 @@ def test_the_per_listener_key_is_read_from_toml(tmp_path: Path) -> None:
 def test_settings_a_node_refuses(overrides: dict[str, object], setting: str) -> None:
     with pytest.raises(ConfigError, match=setting):
         load_config(env={}, overrides=overrides)
+
+
+def test_a_single_node_may_serve_sasl_alone() -> None:
+    """Without peers no node calls another, so a SASL listener may be the only one."""
+    c = load_config(env={}, overrides={"listeners": "SASL_SSL://127.0.0.1:9092", "ssl.keystore.location": "k",
+                                       "sasl_users": "a:b"})
+    assert c.listener_protocol("SASL_SSL") == "SASL_SSL"
 
 
 def _der(cert: x509.Certificate) -> bytes:
