@@ -35,6 +35,7 @@ from cluster.codec import (
 )
 from cluster.log_limit import LogLimiter
 from cluster.security.sasl import AuthenticationFailed, Gate, SaslAuthenticator
+from cluster.security.tls import ANONYMOUS
 from cluster.services import NodeServices
 
 log = logging.getLogger("kcoord.dispatch")
@@ -185,8 +186,8 @@ class ConnInfo:
         """Who the client is, as Kafka's default principal builder says: the SASL identity on a SASL
         listener, the certificate's on an SSL one, ``User:ANONYMOUS`` otherwise."""
         if self.auth is not None:
-            return self.auth.principal or "User:ANONYMOUS"
-        return self.tls_principal or "User:ANONYMOUS"
+            return self.auth.principal or ANONYMOUS
+        return self.tls_principal or ANONYMOUS
 
 
 class Dispatcher:

@@ -119,9 +119,9 @@ class ClusterMetadata:
             self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
             # fixed at first start too (a node from before transactions takes the setting's value)
             self.txn_partitions: int = int(doc.get("transaction_partitions", txn_partitions))
+            self.acls = frozenset(acl_row(x) for x in doc.get("acls", ()))  # before any save() below
             if "transaction_partitions" not in doc:
                 self.save()
-            self.acls = frozenset(acl_row(x) for x in doc.get("acls", ()))
             for name, t in doc.get("topics", {}).items():
                 self.topics[name] = TopicMeta(name, int(t["partitions"]), uuid.UUID(t["topic_id"]),
                                               dict(t.get("configs", {})), bool(t.get("internal", False)))

@@ -47,7 +47,7 @@ META_SLOT = 0
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "acls": []}
+                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}}
     acls: set[AclRow] = set()
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
