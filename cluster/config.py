@@ -77,11 +77,16 @@ KAFKA_NAMES: dict[str, str] = {
     "ssl_truststore_location": "ssl.truststore.location",
     "ssl_client_auth": "ssl.client.auth",
     "ssl_principal_mapping_rules": "ssl.principal.mapping.rules",
+    "authorizer_class_name": "authorizer.class.name",
+    "super_users": "super.users",
+    "allow_everyone_if_no_acl_found": "allow.everyone.if.no.acl.found",
 }
 # Kafka's per-listener form of ssl.client.auth, "listener.name.<name>.ssl.client.auth" (the only one
 # SASL_SSL listeners heed), is gathered into listener_ssl_client_auth as "NAME:mode,...".
 _LISTENER_CLIENT_AUTH = re.compile(r"listener\.name\.([a-z0-9_]+)\.ssl\.client\.auth")
 _BY_KAFKA_NAME = {v: k for k, v in KAFKA_NAMES.items()}
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
 MAX_TXN_PARTITIONS = 100
 
@@ -236,6 +241,11 @@ class NodeConfig:
     # SASL_SSL listener's clients for certificates, as in Kafka.
     listener_ssl_client_auth: str = ""
     ssl_principal_mapping_rules: str = "DEFAULT"
+    # ACLs (Kafka's keys): empty = no authorizer, everything allowed; Kafka's StandardAuthorizer class
+    # name turns the ACLs on. super.users is ";"-separated (certificate subjects hold commas).
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -270,6 +280,9 @@ class NodeConfig:
             if listener.strip().upper() == name:
                 return mode.strip().lower()
         return self.ssl_client_auth.lower() if self.listener_protocol(name) == "SSL" else "none"
+
+    def super_user_list(self) -> list[str]:
+        return [u.strip() for u in self.super_users.split(";") if u.strip()]
 
     def sasl_user_list(self) -> dict[str, str]:
         users = {}
@@ -338,6 +351,9 @@ class NodeConfig:
              f"must list some of {', '.join(sorted(SASL_MECHANISMS))}")
         need(not {"SASL_PLAINTEXT", "SASL_SSL"} & set(protocols.values()) or bool(self.sasl_user_list()), "sasl_users",
              "a SASL listener needs at least one user (name:password)")
+        need(self.authorizer_class_name in AUTHORIZER_CLASS_NAMES, "authorizer_class_name",
+             f"empty (no ACLs) or {STANDARD_AUTHORIZER}")
+        need(all(":" in u for u in self.super_user_list()), "super_users", "expected Type:Name;... entries")
         need(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
         need(self.group_consumer_session_timeout_ms > self.group_consumer_heartbeat_interval_ms,
              "group_consumer_session_timeout_ms", "must be greater than group_consumer_heartbeat_interval_ms")

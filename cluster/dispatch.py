@@ -34,6 +34,7 @@ from cluster.codec import (
     request_schema,
 )
 from cluster.log_limit import LogLimiter
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.security.sasl import AuthenticationFailed, Gate, SaslAuthenticator
 from cluster.security.tls import ANONYMOUS
 from cluster.services import NodeServices
@@ -101,6 +102,22 @@ class RequestContext:
     extras: dict[str, Any] = field(default_factory=dict)
     long_polls: LongPolls = field(default_factory=LongPolls)  # of the connection it came on
     auth: SaslAuthenticator | None = None  # the connection's SASL exchange, on a SASL listener
+    principal: str = ANONYMOUS  # who the client is ("User:alice"), for the ACLs
+
+    @property
+    def ip(self) -> str:
+        """The client's address as ACL hosts name it ("127.0.0.1")."""
+        return self.client_host[1:]
+
+    def allowed(self, op: Operation, rtype: ResourceType, name: str) -> bool:
+        """May this request's principal do ``op`` on the resource (always, without an authorizer)?"""
+        access = self.node.access
+        return not access.enabled or access.allowed(self.principal, self.client_host[1:], op, rtype, name)
+
+
+# Checks a whole request before its handler runs, when the node has an authorizer: the error code
+# to answer it with (through the API's error response), or None to serve it.
+Authorize = Callable[[RequestContext, Any], ErrorCode | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +132,7 @@ class ApiSpec:
     # the answer to a version outside the range, when the API has one that every version of a
     # client can read (ApiVersions: Kafka's v0 UNSUPPORTED_VERSION with the API list)
     unknown_version: Callable[[], Any] | None = None
+    authorize: Authorize | None = None
 
 
 class ApiRegistry:
@@ -132,17 +150,20 @@ class ApiRegistry:
         error_response: ErrorResponder | None = None,
         raw: RawHandler | None = None,
         unknown_version: Callable[[], Any] | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         if min_version > max_version:
             raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
         if (handler is None) == (raw is None):
             raise ValueError(f"api {api_key}: give either a handler or a raw handler")
+        if authorize is not None and (error_response is None or handler is None):
+            raise ValueError(f"api {api_key}: a whole-request check answers through error_response, for a handler")
         for v in range(min_version, max_version + 1):
             if request_schema(api_key, v) is None:
                 raise ValueError(f"api {api_key} v{v} has no kio schema")
         adv = min_version if advertised_min is None else advertised_min
         self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response, raw,
-                                       unknown_version)
+                                       unknown_version, authorize)
 
     def get(self, api_key: int) -> ApiSpec | None:
         return self._apis.get(api_key)
@@ -229,7 +250,12 @@ class Dispatcher:
         ctx = self._context(header, conn)
         started = time.perf_counter()  # metrics: latency, requests and errors per API
         try:
-            response = await spec.handler(ctx, request)
+            denied = spec.authorize(ctx, request) if spec.authorize is not None and self.node.access.enabled else None
+            if denied is None:
+                response = await spec.handler(ctx, request)
+            else:
+                assert spec.error_response is not None  # register() holds them together
+                response = spec.error_response(request, denied)
         except CloseConnection:
             metrics.observe_request(header.api_key, time.perf_counter() - started, None, "connection_closed")
             raise
@@ -319,6 +345,7 @@ class Dispatcher:
             listener=conn.listener,
             long_polls=conn.long_polls,
             auth=conn.auth,
+            principal=conn.principal,
         )
 
     async def _handle_raw(self, spec: ApiSpec, raw: RawHandler, header: RequestHeader, frame: bytes,

@@ -23,6 +23,7 @@ from cluster.config import NodeConfig
 from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.security.access import AccessControl
 from cluster.security.listener_auth import authenticators, tls_contexts
 from cluster.security.principal_mapper import PrincipalMapper
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
@@ -72,6 +73,8 @@ class Node:
             self._principal_mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
         except ValueError as e:
             raise NodeStartError(f"invalid setting ssl.principal.mapping.rules: {e}") from None
+        self.access = AccessControl(bool(config.authorizer_class_name), config.super_user_list(),
+                                    config.allow_everyone_if_no_acl_found, lambda: self.metadata.acls)
         self.partitions = PartitionStore(config.data_dir, config)
         self.server: WireServer | None = None
         self._producer_id_next = 0
@@ -88,6 +91,11 @@ class Node:
         self.group_api: GroupApi = group_api.register(self)
         self.txn_api: TxnApi = txn_api.register(self)
         log.info("event=coordinator_apis_registered")
+        if self.access.enabled:  # the nodes' own requests come as their first listener's principal
+            log.info("event=authorizer_enabled super_users=%r allow_everyone_if_no_acl_found=%s note=%r",
+                     config.super_user_list(), config.allow_everyone_if_no_acl_found,
+                     "in a cluster the first listener's principal needs super.users or CLUSTER_ACTION and ALTER "
+                     "on the cluster" if config.peers else "")
 
     def _topology(self, config: NodeConfig) -> Topology:
         if not config.peers:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
 from cluster.metadata import ClusterMetadata, TopicMeta
+from cluster.security.access import AccessControl
 from cluster.topology import Topology
 
 
@@ -19,7 +20,7 @@ class Registrar(Protocol):
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Any, *,
                  advertised_min: int | None = None, error_response: Any = None, raw: Any = None,
-                 unknown_version: Any = None) -> None: ...
+                 unknown_version: Any = None, authorize: Any = None) -> None: ...
 
     def advertised(self) -> list[tuple[int, int, int]]:
         """``(api_key, min, max)`` of every registered API, for ApiVersions."""
@@ -30,6 +31,7 @@ class NodeServices(Protocol):
     config: NodeConfig
     metadata: ClusterMetadata
     topology: Topology
+    access: AccessControl  # the ACLs' decisions (everything allowed without an authorizer)
 
     @property
     def registry(self) -> Registrar: ...

@@ -15,9 +15,12 @@ import logging
 import uuid
 from typing import Any
 
+from kio.schema.errors import ErrorCode as KErr
+
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.apis.groups import GroupApi, kerr
 from cluster.dispatch import RequestContext
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 from coordinator import commands as c
 from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
@@ -75,6 +78,8 @@ class ConsumerGroupApi:
         image = self.node.metadata.topic_image()
 
         async def one(group_id: str) -> c.ConsumerGroupDescribeResponse:
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                return c.ConsumerGroupDescribeResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id)
             if not group_id:
                 return c.ConsumerGroupDescribeResponse(ErrorCode.INVALID_GROUP_ID, "")
             return await self.groups.call(group_id, c.ConsumerGroupDescribeRequest(group_id, image))  # type: ignore[no-any-return]
@@ -84,11 +89,16 @@ class ConsumerGroupApi:
                 mk(mod.TopicPartitions, topic_id=uuid.UUID(hex=p.topic_id), topic_name=p.topic_name,
                    partitions=p.partitions) for p in parts))
 
+        def ops(a: c.ConsumerGroupDescribeResponse) -> int:
+            if not req.include_authorized_operations or a.error is not ErrorCode.NONE:
+                return NO_OPERATIONS
+            return ctx.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, a.group_id)
+
         answers = await asyncio.gather(*(one(g) for g in req.group_ids))
         return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
             mk(mod.DescribedGroup, error_code=kerr(a.error), error_message=a.message, group_id=a.group_id,
                group_state=a.state, group_epoch=a.group_epoch, assignment_epoch=a.assignment_epoch,
-               assignor_name=a.assignor, authorized_operations=NO_OPERATIONS, members=tuple(
+               assignor_name=a.assignor, authorized_operations=ops(a), members=tuple(
                    mk(mod.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                       member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                       subscribed_topic_names=m.subscribed_topic_names,
@@ -112,9 +122,19 @@ def _error_response(api_key: int) -> Any:
     return build
 
 
+def _heartbeat_gate(ctx: RequestContext, req: Any) -> KErr | None:
+    """READ on the group, then (Kafka 4.0+, KAFKA-18813) DESCRIBE on every topic it names."""
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return KErr.group_authorization_failed
+    if any(not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t) for t in req.subscribed_topic_names or ()):
+        return KErr.topic_authorization_failed
+    return None
+
+
 def register(node: NodeServices, groups: GroupApi) -> ConsumerGroupApi:
     api = ConsumerGroupApi(groups)
     for key, handler in ((CONSUMER_GROUP_HEARTBEAT, api.heartbeat), (CONSUMER_GROUP_DESCRIBE, api.describe)):
         lo, hi = RANGES[key]
-        node.registry.register(key, lo, hi, handler, error_response=_error_response(key))
+        node.registry.register(key, lo, hi, handler, error_response=_error_response(key),
+                               authorize=_heartbeat_gate if key == CONSUMER_GROUP_HEARTBEAT else None)
     return api

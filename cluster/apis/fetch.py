@@ -20,6 +20,7 @@ from kio.static.primitive import Records
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.data_plane import OffsetOutOfRangeError
 from cluster.dispatch import RequestContext
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 from replication.data_log import ReadPlan
 
@@ -76,14 +77,19 @@ class _Pass:
             plan.close()
 
 
-def _collect(node: NodeServices, request: Any, m: Any) -> _Pass:
+def _collect(node: NodeServices, request: Any, m: Any, denied: frozenset[str]) -> _Pass:
     """One pass over the requested partitions: errors answered, reads planned (under each log's
-    lock, briefly) but not executed. ``planned`` bounds the bytes the reads return."""
+    lock, briefly) but not executed. ``planned`` bounds the bytes the reads return. A topic the
+    principal may not READ (``denied``) answers 29 and does not cut a long poll short."""
     remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes)  # the broker's cap wins
     committed = int(getattr(request, "isolation_level", 0)) == 1
     out = _Pass([], 0, False, [])
     for t in request.topics:
         pds: list[Any] = []
+        if t.topic in denied:
+            out.topics.append((t.topic, [_pdata(m, p.partition, ErrorCode.topic_authorization_failed)
+                                         for p in t.partitions]))
+            continue
         for p in t.partitions:
             part = node.topology.partition(t.topic, p.partition)
             if part is None:
@@ -162,8 +168,9 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + max_wait
     min_bytes = max(int(request.min_bytes), 0)
     loop = asyncio.get_running_loop()
+    denied = frozenset(t.topic for t in request.topics if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic))
     while True:
-        found = _collect(node, request, m)
+        found = _collect(node, request, m, denied)
         total = found.planned
         left = deadline - time.monotonic()
         if (total >= min_bytes or total > 0 and min_bytes <= 1 or found.any_error or left <= 0 or not found.parts
@@ -206,6 +213,10 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+            topics.append(mk(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(
+                _lo_part(m, p.partition_index, ErrorCode.topic_authorization_failed) for p in t.partitions)))
+            continue
         for p in t.partitions:
             part = node.topology.partition(t.name, p.partition_index)
             if part is None:

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 from coordinator.partitioner import partition_for
 
@@ -46,19 +47,38 @@ def _lookup(node: NodeServices, key: str, key_type: int, version: int) -> tuple[
     return ErrorCode.invalid_request, f"Invalid coordinator key type {key_type} for version {version}.", None
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
+def _refused(ctx: RequestContext | None, key: str, key_type: int) -> ErrorCode | None:
+    """DESCRIBE on the group or transactional id the key names (30 / 53 without it)."""
+    if ctx is None:
+        return None
+    if key_type == GROUP and not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TRANSACTION and not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
+def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+          ctx: RequestContext | None = None) -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     key_type = int(getattr(request, "key_type", GROUP))
+
+    def lookup(key: str) -> tuple[ErrorCode | None, str | None, Any]:
+        if error is not None:
+            return error, None, None
+        refused = _refused(ctx, key, key_type)
+        return (refused, None, None) if refused is not None else _lookup(node, key, key_type, v)
+
     if v >= 4:
         coords = []
         for key in request.coordinator_keys:
-            code, msg, b = (error, None, None) if error is not None else _lookup(node, key, key_type, v)
+            code, msg, b = lookup(key)
             b = node.through(b, listener) if listener and b is not None else b
             coords.append(mk(m.Coordinator, key=key, node_id=b.node_id if b else -1, host=b.host if b else "",
                              port=b.port if b else -1, error_code=code, error_message=msg))
         return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
-    code, msg, b = (error, None, None) if error is not None else _lookup(node, request.key, key_type, v)
+    code, msg, b = lookup(request.key)
     b = node.through(b, listener) if listener and b is not None else b
     return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)
@@ -86,7 +106,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif key_type == TRANSACTION:
         await node.topology.wait_txn_leaders({partition_for(k, node.txn_partitions) for k in _keys(request)},
                                              ELECTION_WAIT_S)
-    return build(node, request, listener=ctx.listener)
+    return build(node, request, listener=ctx.listener, ctx=ctx)
 
 
 def register(node: NodeServices) -> None:

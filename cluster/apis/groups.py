@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,7 @@ from cluster.codec import (
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
 from cluster.metadata import OFFSETS_TOPIC
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
@@ -172,7 +174,9 @@ class GroupApi:
     async def heartbeat(self, ctx: RequestContext, header: RequestHeader, frame: bytes) -> RawResponse:
         """Read and answered without kio (``decode_heartbeat``): the hottest request there is."""
         req = decode_heartbeat(header, frame)
-        if not req.group_id:
+        if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif not req.group_id:
             error = ErrorCode.INVALID_GROUP_ID
         else:
             resp = await self.call(req.group_id, c.HeartbeatRequest(
@@ -216,7 +220,12 @@ class GroupApi:
         coded by hand (``encode_offset_commit_response``): commits are the hot path."""
         req = decode_body(header, frame, self.node.config.request_max_array_items)
         v = header.api_version
+        if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):  # every partition answers 30
+            return RawResponse(encode_offset_commit_response(v, header.correlation_id, [
+                (t.name if v < 10 else bytes(t.topic_id.bytes), [(int(p.partition_index), 30) for p in t.partitions])
+                for t in req.topics]), KErr.group_authorization_failed)
         known, unknown, unknown_ids = self._commits(req.topics)
+        denied = self._unreadable(ctx, known, unknown)
         retention = to_ms(req.retention_time) if has_field(req, "retention_time") else -1
         results: dict[str, list[tuple[int, ErrorCode]]] = {}
         if known:
@@ -235,10 +244,29 @@ class GroupApi:
                 results.setdefault(topic, []).extend(parts_out)
         for topic, plist in unknown.items():
             results.setdefault(topic, []).extend((p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in plist)
+        for topic, plist in denied.items():
+            results.setdefault(topic, []).extend((p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in plist)
         answer: list[tuple[str | bytes, list[tuple[int, int]]]] = [
             (self._topic_key(topic, v), [(p, int(kerr(e).value)) for p, e in plist]) for topic, plist in results.items()]
         answer += [(tid, [(p, int(ErrorCode.UNKNOWN_TOPIC_ID)) for p in plist]) for tid, plist in unknown_ids.items()]
         return RawResponse(encode_offset_commit_response(v, header.correlation_id, answer), KErr.none)
+
+    @staticmethod
+    def _unreadable(ctx: RequestContext, known: list[tuple[str, tuple[c.PartitionCommit, ...]]],
+                    unknown: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Takes out of ``known`` and ``unknown`` the topics the principal may not READ: their
+        partitions, answered 29 (authorization comes before existence, so a name tells nothing)."""
+        denied: dict[str, list[int]] = {}
+        if not ctx.node.access.enabled:
+            return denied
+        for topic, parts in list(known):
+            if not ctx.allowed(Operation.READ, ResourceType.TOPIC, topic):
+                known.remove((topic, parts))
+                denied.setdefault(topic, []).extend(p.partition for p in parts)
+        for topic in list(unknown):
+            if not ctx.allowed(Operation.READ, ResourceType.TOPIC, topic):
+                denied.setdefault(topic, []).extend(unknown.pop(topic))
+        return denied
 
     def _topic_key(self, name: str, version: int) -> str | bytes:
         """How a response names a topic: by name, or from OffsetCommit v10 by its id."""
@@ -300,7 +328,9 @@ class GroupApi:
         cannot leave offsets pending that no marker will ever resolve."""
         v = version_of(req)
         known, unknown, _ = self._commits(req.topics)  # names only below TxnOffsetCommit v6
-        results: dict[str, list[tuple[int, ErrorCode]]] = {}
+        denied = self._unreadable(ctx, known, unknown)
+        results: dict[str, list[tuple[int, ErrorCode]]] = {t: [(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps]
+                                                           for t, ps in denied.items()}
         refused = await self._verify(req, v) if known else None
         if refused is not None:
             for topic, parts in known:
@@ -356,18 +386,34 @@ class GroupApi:
 
     # ------------------------------------------------------------ OffsetFetch
 
-    async def _fetch_one(self, group_id: str, topics: Any, require_stable: bool, member_id: str | None = None,
-                         member_epoch: int = -1) -> tuple[c.OffsetFetchResponse, list[Any]]:
+    async def _fetch_one(self, ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
+                         member_id: str | None = None, member_epoch: int = -1) -> tuple[c.OffsetFetchResponse, list[Any]]:
         """One group's offsets, and the requested topics whose ids this cluster does not know
-        (from v10 topics come as ids; those are answered UNKNOWN_TOPIC_ID)."""
+        (from v10 topics come as ids; those are answered UNKNOWN_TOPIC_ID). The principal needs
+        DESCRIBE on the group, and on each topic: a topic asked for without it answers 29, one
+        of an all-partitions fetch is left out."""
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            return c.OffsetFetchResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED), []
         wanted, missing = None, []
+        denied: list[tuple[str, tuple[int, ...]]] = []
         if topics is not None:
             named = [(self._topic_name(t), t) for t in topics]
             wanted = tuple((name, tuple(int(i) for i in t.partition_indexes)) for name, t in named if name is not None)
             missing = [t for name, t in named if name is None]
+            if ctx.node.access.enabled:
+                denied = [w for w in wanted if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, w[0])]
+                wanted = tuple(w for w in wanted if w not in denied)
         answer: c.OffsetFetchResponse = await self.call(group_id, c.OffsetFetchRequest(
             group_id, wanted, require_stable, member_id, member_epoch))
-        return answer, missing if answer.error is ErrorCode.NONE else []
+        if answer.error is not ErrorCode.NONE:
+            return answer, []
+        if ctx.node.access.enabled:
+            kept = tuple(t for t in answer.topics if topics is not None
+                         or ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t[0]))
+            answer = c.OffsetFetchResponse(answer.error, kept + tuple(
+                (name, tuple(c.FetchedOffset(i, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in parts))
+                for name, parts in denied))
+        return answer, missing
 
     async def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -378,7 +424,7 @@ class GroupApi:
             topic_cls = cls(mod, "OffsetFetchResponseTopics")
             group_cls = cls(mod, "OffsetFetchResponseGroup")
             answers = await asyncio.gather(*(self._fetch_one(
-                g.group_id, g.topics, require_stable, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
+                ctx, g.group_id, g.topics, require_stable, getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
                 for g in req.groups))
             return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, groups=tuple(
                 mk(group_cls, group_id=g.group_id, error_code=kerr(a.error),
@@ -386,7 +432,7 @@ class GroupApi:
                 for g, (a, missing) in zip(req.groups, answers, strict=True)))
         part_cls = cls(mod, "OffsetFetchResponsePartition")
         topic_cls = cls(mod, "OffsetFetchResponseTopic")
-        answer, _ = await self._fetch_one(req.group_id, req.topics, require_stable)
+        answer, _ = await self._fetch_one(ctx, req.group_id, req.topics, require_stable)
         if v <= 1 and answer.error is not ErrorCode.NONE:
             # v0-1 have no top-level error: it is copied into every requested partition.
             topics = tuple(mk(topic_cls, name=t.name, partitions=tuple(
@@ -423,14 +469,27 @@ class GroupApi:
         mod = resp_mod(DESCRIBE_GROUPS, version_of(req))
         member_cls = cls(mod, "DescribedGroupMember")
         group_cls = cls(mod, "DescribedGroup")
-        answers = await asyncio.gather(*(self.call(g, c.DescribeGroupsRequest(g)) for g in req.groups))
+        answers = await asyncio.gather(*(self._describe_one(ctx, g) for g in req.groups))
+        with_ops = bool(getattr(req, "include_authorized_operations", False))
+
+        def ops(g: str, a: c.DescribeGroupsResponse) -> int:
+            if not with_ops or a.error is not ErrorCode.NONE:
+                return -2147483648
+            return ctx.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, g)
+
         return mk(cls(mod, "DescribeGroupsResponse"), throttle_time=ZERO, groups=tuple(
             mk(group_cls, error_code=kerr(a.error), group_id=g, group_state=a.state, protocol_type=a.protocol_type,
-               protocol_data=a.protocol_data, authorized_operations=-2147483648, members=tuple(
+               protocol_data=a.protocol_data, authorized_operations=ops(g, a), members=tuple(
                    mk(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
                       client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                       member_assignment=m.assignment) for m in a.members))
             for g, a in zip(req.groups, answers, strict=True)))
+
+    async def _describe_one(self, ctx: RequestContext, group_id: str) -> c.DescribeGroupsResponse:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            return c.DescribeGroupsResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id, state="")
+        answer: c.DescribeGroupsResponse = await self.call(group_id, c.DescribeGroupsRequest(group_id))
+        return answer
 
     async def list_groups(self, ctx: RequestContext, req: Any) -> Any:
         mod = resp_mod(LIST_GROUPS, version_of(req))
@@ -448,6 +507,8 @@ class GroupApi:
                 error = a.error
                 continue
             groups.extend(a.groups)
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):  # only the groups it may describe
+            groups = [g for g in groups if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
         return mk(cls(mod, "ListGroupsResponse"), throttle_time=ZERO, error_code=kerr(error), groups=tuple(
             mk(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                group_type=g.group_type) for g in groups))
@@ -458,11 +519,15 @@ class GroupApi:
         mod = resp_mod(DELETE_GROUPS, version_of(req))
         result_cls = cls(mod, "DeletableGroupResult")
         by_partition: dict[int, list[str]] = {}
+        results: list[tuple[str, ErrorCode]] = []
         for g in dict.fromkeys(req.groups_names):
-            by_partition.setdefault(self.partition(g), []).append(g)
+            if ctx.allowed(Operation.DELETE, ResourceType.GROUP, g):
+                by_partition.setdefault(self.partition(g), []).append(g)
+            else:
+                results.append((g, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         answers: list[Any] = await asyncio.gather(*(self.driver.call(p, c.DeleteGroupsRequest(tuple(gs)))
                                                     for p, gs in by_partition.items()))
-        results = [r for a in answers for r in a.results]
+        results += [r for a in answers for r in a.results]
         return mk(cls(mod, "DeleteGroupsResponse"), throttle_time=ZERO, results=tuple(
             mk(result_cls, group_id=g, error_code=kerr(e)) for g, e in results))
 
@@ -471,13 +536,17 @@ class GroupApi:
         part_cls = cls(mod, "OffsetDeleteResponsePartition")
         topic_cls = cls(mod, "OffsetDeleteResponseTopic")
         topics = tuple((t.name, tuple(int(p.partition_index) for p in t.partitions)) for t in req.topics)
+        denied = tuple(t for t in topics if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t[0]))
+        topics = tuple(t for t in topics if t not in denied)
         if not req.group_id:
             resp: c.OffsetDeleteResponse = c.OffsetDeleteResponse(ErrorCode.INVALID_GROUP_ID)
         else:
             resp = await self.call(req.group_id, c.OffsetDeleteRequest(req.group_id, topics))
+        answered = resp.topics + tuple((t, tuple((p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps))
+                                       for t, ps in denied) if resp.error is ErrorCode.NONE else resp.topics
         return mk(cls(mod, "OffsetDeleteResponse"), throttle_time=ZERO, error_code=kerr(resp.error), topics=tuple(
             mk(topic_cls, name=t, partitions=tuple(mk(part_cls, partition_index=p, error_code=kerr(e))
-                                                   for p, e in ps)) for t, ps in resp.topics))
+                                                   for p, e in ps)) for t, ps in answered))
 
 
 def _txn_commit_error(error: ErrorCode, version: int) -> KErr:
@@ -530,6 +599,29 @@ def error_responder(api_key: int) -> Any:
     return build
 
 
+def _group_gate(op: Operation) -> Callable[[RequestContext, Any], KErr | None]:
+    def gate(ctx: RequestContext, req: Any) -> KErr | None:
+        return None if ctx.allowed(op, ResourceType.GROUP, req.group_id) else KErr.group_authorization_failed
+    return gate
+
+
+def _sync_gate(ctx: RequestContext, req: Any) -> KErr | None:
+    if version_of(req) >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        return None  # Kafka answers the missing protocol (23) before it looks at ACLs
+    return _group_gate(Operation.READ)(ctx, req)
+
+
+def _txn_commit_gate(ctx: RequestContext, req: Any) -> KErr | None:
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return KErr.transactional_id_authorization_failed
+    return _group_gate(Operation.READ)(ctx, req)
+
+
+# Whole-request ACL checks (Kafka's order and codes); the per-topic ones are in the handlers.
+GATES = {JOIN_GROUP: _group_gate(Operation.READ), SYNC_GROUP: _sync_gate, LEAVE_GROUP: _group_gate(Operation.READ),
+         OFFSET_DELETE: _group_gate(Operation.DELETE), TXN_OFFSET_COMMIT: _txn_commit_gate}
+
+
 def register(node: NodeServices, driver: CoordinatorDriver) -> GroupApi:
     api = GroupApi(node, driver)
     handlers = {
@@ -545,7 +637,7 @@ def register(node: NodeServices, driver: CoordinatorDriver) -> GroupApi:
     }
     for key, handler in handlers.items():
         lo, hi = RANGES[key]
-        node.registry.register(key, lo, hi, handler, error_response=error_responder(key))
+        node.registry.register(key, lo, hi, handler, error_response=error_responder(key), authorize=GATES.get(key))
     for key, raw in ((HEARTBEAT, api.heartbeat), (OFFSET_COMMIT, api.offset_commit)):
         lo, hi = RANGES[key]
         node.registry.register(key, lo, hi, None, error_response=error_responder(key), raw=raw)

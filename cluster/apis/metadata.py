@@ -12,11 +12,13 @@ from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.topics import partition_limit_error
 from cluster.dispatch import CloseConnection, RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, validate_topic_name
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 
 API_KEY = 3
 log = logging.getLogger("kcoord.api.metadata")
 ZERO_UUID = uuid.UUID(int=0)
+NO_OPERATIONS = -2147483648  # authorized operations not asked for
 
 
 def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
@@ -39,22 +41,47 @@ def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: froze
 
 
 def _topic(m: Any, node: NodeServices, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
-           partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset()) -> Any:
+           partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset(),
+           ops: int = NO_OPERATIONS) -> Any:
     parts = tuple(_partition(m, node, name, p, live) for p in range(partitions))
     return mk(m.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
-              is_internal=internal, partitions=parts)
+              is_internal=internal, partitions=parts, topic_authorized_operations=ops)
 
 
-def _known(m: Any, node: NodeServices, name: str, live: frozenset[int]) -> Any:
+class _Access:
+    """What the requesting principal may see: DESCRIBE per topic, the bitfields if asked for."""
+
+    def __init__(self, ctx: RequestContext | None, request: Any) -> None:
+        self.ctx = ctx
+        self.topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+        self.cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+
+    def describes(self, name: str) -> bool:
+        return self.ctx is None or self.ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def ops(self, rtype: ResourceType, name: str, wanted: bool) -> int:
+        if not wanted or self.ctx is None:
+            return NO_OPERATIONS
+        return self.ctx.node.access.operations(self.ctx.principal, self.ctx.ip, rtype, name)
+
+
+def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: _Access) -> Any:
+    if not access.describes(name):
+        return _topic(m, node, name, ErrorCode.topic_authorization_failed)
+    ops = access.ops(ResourceType.TOPIC, name, access.topic_ops)
     if name == OFFSETS_TOPIC:
         return _topic(m, node, name, ErrorCode.none, partitions=node.offsets_partitions, internal=True, epoch=1,
-                      live=live)
+                      live=live, ops=ops)
     t = node.topic(name)
     assert t is not None, name  # asked only of the names the node has
-    return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1, live=live)
+    return _topic(m, node, name, ErrorCode.none, topic_id=t.topic_id, partitions=t.partitions, epoch=1, live=live,
+                  ops=ops)
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "") -> Any:
+def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+          ctx: RequestContext | None = None) -> Any:
+    """The answer (``ctx``: the request's, for its principal's view; None for an error answer)."""
+    access = _Access(ctx, request)
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
@@ -66,8 +93,9 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
         requested = None  # v0: an empty list means all topics
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
     if requested is None:
-        if error is None:
-            topics = [_known(m, node, name, live) for name in sorted(node.metadata.topics)]
+        if error is None:  # a listing leaves out what the principal may not describe
+            topics = [_known(m, node, name, live, access) for name in sorted(node.metadata.topics)
+                      if access.describes(name)]
     else:
         for rt in requested:
             name = rt.name
@@ -79,21 +107,30 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
                 t = node.metadata.by_id(tid) if tid is not None else None
                 if t is None:
                     topics.append(_topic(m, node, None, ErrorCode.unknown_topic_id, topic_id=tid))
+                elif not access.describes(t.name):  # ids are not secret; the name is withheld
+                    topics.append(_topic(m, node, None, ErrorCode.topic_authorization_failed, topic_id=tid))
                 else:
-                    topics.append(_known(m, node, t.name, live))
+                    topics.append(_known(m, node, t.name, live, access))
                 continue
-            if name == OFFSETS_TOPIC or node.topic(name) is not None:
-                topics.append(_known(m, node, name, live))
+            if name == OFFSETS_TOPIC or node.topic(name) is not None or not access.describes(name):
+                topics.append(_known(m, node, name, live, access))
                 continue
             bad = validate_topic_name(name)
             if bad is not None:
                 topics.append(_topic(m, node, name, ErrorCode.invalid_topic_exception))
             elif auto_create and not node.is_internal_topic(name):
-                topics.append(_topic(m, node, name, ErrorCode.leader_not_available))
+                topics.append(_topic(m, node, name, ErrorCode.leader_not_available if ctx is None or _may_create(ctx, name)
+                                     else ErrorCode.topic_authorization_failed))
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))
     return mk(m.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=node.cluster_id,
-              controller_id=node.topology.controller_id(), topics=tuple(topics))
+              controller_id=node.topology.controller_id(), topics=tuple(topics),
+              cluster_authorized_operations=access.ops(ResourceType.CLUSTER, CLUSTER_NAME, access.cluster_ops))
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)
 
 
 def _unique(topics: Any) -> list[Any] | None:
@@ -124,7 +161,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for rt in _unique(request.topics) or ():
             name = rt.name
             if (name is None or name == OFFSETS_TOPIC or node.topic(name) is not None
-                    or validate_topic_name(name) is not None or node.is_internal_topic(name)):
+                    or validate_topic_name(name) is not None or node.is_internal_topic(name)
+                    or not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) or not _may_create(ctx, name)):
                 continue
             too_many = partition_limit_error(node, node.config.default_num_partitions)
             if too_many is not None:  # the client sees UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE
@@ -136,7 +174,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
             except Exception as e:  # noqa: BLE001 - the client sees LEADER_NOT_AVAILABLE/unknown and retries
                 log.warning("event=topic_auto_create_failed topic=%s error=%r", name, str(e))
-    return build(node, request, listener=ctx.listener)
+    return build(node, request, listener=ctx.listener, ctx=ctx)
 
 
 def register(node: NodeServices) -> None:

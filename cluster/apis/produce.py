@@ -17,7 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
-from cluster.dispatch import RequestContext
+from cluster.dispatch import CloseConnection, RequestContext
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 from replication.api import ReplicationError
 
@@ -46,10 +47,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     # how long the producer waits for replication (its request.timeout.ms), within sane bounds
     timeout_s = min(max(to_ms(request.timeout), 100), 300_000) / 1000
+    tid = request.transactional_id
+    if tid is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return _refused(ctx, request, ErrorCode.transactional_id_authorization_failed)
     topics = []
     for t in request.topic_data:
         parts = []
+        writable = ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)
+        if not writable and acks == 0:
+            return _refused(ctx, request, ErrorCode.topic_authorization_failed)
         for p in t.partition_data:
+            if not writable:
+                parts.append(_part(m, p.index, ErrorCode.topic_authorization_failed))
+                continue
             if acks not in (0, 1, -1):
                 parts.append(_part(m, p.index, ErrorCode.invalid_required_acks))
                 continue
@@ -62,7 +72,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
                                    message="This server does not host this topic-partition."))
                 continue
-            tid = request.transactional_id
             verify = None if tid is None else _verifier(node, tid, t.name, p.index)
             res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,
                                      transactional=tid is not None, verify=verify)
@@ -75,6 +84,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if acks == 0:
         return None
     return mk(m.ProduceResponse, throttle_time=ZERO, responses=tuple(topics))
+
+
+def _refused(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """A refused produce: the error on every partition; with acks=0, which has no answer to carry
+    it, the connection is closed (Kafka's way of telling such a producer)."""
+    log.info("event=produce_refused error=%s principal=%s client_id=%r", code.name, ctx.principal, ctx.client_id)
+    if int(request.acks) == 0:
+        raise CloseConnection
+    return build_error(request, code)
 
 
 def _verifier(node: NodeServices, transactional_id: str, topic: str, partition: int) -> Any:

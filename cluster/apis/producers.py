@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
+from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 
 API_KEY = 61
@@ -25,9 +26,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
             part = ctx.node.topology.partition(t.name, int(index))
-            if part is None:
+            if not readable:
+                parts.append(_partition(m, index, ErrorCode.topic_authorization_failed))
+            elif part is None:
                 parts.append(_partition(m, index, ErrorCode.unknown_topic_or_partition))
             elif not part.is_leader:
                 parts.append(_partition(m, index, ErrorCode.not_leader_or_follower))

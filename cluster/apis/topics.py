@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import validate_topic_config, validate_topic_name
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 from replication.api import ReplicationError
 
@@ -24,13 +25,13 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _create_result(m: Any, name: str, error: ErrorCode, message: str | None = None, *,
                    topic_id: uuid.UUID = ZERO_UUID, partitions: int = -1, rf: int = -1,
-                   configs: dict[str, str] | None = None) -> Any:
+                   configs: dict[str, str] | None = None, configs_error: ErrorCode = ErrorCode.none) -> Any:
     cfgs = tuple(
         mk(m.CreatableTopicConfigs, name=k, value=v, read_only=False, config_source=1, is_sensitive=False)
         for k, v in sorted((configs or {}).items())
     ) if hasattr(m, "CreatableTopicConfigs") else ()
     return mk(m.CreatableTopicResult, name=name, topic_id=topic_id, error_code=error, error_message=message,
-              topic_config_error_code=0, num_partitions=partitions, replication_factor=rf, configs=cfgs)
+              topic_config_error_code=configs_error, num_partitions=partitions, replication_factor=rf, configs=cfgs)
 
 
 def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None, int]:
@@ -92,8 +93,16 @@ def partition_limit_error(node: NodeServices, adding: int, *, this_request: int 
     return None
 
 
-async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | None = None) -> Any:
+def _allowed(ctx: RequestContext | None, op: Operation, rtype: ResourceType, name: str) -> bool:
+    return ctx is None or ctx.allowed(op, rtype, name)
+
+
+async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+                       ctx: RequestContext | None = None) -> Any:
+    """The answer (``ctx``: the request's, whose principal needs CREATE on the cluster or on each
+    topic, and DESCRIBE_CONFIGS on it to be told its configs; None for an error answer)."""
     m = resp_mod(CREATE_KEY, version_of(request))
+    cluster_create = _allowed(ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -111,6 +120,9 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
                     m, t.name, ErrorCode.invalid_request,
                     f"Create topics request from client contains multiple topics named {t.name}"))
             continue
+        if not cluster_create and not _allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name):
+            results.append(_create_result(m, t.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
+            continue
         code, msg, partitions = _validate_create(node, t)
         if code is ErrorCode.none and granted:
             too_many = partition_limit_error(node, partitions, this_request=granted)
@@ -120,27 +132,37 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             results.append(_create_result(m, t.name, code, msg))
             continue
         granted += partitions
-        configs = {c.name: c.value for c in t.configs}
+        configs: dict[str, str] | None = {c.name: c.value for c in t.configs}
+        configs_error = ErrorCode.none
+        if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):
+            configs, configs_error = None, ErrorCode.topic_authorization_failed
         if request.validate_only:
-            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions, rf=len(node.topology.replica_ids()), configs=configs))
+            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions,
+                                          rf=len(node.topology.replica_ids()), configs=configs,
+                                          configs_error=configs_error))
             continue
         try:
-            meta = await node.create_topic_async(t.name, partitions, configs)
+            meta = await node.create_topic_async(t.name, partitions, {c.name: c.value for c in t.configs})
         except (ReplicationError, TimeoutError) as e:
             # No metadata leader right now: retriable, as Kafka's NOT_CONTROLLER is for clients.
             results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))
             continue
         results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
-                                      rf=len(node.topology.replica_ids()), configs=configs))
+                                      rf=len(node.topology.replica_ids()), configs=configs,
+                                      configs_error=configs_error))
     return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
 async def handle_create(ctx: RequestContext, request: Any) -> Any:
-    return await build_create(ctx.node, request)
+    return await build_create(ctx.node, request, ctx=ctx)
 
 
-async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | None = None) -> Any:
+async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+                       ctx: RequestContext | None = None) -> Any:
+    """The answer (``ctx``: the request's; its principal needs DELETE on the cluster, or DESCRIBE
+    and DELETE on each topic, answered so that a refusal tells nothing of a topic it may not see)."""
     m = resp_mod(DELETE_KEY, version_of(request))
+    cluster_delete = _allowed(ctx, Operation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
     if hasattr(request, "topic_names"):
         targets: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in request.topic_names]
     else:
@@ -159,7 +181,18 @@ async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | N
             if meta is None:
                 results.append(res(ErrorCode.unknown_topic_id, "This server does not host this topic ID."))
                 continue
+            if not cluster_delete and not _allowed(ctx, Operation.DELETE, ResourceType.TOPIC, meta.name):
+                seen = _allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, meta.name)
+                results.append(res(ErrorCode.topic_authorization_failed, n=meta.name if seen else None))
+                continue
             name = meta.name
+        elif not cluster_delete:
+            if not _allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                results.append(res(ErrorCode.topic_authorization_failed))
+                continue
+            if node.topic(name) is not None and not _allowed(ctx, Operation.DELETE, ResourceType.TOPIC, name):
+                results.append(res(ErrorCode.topic_authorization_failed))
+                continue
         if node.is_internal_topic(name):
             results.append(res(ErrorCode.invalid_topic_exception, f"Topic {name} is internal and cannot be deleted",
                                n=name))
@@ -178,7 +211,7 @@ async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | N
 
 
 async def handle_delete(ctx: RequestContext, request: Any) -> Any:
-    return await build_delete(ctx.node, request)
+    return await build_delete(ctx.node, request, ctx=ctx)
 
 
 def _run_sync(coro: Any) -> Any:

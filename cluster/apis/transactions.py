@@ -24,6 +24,7 @@ from cluster.apis.common import ZERO, mk, req_mod, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
 from cluster.services import NodeServices
 from cluster.txn_driver import TxnDriver
@@ -97,11 +98,14 @@ class TxnApi:
             return await self._add_partitions_batch(req)
         tid = req.v3_and_below_transactional_id
         wanted = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
-        # Kafka adds nothing if any partition is unknown: that one says why, the rest were not tried.
-        unknown = {tp for tp in wanted if tp[0] == OFFSETS_TOPIC or not self.node.has_partition(*tp)}
-        if unknown:
-            errors = {tp: (TxnError.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else TxnError.OPERATION_NOT_ATTEMPTED)
-                      for tp in wanted}
+        # Kafka adds nothing if any partition is refused or unknown: that one says why, the rest were
+        # not tried. An internal topic is refused whatever the ACLs say.
+        denied = {tp for tp in wanted if self.node.is_internal_topic(tp[0])
+                  or not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, tp[0])}
+        unknown = {tp for tp in wanted if tp not in denied and not self.node.has_partition(*tp)}
+        if denied or unknown:
+            errors = {tp: (TxnError.TOPIC_AUTHORIZATION_FAILED if tp in denied else TxnError.UNKNOWN_TOPIC_OR_PARTITION
+                           if tp in unknown else TxnError.OPERATION_NOT_ATTEMPTED) for tp in wanted}
         else:
             r = await self.call(tid, c.AddPartitions(tid, int(req.v3_and_below_producer_id),
                                                      int(req.v3_and_below_producer_epoch), tuple(wanted)))
@@ -196,6 +200,10 @@ class TxnApi:
         for tid in req.transactional_ids:
             by_partition.setdefault(self.partition(tid), []).append(tid)
         found: dict[str, c.DescribedTransaction] = {}
+        for tid in req.transactional_ids:
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+                by_partition[self.partition(tid)].remove(tid)
+                found[tid] = c.DescribedTransaction(tid, TxnError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         for p, ids in by_partition.items():
             r = await self.driver.call(p, c.DescribeTransactions(tuple(ids)))
             assert isinstance(r, c.DescribeTransactionsResponse)
@@ -205,8 +213,9 @@ class TxnApi:
         for tid in req.transactional_ids:
             t = found[tid]
             topics: dict[str, list[int]] = {}
-            for topic, p in t.partitions:
-                topics.setdefault(topic, []).append(p)
+            for topic, p in t.partitions:  # only the topics the principal may describe
+                if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+                    topics.setdefault(topic, []).append(p)
             states.append(mk(m.TransactionState, error_code=ErrorCode(int(t.error)), transactional_id=tid,
                              transaction_state=t.state, transaction_timeout=datetime.timedelta(milliseconds=t.timeout_ms),
                              transaction_start_time=_ms_time(t.start_ms), producer_id=t.producer_id,
@@ -230,6 +239,7 @@ class TxnApi:
             if isinstance(r, c.ListTransactionsResponse) and r.error is TxnError.NONE:
                 listed += r.transactions
                 unknown = r.unknown_states
+        listed = [t for t in listed if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
         return mk(m.ListTransactionsResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                   unknown_state_filters=unknown or tuple(s for s in request.states if TxnState.from_label(s) is None),
                   transaction_states=tuple(mk(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
@@ -266,6 +276,40 @@ def _errors(api_key: int) -> Any:
     return respond
 
 
+def _writes_txn(ctx: RequestContext, tid: str | None) -> bool:
+    return tid is not None and ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+
+
+def _init_pid_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    """A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679)."""
+    if req.transactional_id is not None:
+        return None if _writes_txn(ctx, req.transactional_id) else ErrorCode.transactional_id_authorization_failed
+    if ctx.allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+            ctx.node.access.allowed_on_some(ctx.principal, ctx.ip, Operation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
+def _add_partitions_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    if version_of(req) >= 4:  # the other nodes' verification batches
+        return None if ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) \
+            else ErrorCode.cluster_authorization_failed
+    return None if _writes_txn(ctx, req.v3_and_below_transactional_id) \
+        else ErrorCode.transactional_id_authorization_failed
+
+
+def _add_offsets_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    if not _writes_txn(ctx, req.transactional_id):
+        return ErrorCode.transactional_id_authorization_failed
+    return None if ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id) \
+        else ErrorCode.group_authorization_failed
+
+
+def _end_txn_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    return None if _writes_txn(ctx, req.transactional_id) else ErrorCode.transactional_id_authorization_failed
+
+
 def register(node: NodeServices, driver: TxnDriver) -> TxnApi:
     api = TxnApi(node, driver)
 
@@ -274,9 +318,12 @@ def register(node: NodeServices, driver: TxnDriver) -> TxnApi:
             return await produce.handle_init_pid(ctx, req)  # an idempotent producer: no coordinator
         return await api.init_producer_id(ctx, req, produce.build_init_pid)
 
-    node.registry.register(INIT_PID, 0, 4, init_producer_id, error_response=produce.build_init_pid)
-    for key, lo, hi, handler in ((ADD_PARTITIONS, 0, 4, api.add_partitions), (ADD_OFFSETS, 0, 4, api.add_offsets),
-                                 (END_TXN, 0, 4, api.end_txn), (DESCRIBE_TXNS, 0, 0, api.describe),
-                                 (LIST_TXNS, 0, 1, api.list_transactions)):
-        node.registry.register(key, lo, hi, handler, error_response=_errors(key))
+    node.registry.register(INIT_PID, 0, 4, init_producer_id, error_response=produce.build_init_pid,
+                           authorize=_init_pid_gate)
+    for key, lo, hi, handler, gate in ((ADD_PARTITIONS, 0, 4, api.add_partitions, _add_partitions_gate),
+                                       (ADD_OFFSETS, 0, 4, api.add_offsets, _add_offsets_gate),
+                                       (END_TXN, 0, 4, api.end_txn, _end_txn_gate),
+                                       (DESCRIBE_TXNS, 0, 0, api.describe, None),
+                                       (LIST_TXNS, 0, 1, api.list_transactions, None)):
+        node.registry.register(key, lo, hi, handler, error_response=_errors(key), authorize=gate)
     return api

@@ -27,6 +27,7 @@ from cluster.data_plane import Err
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
 from cluster.services import NodeServices
 from cluster.txn_driver import MarkersAbandoned
@@ -145,5 +146,13 @@ class MarkerWriter:
         return [got.get(tp, ErrorCode.unknown_server_error) for tp in parts]
 
 
+def _gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    """The other nodes' requests: ALTER or CLUSTER_ACTION on the cluster."""
+    if ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME) or \
+            ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 def register(node: NodeServices) -> None:
-    node.registry.register(API_KEY, 1, 1, handle, error_response=build_error)
+    node.registry.register(API_KEY, 1, 1, handle, error_response=build_error, authorize=_gate)

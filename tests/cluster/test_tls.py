@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tests.cluster.cluster_harness import Cluster
 
 pytestmark = pytest.mark.cluster
 USER, PASSWORD = "alice", "alice-secret"
+INTRUDER = "mallory"
 N = 60
 
 
@@ -66,8 +68,11 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     cluster = Cluster(base / "cluster", settings={
         "group.initial.rebalance.delay.ms": 0, "ssl.keystore.location": keystore, "ssl.truststore.location": ca_pem,
         "ssl.client.auth": "required", "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
-        "sasl_users": f"{USER}:{PASSWORD}",
-        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"})
+        "sasl_users": f"{USER}:{PASSWORD},{INTRUDER}:{INTRUDER}-secret",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        # ACLs on: alice and the nodes (their certificates' principal) are super users; mallory has nothing
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:alice;User:kcoord-node"})
     cluster.per_node = {i: {"listeners": f"SSL://127.0.0.1:{n.kafka_port},SASL_SSL://127.0.0.1:{sasl_ports[i]}"}
                         for i, n in enumerate(cluster.layout)}
     cluster.start()
@@ -250,6 +255,54 @@ def test_refused_clients_and_the_cluster_goes_on(secure: Secure) -> None:
     assert AdminClient(sasl_ssl_conf(secure)).list_topics(timeout=10).brokers
     assert all(secure.cluster.alive(i) for i in range(3))
 
+
+
+def test_an_unauthorized_principal_is_refused_until_an_acl_lets_it(secure: Secure) -> None:
+    """mallory authenticates (SCRAM over TLS) but has no ACL: its producer is told
+    TOPIC_AUTHORIZATION_FAILED and its consumer GROUP_AUTHORIZATION_FAILED, while alice goes on. An
+    ACL created through one node (CreateAcls, replicated in the metadata log) then lets mallory
+    write to partitions every node leads."""
+    topic, group = names()
+    create_topic(ssl_conf(secure), topic, 3)
+    mallory = {**sasl_ssl_conf(secure), "sasl.username": INTRUDER, "sasl.password": f"{INTRUDER}-secret"}
+    failed: list[KafkaError] = []
+    p = Producer({**mallory, "message.timeout.ms": 10000,
+                  "on_delivery": lambda err, _msg: failed.append(err) if err is not None else None})
+    p.produce(topic, value=b"x", partition=0)
+    p.flush(15)
+    assert [e.code() for e in failed] == [KafkaError.TOPIC_AUTHORIZATION_FAILED], failed
+    c = Consumer({**mallory, "group.id": group, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    seen = [m.error().code() for m in (c.poll(0.5) for _ in range(30)) if m is not None and m.error()]
+    c.close()
+    assert KafkaError.GROUP_AUTHORIZATION_FAILED in seen, seen
+    confluent_round_trip(sasl_ssl_conf(secure))  # the others are served all along
+
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+    admin = AdminClient(ssl_conf(secure))
+    grant = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{INTRUDER}", "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)
+    admin.create_acls([grant])[grant].result(20)
+    # The other nodes apply the ACL when they learn the metadata log's commit, a moment later (as
+    # Kafka's brokers do): a producer made meanwhile is refused at once, so each try is a new one.
+    deadline = time.monotonic() + 20
+    while True:
+        failed.clear()
+        p = Producer({**mallory, "message.timeout.ms": 20000,
+                      "on_delivery": lambda err, _msg: failed.append(err) if err is not None else None})
+        for i in range(3):
+            p.produce(topic, value=b"y", partition=i)
+        assert p.flush(30) == 0
+        if not failed or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert failed == [], failed
 
 
 def test_kafkajs_over_ssl_and_sasl_ssl(secure: Secure) -> None:

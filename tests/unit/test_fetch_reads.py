@@ -17,6 +17,7 @@ import replication.data_log as data_log_mod
 from cluster.apis import fetch as fetch_api
 from cluster.data_plane import DataPartition
 from cluster.dispatch import RequestContext
+from cluster.security.access import AccessControl
 from replication.data_log import DataLog
 from tests.unit.test_data_log import offsets, put
 
@@ -102,6 +103,7 @@ def _fetch_request(max_bytes: int) -> Any:
 
 def _fetch(part: DataPartition, max_bytes: int) -> bytes:
     node = SimpleNamespace(config=SimpleNamespace(fetch_max_bytes=50 << 20, fetch_max_wait_cap_ms=500),
+                           access=AccessControl(False, [], False, frozenset),
                            topology=SimpleNamespace(
                                partition=lambda topic, p: part if (topic, p) == ("t", 0) else None))
     ctx = RequestContext(api_key=1, api_version=12, correlation_id=1, client_id="c", client_host="/127.0.0.1",

@@ -20,6 +20,21 @@ class RawConn:
     def close(self) -> None:
         self.sock.close()
 
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        """Send one request and read its response (None if the server closed the connection)."""
+        self.request(api_key, version, body)
+        return self.response(api_key, version)
+
+    def sasl_plain(self, user: str, password: str) -> int:
+        """SaslHandshake v1 + SaslAuthenticate v2 with PLAIN: the SaslAuthenticate error code."""
+        from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+        shake = self.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        assert shake is not None and int(shake.error_code) == 0, shake
+        done = self.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+        return -1 if done is None else int(done.error_code)
+
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
