@@ -102,6 +102,24 @@ def acl_row(fields: Any) -> AclRow:
     return int(t), str(name), int(pattern), str(principal), str(host), int(op), int(perm)
 
 
+# One SCRAM credential as stored and replicated (Kafka's UserScramCredentialRecord): (user, mechanism
+# code, salt, stored key, server key as hex, iterations). Iterations 0 marks one deleted, which also
+# hides the credential the configuration's sasl_users would give (the bootstrap users).
+ScramRow = tuple[str, int, str, str, str, int]
+
+
+def scram_row(fields: Any) -> ScramRow:
+    name, mechanism, salt, stored, server, iterations = fields
+    return str(name), int(mechanism), str(salt), str(stored), str(server), int(iterations)
+
+
+def with_scram(current: frozenset[ScramRow], change: list[ScramRow]) -> frozenset[ScramRow]:
+    """``current`` with each row of ``change`` replacing the one of its (user, mechanism)."""
+    rows = {(r[0], r[1]): r for r in current}
+    rows.update({(r[0], r[1]): r for r in change})
+    return frozenset(rows.values())
+
+
 class ClusterMetadata:
     def __init__(self, data_dir: str, *, offsets_partitions: int, txn_partitions: int = 8) -> None:
         self.data_dir = data_dir
@@ -109,6 +127,7 @@ class ClusterMetadata:
         os.makedirs(data_dir, exist_ok=True)
         self.topics: dict[str, TopicMeta] = {}
         self.acls: frozenset[AclRow] = frozenset()  # replaced whole on every change (readers keep a snapshot)
+        self.scram: frozenset[ScramRow] = frozenset()  # likewise
         self.next_producer_id_block = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as fh:
@@ -120,6 +139,7 @@ class ClusterMetadata:
             # fixed at first start too (a node from before transactions takes the setting's value)
             self.txn_partitions: int = int(doc.get("transaction_partitions", txn_partitions))
             self.acls = frozenset(acl_row(x) for x in doc.get("acls", ()))  # before any save() below
+            self.scram = frozenset(scram_row(x) for x in doc.get("scram", ()))
             if "transaction_partitions" not in doc:
                 self.save()
             for name, t in doc.get("topics", {}).items():
@@ -148,6 +168,7 @@ class ClusterMetadata:
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {name: t.to_obj() for name, t in sorted(self.topics.items())},
             "acls": [list(x) for x in sorted(self.acls)],
+            "scram": [list(x) for x in sorted(self.scram)],
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -181,6 +202,11 @@ class ClusterMetadata:
     def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
         """Single node: remove ``delete``, then add ``create``, at once, and keep it on disk."""
         self.acls = frozenset((self.acls - set(delete)) | set(create))
+        self.save()
+
+    def alter_scram(self, change: list[ScramRow]) -> None:
+        """Single node: upsert / delete SCRAM credentials at once, and keep them on disk."""
+        self.scram = with_scram(self.scram, change)
         self.save()
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:

@@ -24,7 +24,8 @@ from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
 from cluster.security.access import AccessControl
-from cluster.security.listener_auth import authenticators, tls_contexts
+from cluster.security.credentials import ScramUsers
+from cluster.security.listener_auth import authenticators, bootstrap_credentials, tls_contexts
 from cluster.security.principal_mapper import PrincipalMapper
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.single_node_topology import SingleNodeTopology
@@ -73,6 +74,7 @@ class Node:
             self._principal_mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
         except ValueError as e:
             raise NodeStartError(f"invalid setting ssl.principal.mapping.rules: {e}") from None
+        self.scram_users = ScramUsers(bootstrap_credentials(config), lambda: self.metadata.scram)
         self.access = AccessControl(bool(config.authorizer_class_name), config.super_user_list(),
                                     config.allow_everyone_if_no_acl_found, lambda: self.metadata.acls)
         self.partitions = PartitionStore(config.data_dir, config)
@@ -230,7 +232,8 @@ class Node:
         dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
         main, *more = cfg.listener_list()
         self.server = WireServer(dispatcher, cfg.host, cfg.port, limits=limits, name=main.name,
-                                 more=[(x.name, x.host, x.port) for x in more], authenticators=authenticators(cfg),
+                                 more=[(x.name, x.host, x.port) for x in more],
+                                 authenticators=authenticators(cfg, self.scram_users.lookup),
                                  tls=self._tls, principal_mapper=self._principal_mapper)
         await self.server.start()
         if more:

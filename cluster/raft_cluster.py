@@ -29,7 +29,16 @@ from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.incarnation import claim_dir
-from cluster.metadata import TRANSACTION_TOPIC, AclRow, ClusterMetadata, TopicMeta, acl_row
+from cluster.metadata import (
+    TRANSACTION_TOPIC,
+    AclRow,
+    ClusterMetadata,
+    ScramRow,
+    TopicMeta,
+    acl_row,
+    scram_row,
+    with_scram,
+)
 from cluster.offsets_compaction import compact_offsets
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
@@ -49,6 +58,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}}
     acls: set[AclRow] = set()
+    scram: frozenset[ScramRow] = frozenset()
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
@@ -58,11 +68,14 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
             state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
             acls = {acl_row(x) for x in op.get("acls") or ()}
+            scram = frozenset(scram_row(x) for x in op.get("scram") or ())
         elif kind == "acls":
             # CreateAcls / DeleteAcls: the removals, then the additions, as one step (Kafka's
             # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch).
             acls -= {acl_row(x) for x in op.get("delete") or ()}
             acls |= {acl_row(x) for x in op.get("create") or ()}
+        elif kind == "scram":  # AlterUserScramCredentials: each row replaces its (user, mechanism)
+            scram = with_scram(scram, [scram_row(x) for x in op.get("rows") or ()])
         elif kind == "endpoints":
             # A node's further listeners as clients reach them (Kafka's broker registration),
             # so every node can tell a client the addresses on the listener it came in through.
@@ -85,6 +98,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
         elif kind == "delete":
             state["topics"].pop(op["name"], None)
     state["acls"] = [list(x) for x in sorted(acls)]
+    state["scram"] = [list(x) for x in sorted(scram)]
     return state
 
 
@@ -397,6 +411,9 @@ class RaftCluster:
         acls = frozenset(acl_row(x) for x in state["acls"])
         if acls != self.metadata.acls:
             self.metadata.acls = acls
+        scram = frozenset(scram_row(x) for x in state["scram"])
+        if scram != self.metadata.scram:
+            self.metadata.scram = scram
         wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
@@ -474,6 +491,10 @@ class RaftCluster:
         await self._submit(_op(op="acls", create=[list(x) for x in create], delete=[list(x) for x in delete]))
         want_in, want_out = set(create), set(delete) - set(create)
         await self._wait(lambda: want_in <= self.metadata.acls and not want_out & self.metadata.acls)
+
+    async def alter_scram(self, change: list[ScramRow]) -> None:
+        await self._submit(_op(op="scram", rows=[list(x) for x in change]))
+        await self._wait(lambda: set(change) <= self.metadata.scram)
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)

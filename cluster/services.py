@@ -12,6 +12,7 @@ from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
 from cluster.metadata import ClusterMetadata, TopicMeta
 from cluster.security.access import AccessControl
+from cluster.security.credentials import ScramUsers
 from cluster.topology import Topology
 
 
@@ -32,6 +33,7 @@ class NodeServices(Protocol):
     metadata: ClusterMetadata
     topology: Topology
     access: AccessControl  # the ACLs' decisions (everything allowed without an authorizer)
+    scram_users: ScramUsers  # the SCRAM credentials SASL listeners check
 
     @property
     def registry(self) -> Registrar: ...

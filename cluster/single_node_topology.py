@@ -9,7 +9,7 @@ from collections.abc import Callable
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
-from cluster.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, AclRow, ClusterMetadata, TopicMeta
+from cluster.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, AclRow, ClusterMetadata, ScramRow, TopicMeta
 from cluster.offsets_compaction import compact_offsets
 from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
@@ -114,3 +114,6 @@ class SingleNodeTopology:
 
     async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
         self.metadata.alter_acls(create, delete)
+
+    async def alter_scram(self, change: list[ScramRow]) -> None:
+        self.metadata.alter_scram(change)

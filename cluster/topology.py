@@ -14,7 +14,7 @@ from typing import Protocol
 
 from cluster.broker_info import BrokerInfo
 from cluster.data_plane import DataPartition
-from cluster.metadata import AclRow, TopicMeta
+from cluster.metadata import AclRow, ScramRow, TopicMeta
 from replication.api import CoordinatorLog
 
 
@@ -86,6 +86,11 @@ class Topology(Protocol):
     async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
         """Remove ``delete`` and add ``create`` in one step of the cluster's metadata (every node's
         ``metadata.acls`` follows; this node's once this returns)."""
+        ...
+
+    async def alter_scram(self, change: list[ScramRow]) -> None:
+        """Apply SCRAM credential upserts and deletions (``metadata.with_scram``) in one step of the
+        cluster's metadata (this node's ``metadata.scram`` holds them once this returns)."""
         ...
 
     async def allocate_producer_id_block(self) -> int:

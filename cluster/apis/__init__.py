@@ -5,10 +5,20 @@ Group APIs (JoinGroup, SyncGroup, ...) are registered by ``cluster.group_api``.
 
 from __future__ import annotations
 
-from cluster.apis import acls, api_versions, fetch, find_coordinator, metadata, produce, sasl, topics
+from cluster.apis import (
+    acls,
+    api_versions,
+    fetch,
+    find_coordinator,
+    metadata,
+    produce,
+    sasl,
+    scram_users,
+    topics,
+)
 from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, api_versions, metadata, topics, produce, fetch, find_coordinator, sasl):
+    for mod in (acls, api_versions, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

@@ -1,6 +1,6 @@
 """Which listeners authenticate, and how: a new connection on a SASL listener (SASL_PLAINTEXT,
-SASL_SSL) gets its own ``SaslAuthenticator`` over the node's users (``sasl_users``; SCRAM
-credentials derived from them at start, salted, never the password kept for SCRAM); an SSL or
+SASL_SSL) gets its own ``SaslAuthenticator`` over the node's users (PLAIN: ``sasl_users``; SCRAM:
+the cluster's credentials over those derived from ``sasl_users`` at start, ``credentials``); an SSL or
 SASL_SSL listener gets its TLS context, asking clients for certificates as its ``ssl.client.auth``
 says (for SASL_SSL only when set for that listener, as Kafka does)."""
 
@@ -19,18 +19,25 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 
-def authenticators(config: NodeConfig) -> dict[str, Callable[[], SaslAuthenticator]]:
-    """Listener name -> a factory of a connection's SASL exchange, for the SASL listeners."""
+def bootstrap_credentials(config: NodeConfig) -> dict[tuple[str, str], ScramCredential]:
+    """The SCRAM credentials of ``sasl_users`` for the enabled SCRAM mechanisms (salted at start; the
+    passwords themselves serve PLAIN only)."""
+    if not any(config.listener_protocol(x.name) in SASL_PROTOCOLS for x in config.listener_list()):
+        return {}
+    mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
+    return {(user, m): make_credential(m, password) for user, password in config.sasl_user_list().items()
+            for m in mechanisms if m in SCRAM_MECHANISMS}
+
+
+def authenticators(config: NodeConfig, scram: Callable[[str, str], ScramCredential | None]
+                   ) -> dict[str, Callable[[], SaslAuthenticator]]:
+    """Listener name -> a factory of a connection's SASL exchange, for the SASL listeners; ``scram``
+    finds a (user, mechanism)'s credential as it is when the client authenticates."""
     sasl_listeners = [x.name for x in config.listener_list() if config.listener_protocol(x.name) in SASL_PROTOCOLS]
     if not sasl_listeners:
         return {}
     mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
-    users = config.sasl_user_list()
-    credentials: dict[tuple[str, str], ScramCredential] = {
-        (user, m): make_credential(m, password) for user, password in users.items()
-        for m in mechanisms if m in SCRAM_MECHANISMS}
-    sasl = SaslConfig(mechanisms, users if "PLAIN" in mechanisms else {},
-                      lambda user, mechanism: credentials.get((user, mechanism)))
+    sasl = SaslConfig(mechanisms, config.sasl_user_list() if "PLAIN" in mechanisms else {}, scram)
     return {name: (lambda: SaslAuthenticator(sasl)) for name in sasl_listeners}
 
 

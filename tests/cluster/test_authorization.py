@@ -387,3 +387,23 @@ def test_cluster_apis_and_acl_admin(users: tuple[Who, Who, Who]) -> None:
     gone = admin(31, 3, filters=(sub(31, 3, "DeleteAclsFilter", **{**everything, "principal_filter": "User:alice"}),))
     assert [a.principal for a in gone.filter_results[0].matching_acls] == ["User:alice"]
     assert {g.group_id for g in alice(16, 4, states_filter=()).groups} == set()
+
+
+def test_scram_credential_admin(users: tuple[Who, Who, Who]) -> None:
+    """DescribeUserScramCredentials needs DESCRIBE on the cluster, AlterUserScramCredentials ALTER."""
+    admin, _, bob = users
+    denied = bob(50, 0, users=(sub(50, 0, "UserName", name="alice"),))
+    assert int(denied.error_code) == CLUSTER_AUTH and [int(r.error_code) for r in denied.results] == [CLUSTER_AUTH]
+    upsert = sub(51, 0, "ScramCredentialUpsertion", name="erin", mechanism=2, iterations=4096, salt=b"s" * 24,
+                 salted_password=b"p" * 64)
+    assert [(r.user, int(r.error_code)) for r in bob(51, 0, deletions=(), upsertions=(upsert,)).results] == \
+        [("erin", CLUSTER_AUTH)]
+    assert [(r.user, int(r.error_code)) for r in admin(51, 0, deletions=(), upsertions=(upsert,)).results] == \
+        [("erin", NONE)]
+    seen = admin(50, 0, users=(sub(50, 0, "UserName", name="erin"), sub(50, 0, "UserName", name="nobody"),
+                               sub(50, 0, "UserName", name="bob"), sub(50, 0, "UserName", name="bob")))
+    by_user = {r.user: r for r in seen.results}
+    assert int(by_user["nobody"].error_code) == 91 and int(by_user["bob"].error_code) == 92
+    assert [(int(c.mechanism), int(c.iterations)) for c in by_user["erin"].credential_infos] == [(2, 4096)]
+    everyone = {r.user for r in admin(50, 0, users=None).results}
+    assert everyone == {"erin"}  # the node's SASL mechanisms are PLAIN only: its configured users have no SCRAM keys

@@ -305,6 +305,50 @@ def test_an_unauthorized_principal_is_refused_until_an_acl_lets_it(secure: Secur
     assert failed == [], failed
 
 
+def _authenticates(conf: dict[str, Any], timeout: float = 5) -> bool:
+    errors: list[KafkaError] = []
+    admin = AdminClient({**conf, "error_cb": errors.append})
+    try:
+        admin.list_topics(timeout=timeout)
+        return True
+    except KafkaException:
+        admin.poll(0.2)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        return False
+
+
+def test_scram_users_are_replicated(secure: Secure) -> None:
+    """A user created through one node's AlterUserScramCredentials (`kcoord users`' call) signs in on
+    every node; once its credential is deleted, on none (each node within moments, as in Kafka)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    admin = AdminClient(ssl_conf(secure))
+    user = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"dave-pw")
+    admin.alter_user_scram_credentials([user])["dave"].result(20)
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(20)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    dave = [{**sasl_ssl_conf(secure), "bootstrap.servers": b, "sasl.username": "dave", "sasl.password": "dave-pw"}
+            for b in secure.sasl_boot.split(",")]
+
+    def everywhere(expected: bool) -> list[bool]:
+        deadline = time.monotonic() + 15
+        while True:
+            seen = [_authenticates(c) for c in dave]
+            if all(x == expected for x in seen) or time.monotonic() > deadline:
+                return seen
+            time.sleep(0.3)
+
+    assert everywhere(True) == [True, True, True]
+    assert not _authenticates({**dave[0], "sasl.password": "wrong"})
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)])[
+        "dave"].result(20)
+    assert everywhere(False) == [False, False, False]
+
+
 def test_kafkajs_over_ssl_and_sasl_ssl(secure: Secure) -> None:
     import json
     import shutil

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.config import ConfigError, NodeConfig
-from cluster.security.listener_auth import authenticators
+from cluster.security.listener_auth import authenticators, bootstrap_credentials
 
 
 def config(**kw: object) -> NodeConfig:
@@ -18,7 +18,8 @@ def config(**kw: object) -> NodeConfig:
 def test_only_sasl_listeners_authenticate_and_scram_credentials_are_salted() -> None:
     cfg = config(listener_security_protocol_map="EXTERNAL:SASL_PLAINTEXT", sasl_users="alice:secret")
     assert cfg.listener_protocol("PLAINTEXT") == "PLAINTEXT" and cfg.listener_protocol("EXTERNAL") == "SASL_PLAINTEXT"
-    made = authenticators(cfg)
+    boot = bootstrap_credentials(cfg)
+    made = authenticators(cfg, lambda user, mechanism: boot.get((user, mechanism)))
     assert set(made) == {"EXTERNAL"}
     a, b = made["EXTERNAL"](), made["EXTERNAL"]()
     assert a is not b  # one exchange per connection

@@ -1,0 +1,66 @@
+"""SCRAM users (cluster/security/credentials.py): the replicated credentials over the bootstrap ones,
+and Kafka's rules for AlterUserScramCredentials (ScramControlManagerTest's cases by behaviour)."""
+
+from __future__ import annotations
+
+from cluster.metadata import ScramRow, with_scram
+from cluster.security.credentials import ScramUsers, Upsertion, plan
+from cluster.security.scram import make_credential, salted_password
+
+SHA256, SHA512 = 1, 2
+
+
+def upsert(name: str, mechanism: int = SHA512, iterations: int = 4096, password: str = "pw") -> Upsertion:
+    mech = "SCRAM-SHA-256" if mechanism == SHA256 else "SCRAM-SHA-512"  # any other code: an unknown one
+    salt = b"0123456789abcdef0123456789"
+    return Upsertion(name, mechanism, iterations, salt, salted_password(mech, password, salt, iterations))
+
+
+def test_alter_nothing_gives_no_results() -> None:
+    assert plan([], [], {}) == ({}, [])
+
+
+def test_an_upsert_stores_keys_never_the_salted_password() -> None:
+    u = upsert("alice")
+    results, change = plan([], [u], {})
+    assert results == {"alice": (0, None)}
+    (row,) = change
+    name, mechanism, salt, stored, server, iterations = row
+    assert (name, mechanism, iterations) == ("alice", SHA512, 4096) and bytes.fromhex(salt) == u.salt
+    assert u.salted_password.hex() not in row
+    expected = make_credential("SCRAM-SHA-512", "pw", u.salt, 4096)
+    assert (bytes.fromhex(stored), bytes.fromhex(server)) == (expected.stored_key, expected.server_key)
+
+
+def test_kafka_validation_one_result_per_user() -> None:
+    """Seven alterations, five users: each gets exactly one result (testAlterUnknownMechanism)."""
+    results, change = plan(
+        [("gone", SHA256), ("twice", SHA256), ("", SHA512)],
+        [upsert("twice", SHA512), upsert("weird", 3), upsert("few", iterations=4095), upsert("ok", SHA256)],
+        {"twice": {SHA256: 4096}})
+    assert {u: code for u, (code, _) in results.items()} == {
+        "gone": 91,  # deleting what does not exist
+        "twice": 92,  # named twice, even for two mechanisms: refused whole
+        "": 93,  # no name
+        "weird": 33,  # unknown mechanism
+        "few": 93,  # fewer than 4096 iterations
+        "ok": 0}
+    assert [r[0] for r in change] == ["ok"]
+    assert plan([], [upsert("many", iterations=16385)], {})[0]["many"][0] == 93
+
+
+def test_replicated_rows_win_over_bootstrap_and_a_deletion_hides_it() -> None:
+    boot = {("alice", "SCRAM-SHA-512"): make_credential("SCRAM-SHA-512", "old"),
+            ("alice", "SCRAM-SHA-256"): make_credential("SCRAM-SHA-256", "old")}
+    stored: list[frozenset[ScramRow]] = [frozenset()]
+    users = ScramUsers(boot, lambda: stored[0])
+    assert users.lookup("alice", "SCRAM-SHA-512") is boot[("alice", "SCRAM-SHA-512")]
+    assert users.held() == {"alice": {SHA256: 4096, SHA512: 4096}}
+    _, change = plan([("alice", SHA256)], [], users.held())
+    _, more = plan([], [upsert("alice", SHA512, 8192, "new"), upsert("bob")], users.held())  # a second request
+    stored[0] = with_scram(with_scram(stored[0], change), more)
+    assert users.lookup("alice", "SCRAM-SHA-256") is None  # deleted: the bootstrap one no longer counts
+    new = users.lookup("alice", "SCRAM-SHA-512")
+    assert new is not None and new.iterations == 8192 and new != boot[("alice", "SCRAM-SHA-512")]
+    assert users.held() == {"alice": {SHA512: 8192}, "bob": {SHA512: 4096}}
+    assert users.lookup("carol", "SCRAM-SHA-512") is None
