@@ -29,6 +29,7 @@ import json
 import os
 import random
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -188,7 +189,7 @@ class LocalCluster(BaseCluster):
             layout = free_plan(nodes, self.dir, RAFT_SLOTS_CHECKED)
         except ClusterStartError as e:
             raise BenchError(str(e)) from None
-        super().__init__(layout, run_id() + run_id() + run_id(), self.dir, dict(settings), log_dir=self.dir)
+        super().__init__(layout, secrets.token_hex(16), self.dir, dict(settings), log_dir=self.dir)
 
     def addr(self, i: int) -> tuple[str, int]:
         return ("127.0.0.1", self.layout[i].kafka_port)

@@ -10,6 +10,7 @@ in upper case (``KCOORD_GROUP_MIN_SESSION_TIMEOUT_MS=...``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -89,6 +90,16 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
 MAX_TXN_PARTITIONS = 100
+
+
+def secret_bits(secret: str) -> float:
+    """An upper estimate of a secret's strength: its length times the bits of the alphabet its
+    character classes span. A secret of fewer than 8 distinct characters counts as none."""
+    if len(set(secret)) < 8:
+        return 0.0
+    alphabet = (26 * any(c.islower() for c in secret) + 26 * any(c.isupper() for c in secret)
+                + 10 * any(c.isdigit() for c in secret) + 33 * any(not c.isalnum() for c in secret))
+    return len(secret) * math.log2(alphabet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,8 +410,9 @@ class NodeConfig:
                 raise ConfigError(f"invalid setting peers={self.peers!r}: {e}") from None
             need(len(peers) >= 3 and len(peers) % 2 == 1, "peers", "a cluster needs an odd number (>= 3) of nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
-            need(bool(self.cluster_secret), "cluster_secret",
-                 "is required in cluster mode: without it the Raft port runs pickles from anyone")
+            need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
+                 "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits): the Raft port's "
+                 "handshake and every frame's MAC are only as strong as it")
         need(self.raft_heartbeat_ms >= 5, "raft_heartbeat_ms", "must be >= 5")
         need(self.raft_election_timeout_ms > 3 * self.raft_heartbeat_ms, "raft_election_timeout_ms",
              "must be more than 3 x raft_heartbeat_ms")

@@ -6,8 +6,11 @@ sockets, heartbeats, syscalls and wake-ups per peer for every round. The hub car
 group's messages to a peer on one connection, and what the groups send during one pass of
 the ticker leaves as one frame: one syscall and one wake-up on the other side.
 
-Security: the cluster secret authenticates both ends in a challenge-response handshake.
-Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
+Security: the cluster secret authenticates both ends in a challenge-response handshake in which
+the dialer proves it first (so anyone may connect and learn nothing that would let them test
+guesses of the secret offline), then the acceptor. At most MAX_PENDING accepted connections may
+be unauthenticated at once, each given HANDSHAKE_TIMEOUT and HANDSHAKE_MAX bytes a frame; a flood of
+slow handshakes cannot hold the port or the ticker. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
 payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
 frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
 secret cannot make a node run code), decoded only once their MAC verified. Frames are
@@ -38,7 +41,7 @@ from replication.link_faults import LinkFaults
 
 log = logging.getLogger("kcoord.raft.hub")
 
-MAGIC = b"KCRH2"  # 2: msgpack payloads (1 pickled them)
+MAGIC = b"KCRH3"  # 3: the dialer proves first (2: the acceptor did; 1 pickled the payloads)
 NONCE_BYTES = 16
 MAC_BYTES = 32
 HANDSHAKE_MAX = 512  # before authentication a peer may not make us buffer more than this
@@ -53,6 +56,7 @@ KEEPALIVE_EVERY = 0.5  # an empty frame when nothing else was sent for this long
 SILENT_PEER_TIMEOUT = 2.5
 CONNECT_TIMEOUT = 1.0  # a dial whose SYNs get no answer (a partition): give up, dial again
 HANDSHAKE_TIMEOUT = 5.0
+MAX_PENDING = 32  # accepted connections not yet authenticated; more are closed at once
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
 _RECV = 256 * 1024
@@ -102,8 +106,9 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
 
 
 class _Conn:
-    """A connection and its handshake state: dial -> hello -> open (dialer);
-    accept -> proof -> open (acceptor)."""
+    """A connection and its handshake state. Dialer: connecting -> hello (sent its nonce and name)
+    -> proved (sent its proof of the acceptor's challenge) -> open (checked the acceptor's proof).
+    Acceptor: accept -> challenged (sent its nonce) -> open (checked the dialer's proof, sent its own)."""
 
     __slots__ = ("sock", "fd", "peer", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
                  "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing", "last_recv", "last_sent")
@@ -167,6 +172,7 @@ class RaftHub:
         self.faults: LinkFaults | None = None  # delay, duplication, reordering (link_faults.py)
         # peer -> when a frame from it last got through (read from any thread: a dict assignment)
         self.heard: dict[str, float] = {}
+        self._flood_logged = 0.0
 
     def fileno(self) -> int:
         return self.epoll.fileno()
@@ -324,6 +330,14 @@ class RaftHub:
             except OSError as e:
                 log.warning("event=raft_accept_failed error=%r", str(e))
                 return
+            pending = sum(1 for c in self._conns.values() if not c.dialer and c.state != "open")
+            if pending >= MAX_PENDING:
+                sock.close()  # a handshake flood: what is past the bound waits for nothing
+                now = time.monotonic()
+                if now - self._flood_logged > 10:
+                    self._flood_logged = now
+                    log.warning("event=raft_handshakes_refused pending=%d reason=too_many_unauthenticated", pending)
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock, "", dialer=False, state="accept")
@@ -460,29 +474,34 @@ class RaftHub:
     def _handshake(self, conn: _Conn, frame: bytes) -> bool:
         n = NONCE_BYTES
         if conn.state == "accept" and frame.startswith(MAGIC) and len(frame) > len(MAGIC) + n:
-            conn.peer_nonce = frame[len(MAGIC):len(MAGIC) + n]
+            conn.peer_nonce = frame[len(MAGIC):len(MAGIC) + n]  # the dialer's hello: its nonce and name
             conn.peer = frame[len(MAGIC) + n:].decode(errors="replace")
-            proof = _mac(self._key, b"A", conn.peer_nonce, conn.nonce, self.listen.encode(), conn.peer.encode())
-            conn.state = "proof"
-            self._write_frame(conn, MAGIC + conn.nonce + proof, raw=True)
+            conn.state = "challenged"
+            self._write_frame(conn, MAGIC + conn.nonce, raw=True)  # a challenge, no proof of ours yet
             return conn.fd in self._conns
-        if conn.state == "hello" and frame.startswith(MAGIC) and len(frame) == len(MAGIC) + n + MAC_BYTES:
-            conn.peer_nonce = frame[len(MAGIC):len(MAGIC) + n]
-            want = _mac(self._key, b"A", conn.nonce, conn.peer_nonce, conn.peer.encode(), self.listen.encode())
-            if hmac.compare_digest(frame[len(MAGIC) + n:], want):
-                self._write_frame(conn, _mac(self._key, b"D", conn.nonce, conn.peer_nonce, self.listen.encode(),
-                                             conn.peer.encode()), raw=True)
-                if conn.fd in self._conns:
-                    self._opened(conn)
-                return conn.fd in self._conns
-        if conn.state == "proof" and len(frame) == MAC_BYTES:
-            want = _mac(self._key, b"D", conn.peer_nonce, conn.nonce, conn.peer.encode(), self.listen.encode())
-            if hmac.compare_digest(frame, want):
+        if conn.state == "hello" and frame.startswith(MAGIC) and len(frame) == len(MAGIC) + n:
+            conn.peer_nonce = frame[len(MAGIC):]
+            conn.state = "proved"
+            self._write_frame(conn, self._proof(b"D", conn), raw=True)
+            return conn.fd in self._conns
+        if conn.state == "challenged" and len(frame) == MAC_BYTES and hmac.compare_digest(frame, self._proof(b"D", conn)):
+            self._write_frame(conn, self._proof(b"A", conn), raw=True)
+            if conn.fd in self._conns:
                 self._opened(conn)
-                return True
+            return conn.fd in self._conns
+        if conn.state == "proved" and len(frame) == MAC_BYTES and hmac.compare_digest(frame, self._proof(b"A", conn)):
+            self._opened(conn)
+            return True
         log.warning("event=raft_handshake_refused peer=%s state=%s", conn.peer or "?", conn.state)
         self._close(conn, "handshake refused")
         return False
+
+    def _proof(self, side: bytes, conn: _Conn) -> bytes:
+        """``side``'s proof (b"D" the dialer's, b"A" the acceptor's) over both nonces and both
+        names, the same bytes computed at either end."""
+        dialer_nonce, acceptor_nonce = (conn.nonce, conn.peer_nonce) if conn.dialer else (conn.peer_nonce, conn.nonce)
+        dialer, acceptor = (self.listen, conn.peer) if conn.dialer else (conn.peer, self.listen)
+        return _mac(self._key, side, dialer_nonce, acceptor_nonce, dialer.encode(), acceptor.encode())
 
     def close(self) -> None:
         for conn in list(self._conns.values()):

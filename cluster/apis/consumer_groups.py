@@ -82,7 +82,15 @@ class ConsumerGroupApi:
                 return c.ConsumerGroupDescribeResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id)
             if not group_id:
                 return c.ConsumerGroupDescribeResponse(ErrorCode.INVALID_GROUP_ID, "")
-            return await self.groups.call(group_id, c.ConsumerGroupDescribeRequest(group_id, image))  # type: ignore[no-any-return]
+            answer: c.ConsumerGroupDescribeResponse = await self.groups.call(
+                group_id, c.ConsumerGroupDescribeRequest(group_id, image))
+            if answer.error is ErrorCode.NONE and ctx.node.access.enabled and any(  # Kafka 4: the topics too
+                    not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, p.topic_name)
+                    for m in answer.members for p in (*m.assignment, *m.target_assignment)):
+                return c.ConsumerGroupDescribeResponse(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, group_id,
+                    "The group has described topic(s) that the client is not authorized to describe.")
+            return answer
 
         def assignment(parts: tuple[c.DescribedTopicPartitions, ...]) -> Any:
             return mk(mod.Assignment, topic_partitions=tuple(

@@ -59,6 +59,13 @@ class _Access:
     def describes(self, name: str) -> bool:
         return self.ctx is None or self.ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
 
+    def cluster_bits(self) -> int:
+        """ClusterAuthorizedOperations (v8-10): 0 without DESCRIBE on the cluster, as Kafka answers."""
+        if self.cluster_ops and self.ctx is not None and \
+                not self.ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return 0
+        return self.ops(ResourceType.CLUSTER, CLUSTER_NAME, self.cluster_ops)
+
     def ops(self, rtype: ResourceType, name: str, wanted: bool) -> int:
         if not wanted or self.ctx is None:
             return NO_OPERATIONS
@@ -116,16 +123,17 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
                 topics.append(_known(m, node, name, live, access))
                 continue
             bad = validate_topic_name(name)
-            if bad is not None:
+            if auto_create and ctx is not None and not _may_create(ctx, name):
+                topics.append(_topic(m, node, name, ErrorCode.topic_authorization_failed))  # before the name's checks
+            elif bad is not None:
                 topics.append(_topic(m, node, name, ErrorCode.invalid_topic_exception))
             elif auto_create and not node.is_internal_topic(name):
-                topics.append(_topic(m, node, name, ErrorCode.leader_not_available if ctx is None or _may_create(ctx, name)
-                                     else ErrorCode.topic_authorization_failed))
+                topics.append(_topic(m, node, name, ErrorCode.leader_not_available))
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))
     return mk(m.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=node.cluster_id,
               controller_id=node.topology.controller_id(), topics=tuple(topics),
-              cluster_authorized_operations=access.ops(ResourceType.CLUSTER, CLUSTER_NAME, access.cluster_ops))
+              cluster_authorized_operations=access.cluster_bits())
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:

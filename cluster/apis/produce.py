@@ -51,11 +51,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if tid is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return _refused(ctx, request, ErrorCode.transactional_id_authorization_failed)
     topics = []
+    refused = False  # a topic the principal may not write to (acks=0: the connection closes after)
     for t in request.topic_data:
         parts = []
         writable = ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)
-        if not writable and acks == 0:
-            return _refused(ctx, request, ErrorCode.topic_authorization_failed)
+        refused = refused or not writable
         for p in t.partition_data:
             if not writable:
                 parts.append(_part(m, p.index, ErrorCode.topic_authorization_failed))
@@ -82,6 +82,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                message=res.message))
         topics.append(mk(m.TopicProduceResponse, name=t.name, partition_responses=tuple(parts)))
     if acks == 0:
+        if refused:  # the writable partitions were written; the refusal is told by closing
+            _refused(ctx, request, ErrorCode.topic_authorization_failed)
         return None
     return mk(m.ProduceResponse, throttle_time=ZERO, responses=tuple(topics))
 

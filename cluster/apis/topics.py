@@ -133,12 +133,11 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             continue
         granted += partitions
         configs: dict[str, str] | None = {c.name: c.value for c in t.configs}
-        configs_error = ErrorCode.none
-        if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):
-            configs, configs_error = None, ErrorCode.topic_authorization_failed
+        configs_error, shown, rf = ErrorCode.none, partitions, len(node.topology.replica_ids())
+        if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):  # created, not described
+            configs, configs_error, shown, rf = None, ErrorCode.topic_authorization_failed, -1, -1
         if request.validate_only:
-            results.append(_create_result(m, t.name, ErrorCode.none, partitions=partitions,
-                                          rf=len(node.topology.replica_ids()), configs=configs,
+            results.append(_create_result(m, t.name, ErrorCode.none, partitions=shown, rf=rf, configs=configs,
                                           configs_error=configs_error))
             continue
         try:
@@ -147,9 +146,8 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             # No metadata leader right now: retriable, as Kafka's NOT_CONTROLLER is for clients.
             results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))
             continue
-        results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=partitions,
-                                      rf=len(node.topology.replica_ids()), configs=configs,
-                                      configs_error=configs_error))
+        results.append(_create_result(m, t.name, ErrorCode.none, topic_id=meta.topic_id, partitions=shown, rf=rf,
+                                      configs=configs, configs_error=configs_error))
     return mk(m.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 

@@ -46,7 +46,7 @@ def add_parser(subparsers: Any) -> None:
         a.add_argument("--transactional-id", action="append", default=[])
         a.add_argument("--cluster", action="store_true", help="the cluster resource (kafka-cluster)")
         patterns = ["literal", "prefixed"] + (["any", "match"] if action != "add" else [])
-        a.add_argument("--resource-pattern-type", choices=patterns, default="literal" if action == "add" else None)
+        a.add_argument("--resource-pattern-type", choices=patterns, default="literal")
         if action == "list":
             a.add_argument("--principal", help="only the ACLs of this principal")
             continue
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 f.result(t)
             print_table(COLUMNS, _rows(wanted))
             return 0
-        pattern = args.resource_pattern_type or ("any" if args.action == "list" else "literal")
+        pattern = args.resource_pattern_type
         flt = admin_class("AclBindingFilter")
         if args.action == "list":
             res = resources(args)

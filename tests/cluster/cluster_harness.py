@@ -16,7 +16,7 @@ import pytest
 from cluster import netns
 from cluster.local_cluster import LocalCluster, free_plan, netns_plan
 
-SECRET = "test-cluster-secret"
+SECRET = "test-cluster-secret-5f1c9a7e2b4d8036"  # >= 128 bits, as a node demands
 
 
 class Cluster(LocalCluster):

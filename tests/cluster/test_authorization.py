@@ -277,6 +277,14 @@ def test_describe_list_delete_groups(users: tuple[Who, Who, Who]) -> None:
     assert int(described[OTHER_GROUP].error_code) == GROUP_AUTH
     assert int(described[GROUP].error_code) == NONE and described[GROUP].authorized_operations == ALL_GROUP_OPS
     assert int(alice(15, 5, groups=(GROUP,), include_authorized_operations=False).groups[0].error_code) == GROUP_AUTH
+    # the bitfield is the principal's: READ alone is READ and the DESCRIBE it implies
+    partial = acl(ResourceType.GROUP, "alice-only", PatternType.LITERAL, Operation.READ, principal="User:alice")
+    admin(30, 3, creations=(partial,))
+    mine = alice(15, 5, groups=("alice-only",), include_authorized_operations=True).groups[0]
+    assert (int(mine.error_code), mine.authorized_operations) == (NONE, (1 << 3) | (1 << 8))
+    admin(31, 3, filters=(sub(31, 3, "DeleteAclsFilter", resource_type_filter=int(ResourceType.GROUP),
+                              resource_name_filter="alice-only", pattern_type_filter=int(PatternType.LITERAL),
+                              principal_filter=None, host_filter=None, operation=1, permission_type=1),))
 
     def listed(who: Who) -> set[str]:
         answer = who(16, 4, states_filter=())
@@ -305,6 +313,16 @@ def test_consumer_group_protocol(users: tuple[Who, Who, Who]) -> None:
     assert int(alice(69, 0, group_ids=("mt-group-848",), include_authorized_operations=True).groups[0].error_code) == GROUP_AUTH
     seen = bob(69, 0, group_ids=("mt-group-848",), include_authorized_operations=True).groups[0]
     assert int(seen.error_code) == NONE and seen.authorized_operations == ALL_GROUP_OPS
+    assert {p.topic_name for m in seen.members for p in m.assignment.topic_partitions} == {TOPIC}
+    # DESCRIBE on the group but not on the topics its members hold: 29 for the group (Kafka 4)
+    admin = users[0]
+    admin(30, 3, creations=(acl(ResourceType.GROUP, "mt-group-848", PatternType.LITERAL, Operation.DESCRIBE,
+                                principal="User:alice"),))
+    hidden = alice(69, 0, group_ids=("mt-group-848",), include_authorized_operations=False).groups[0]
+    assert (int(hidden.error_code), hidden.members) == (TOPIC_AUTH, ())
+    admin(31, 3, filters=(sub(31, 3, "DeleteAclsFilter", resource_type_filter=int(ResourceType.GROUP),
+                              resource_name_filter="mt-group-848", pattern_type_filter=int(PatternType.LITERAL),
+                              principal_filter="User:alice", host_filter=None, operation=1, permission_type=1),))
 
 
 # -- producers and transactions ---------------------------------------------------------------------

@@ -55,3 +55,19 @@ def test_listeners_kafka_style() -> None:
                 {"listeners": "A://h:1", "port": 2}):
         with pytest.raises(ConfigError, match="listeners"):
             load_config(None, env={}, overrides=bad)
+
+
+PEERS = "127.0.0.1:9092:19092,127.0.0.1:9093:19093,127.0.0.1:9094:19094"
+
+
+@pytest.mark.parametrize("secret", ["", "secret", "test-cluster-secret", "s" * 64, "0123456789" * 2])
+def test_a_cluster_secret_under_128_bits_is_refused_at_start(secret: str) -> None:
+    with pytest.raises(ConfigError, match="cluster_secret.*128 bits"):
+        load_config(None, env={}, overrides={"peers": PEERS, "cluster_secret": secret})
+
+
+def test_generated_secrets_pass() -> None:
+    import secrets
+
+    for secret in (secrets.token_hex(16), secrets.token_urlsafe(32), "test-cluster-secret-5f1c9a7e2b4d8036"):
+        assert load_config(None, env={}, overrides={"peers": PEERS, "cluster_secret": secret}).cluster_secret == secret

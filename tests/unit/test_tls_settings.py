@@ -51,7 +51,7 @@ def test_the_per_listener_key_is_read_from_toml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("overrides", "setting"), [
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"}, "ssl_keystore_location"),
     ({"listeners": "SASL_SSL://127.0.0.1:9092", "ssl.keystore.location": "k", "sasl_users": "a:b",
-      "peers": "127.0.0.1:9092:19092,127.0.0.1:9093:19093,127.0.0.1:9094:19094", "cluster_secret": "s" * 32},
+      "peers": "127.0.0.1:9092:19092,127.0.0.1:9093:19093,127.0.0.1:9094:19094", "cluster_secret": "0f3a9c1e7b5d2486aa17c3e9f05b8d62"},
      "listener_security_protocol_map"),
     ({"listeners": "SSL://127.0.0.1:9092", "ssl.keystore.location": "k", "ssl.client.auth": "always"},
      "ssl_client_auth"),
