@@ -223,6 +223,10 @@ class NodeConfig:
     raft_compaction_bytes: int = 16777216  # a Raft journal (and an offsets tail) this large is compacted at once
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0
+    # Its protection where the port is reachable beyond the host: HTTP Basic "user:password", and
+    # HTTPS with the node's key and chain (ssl.keystore.location).
+    metrics_basic_auth: str = ""
+    metrics_tls: bool = False
     # Named listeners, Kafka's way: "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:29092". The first
     # is the node's main one (the address in `peers`, and its host and port replace `host` and
     # `port`); a client is told the other nodes' addresses on the listener it came in through.
@@ -312,6 +316,9 @@ class NodeConfig:
         need(0 <= self.node_id < 2**31, "node_id", "must be a non-negative int32")
         need(0 <= self.port <= 65535, "port", "must be 0..65535")
         need(0 <= self.metrics_port <= 65535, "metrics_port", "must be 0..65535 (0 = disabled)")
+        need(not self.metrics_basic_auth or ":" in self.metrics_basic_auth, "metrics_basic_auth", "expected user:password")
+        need(not self.metrics_tls or bool(self.ssl_keystore_location), "metrics_tls",
+             "HTTPS needs the node's key and certificate chain (ssl.keystore.location)")
         try:
             names = {x.name for x in self.listener_list()}
             advertised = parse_listeners(self.advertised_listeners) if self.advertised_listeners else []

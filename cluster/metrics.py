@@ -1,4 +1,4 @@
-"""Prometheus metrics of a node, served over HTTP when ``metrics_port`` is set (0 = off).
+"""Prometheus metrics of a node (served by ``cluster.metrics_http`` when ``metrics_port`` is set).
 
 Series (all prefixed ``kcoord_``):
 
@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -270,36 +270,3 @@ class GroupCollector(Collector):
 
 
 REGISTRY.register(GroupCollector())
-
-
-# ------------------------------------------------------------------ HTTP endpoint
-
-
-class MetricsServer:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.requested_port = host, port
-        self._server: Any = None
-        self._thread: Any = None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_port) if self._server is not None else self.requested_port
-
-    def start(self) -> MetricsServer:
-        self._server, self._thread = start_http_server(self.requested_port, addr=self.host, registry=REGISTRY)
-        log.info("event=metrics_listening host=%s port=%d", self.host, self.port)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-
-def start_server(config: Any) -> MetricsServer | None:
-    """Start the endpoint if ``config.metrics_port`` is set; ``None`` when metrics are off."""
-    port = int(getattr(config, "metrics_port", 0) or 0)
-    if port <= 0:
-        return None
-    return MetricsServer(getattr(config, "host", "0.0.0.0"), port).start()

@@ -27,6 +27,7 @@ from cluster.security.access import AccessControl
 from cluster.security.credentials import ScramUsers
 from cluster.security.listener_auth import authenticators, bootstrap_credentials, tls_contexts
 from cluster.security.principal_mapper import PrincipalMapper
+from cluster.security.tls import server_context
 from cluster.server import ConnectionLimits, WireServer, auto_max_connections
 from cluster.single_node_topology import SingleNodeTopology
 from cluster.supervise import supervised
@@ -239,9 +240,13 @@ class Node:
         if more:
             self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
-        from cluster import metrics
+        from cluster import metrics_http
 
-        self.metrics_server = metrics.start_server(self.config)
+        try:
+            self.metrics_server = metrics_http.start_server(
+                self.config, server_context(self.config, "none") if self.config.metrics_tls else None)
+        except (OSError, ssl.SSLError) as e:  # a port taken, a key that will not load: say which and stop
+            raise NodeStartError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: {e}") from None
         self._tasks.append(supervised(self._retention_loop(), "retention"))
         self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
         await self.group_api.start()

@@ -136,9 +136,9 @@ def test_metrics_port_zero_disables_the_endpoint(tmp_path: Path) -> None:
     cfg_file = tmp_path / "n.toml"
     cfg_file.write_text("metrics_port = 9555\n")
     assert load_config(str(cfg_file), env={}).metrics_port == 9555
-    from cluster import metrics
+    from cluster import metrics_http
 
-    assert metrics.start_server(load_config(None, env={})) is None
+    assert metrics_http.start_server(load_config(None, env={})) is None
 
 
 def test_set_partition_leadership_is_exported() -> None:
