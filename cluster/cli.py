@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--raft-port", type=int, default=19000)
     p_up.add_argument("--data-dir", default="./data")
     p_up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p_up.add_argument("--secure", action="store_true",
+                      help="SASL_SSL for clients (ports +100), a generated CA, an admin user and ACLs (data/secure)")
     p_up.add_argument("--netns", action="store_true",
                       help="each node in a network namespace of its own, on its own address, as on separate hosts "
                            "(root; ports --base-port and 9192 on every node)")
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.nodes > 1:
                 from cluster.launcher import up
 
-                return up(args.nodes, args.port, args.raft_port, args.data_dir, settings, use_netns=args.netns)
+                return up(args.nodes, args.port, args.raft_port, args.data_dir, settings, use_netns=args.netns,
+                          secure=args.secure)
             config = load_config(None, overrides={"node_id": 0, "host": "127.0.0.1", "port": args.port,
                                                   "data_dir": os.path.join(args.data_dir, "node-0"), **settings})
     except ConfigError as e:

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from cluster import netns
 from cluster.local_cluster import LocalCluster, LocalNode, netns_plan, plan, port_in_use
+from cluster.secure_setup import SecureSetup, prepare
 
 
 def cluster_secret(data_dir: Path) -> str:
@@ -36,9 +37,12 @@ def cluster_secret(data_dir: Path) -> str:
 
 
 def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: str = "./data",
-       settings: dict[str, str] | None = None, use_netns: bool = False) -> int:
+       settings: dict[str, str] | None = None, use_netns: bool = False, secure: bool = False) -> int:
     console = Console(stderr=True)
     root = Path(data_dir).resolve()
+    if use_netns and secure:
+        console.print("[red]kcoord up: --secure and --netns do not go together yet[/red]")
+        return 1
     if use_netns:
         why = netns.unavailable()
         if why:
@@ -52,17 +56,24 @@ def up(nodes: int = 3, base_port: int = 9092, raft_base: int = 19000, data_dir: 
         finally:
             netns.teardown(net.prefix)
     layout = plan(nodes, base_port, raft_base, root)
+    setup = prepare(root, layout) if secure else None
     busy = [p for n in layout for p in (n.kafka_port, n.raft_port) if port_in_use(p)]
+    busy += [p for p in (setup.client_ports if setup else []) if port_in_use(p)]
     if busy:
         console.print(f"[red]kcoord up: port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1[/red] — "
                       "stop whatever holds them or choose --base-port / --raft-port")
         return 1
-    return _serve(console, root, layout, settings)
+    return _serve(console, root, layout, settings, setup)
 
 
-def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict[str, str] | None) -> int:
+def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict[str, str] | None,
+           secure: SecureSetup | None = None) -> int:
     nodes = len(layout)
-    cluster = LocalCluster(layout, cluster_secret(root), root, dict(settings or {}))
+    if secure is None:
+        cluster = LocalCluster(layout, cluster_secret(root), root, dict(settings or {}))
+    else:  # the secure settings, then the user's --set on top
+        cluster = LocalCluster(layout, cluster_secret(root), root, {**secure.settings, **(settings or {})},
+                               per_node=secure.per_node, client_ports=secure.client_ports)
     cluster.spawn()
     shown = [False] * nodes
     with console.status("starting nodes...") as status:
@@ -88,6 +99,10 @@ def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict
         cluster.stop_all()
         return 1
     console.print(f"[bold]kcoord cluster is up[/bold]: bootstrap.servers={cluster.bootstrap}  (Ctrl-C stops it)")
+    if secure is not None:
+        console.print(f"SASL_SSL (SCRAM-SHA-512) with ACLs on; the admin's client settings: {secure.admin_properties}\n"
+                      f"  e.g. kcoord topics list --command-config {secure.admin_properties}\n"
+                      f"  then kcoord users create / kcoord acls add (see README, Security)")
     print(cluster.bootstrap, flush=True)
     stop = {"now": False}
 
