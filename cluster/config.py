@@ -79,6 +79,7 @@ KAFKA_NAMES: dict[str, str] = {
     "ssl_client_auth": "ssl.client.auth",
     "ssl_principal_mapping_rules": "ssl.principal.mapping.rules",
     "authorizer_class_name": "authorizer.class.name",
+    "connections_max_reauth_ms": "connections.max.reauth.ms",
     "super_users": "super.users",
     "allow_everyone_if_no_acl_found": "allow.everyone.if.no.acl.found",
 }
@@ -239,6 +240,9 @@ class NodeConfig:
     # so far (issue 17: TLS to come).
     listener_security_protocol_map: str = ""
     sasl_enabled_mechanisms: str = "SCRAM-SHA-512,SCRAM-SHA-256"  # PLAIN too if listed
+    # A SASL session's lifetime (KIP-368): clients re-authenticate before it ends, and a connection
+    # whose session ended is closed at its next request. 0 = sessions last as long as the connection.
+    connections_max_reauth_ms: int = 0
     # The users SASL listeners accept, "name:password,..." (the first admin's bootstrap, as
     # kafka-storage.sh --add-scram is: SCRAM credentials are derived from it at start, salted)
     sasl_users: str = ""
@@ -369,6 +373,7 @@ class NodeConfig:
              f"must list some of {', '.join(sorted(SASL_MECHANISMS))}")
         need(not {"SASL_PLAINTEXT", "SASL_SSL"} & set(protocols.values()) or bool(self.sasl_user_list()), "sasl_users",
              "a SASL listener needs at least one user (name:password)")
+        need(self.connections_max_reauth_ms >= 0, "connections_max_reauth_ms", "must be >= 0 (0 = no re-authentication)")
         need(self.authorizer_class_name in AUTHORIZER_CLASS_NAMES, "authorizer_class_name",
              f"empty (no ACLs) or {STANDARD_AUTHORIZER}")
         need(all(":" in u for u in self.super_user_list()), "super_users", "expected Type:Name;... entries")

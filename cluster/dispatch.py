@@ -35,7 +35,7 @@ from cluster.codec import (
 )
 from cluster.log_limit import LogLimiter
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.security.sasl import AuthenticationFailed, Gate, SaslAuthenticator
+from cluster.security.sasl import SASL_HANDSHAKE, AuthenticationFailed, Gate, SaslAuthenticator
 from cluster.security.tls import ANONYMOUS
 from cluster.services import NodeServices
 
@@ -225,6 +225,8 @@ class Dispatcher:
             token_reply = self._before_authentication(frame, conn, auth)
             if token_reply is not None:
                 return token_reply
+        elif auth is not None and auth.expires_at is not None:
+            self._session_check(frame, conn, auth)
         try:
             header = decode_header(frame)
         except CodecError as e:
@@ -298,6 +300,19 @@ class Dispatcher:
         warn.warning("unauthenticated_request", "event=unauthenticated_request conn=%d peer=%s:%d api_key=%d "
                      "action=close", conn.connection_id, conn.host, conn.port, api_key)
         raise CloseConnection
+
+    @staticmethod
+    def _session_check(frame: bytes, conn: ConnInfo, auth: SaslAuthenticator) -> None:
+        """KIP-368 on an authenticated connection: a SaslHandshake starts re-authentication; once the
+        session has expired anything else closes the connection, unanswered."""
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if api_key == SASL_HANDSHAKE and auth.begin_reauth():
+            log.info("event=sasl_reauthentication_started conn=%d peer=%s:%d principal=%s", conn.connection_id,
+                     conn.host, conn.port, auth.principal)
+        elif auth.expired():
+            log.info("event=sasl_session_expired conn=%d peer=%s:%d principal=%s api_key=%d action=close",
+                     conn.connection_id, conn.host, conn.port, auth.principal, api_key)
+            raise CloseConnection
 
     def _illegal_sasl_state(self, frame: bytes) -> bytes | None:
         try:

@@ -2,10 +2,12 @@
 exchange (``cluster.security.sasl`` decides; the dispatcher lets nothing else through before it
 completes). A failed exchange gets its error answer (UNSUPPORTED_SASL_MECHANISM,
 SASL_AUTHENTICATION_FAILED), then the connection closes. Once authenticated, or on a listener
-without SASL, both answer ILLEGAL_SASL_STATE (no re-authentication: connections.max.reauth.ms=0)."""
+without SASL, both answer ILLEGAL_SASL_STATE, unless connections.max.reauth.ms lets a SaslHandshake
+start re-authentication (the dispatcher decides; the final SaslAuthenticate tells the lifetime)."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -26,9 +28,11 @@ def _handshake_response(version: int, code: int, mechanisms: list[str]) -> Any:
               mechanisms=tuple(mechanisms))
 
 
-def _authenticate_response(version: int, code: int, message: str | None = None, token: bytes = b"") -> Any:
+def _authenticate_response(version: int, code: int, message: str | None = None, token: bytes = b"",
+                           lifetime_ms: int = 0) -> Any:
     return mk(resp_mod(SASL_AUTHENTICATE, version).SaslAuthenticateResponse, error_code=ErrorCode(code),
-              error_message=message, auth_bytes=token, session_lifetime=ZERO)
+              error_message=message, auth_bytes=token,
+              session_lifetime=datetime.timedelta(milliseconds=lifetime_ms) if lifetime_ms else ZERO)
 
 
 async def handshake(ctx: RequestContext, req: Any) -> Any:
@@ -58,6 +62,7 @@ async def authenticate(ctx: RequestContext, req: Any) -> Any:
     if auth.complete:
         log.info("event=sasl_authenticated conn=%d peer=%s listener=%s principal=%s", ctx.connection_id,
                  ctx.client_host, ctx.listener, auth.principal)
+        return _authenticate_response(v, 0, None, reply or b"", auth.session_lifetime_ms)
     return _authenticate_response(v, 0, None, reply or b"")
 
 

@@ -37,7 +37,8 @@ def authenticators(config: NodeConfig, scram: Callable[[str, str], ScramCredenti
     if not sasl_listeners:
         return {}
     mechanisms = [m.strip() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
-    sasl = SaslConfig(mechanisms, config.sasl_user_list() if "PLAIN" in mechanisms else {}, scram)
+    sasl = SaslConfig(mechanisms, config.sasl_user_list() if "PLAIN" in mechanisms else {}, scram,
+                      reauth_ms=config.connections_max_reauth_ms)
     return {name: (lambda: SaslAuthenticator(sasl)) for name in sasl_listeners}
 
 

@@ -6,11 +6,18 @@ Before authentication only ApiVersions (once, before the handshake), SaslHandsha
 v1 handshake, SaslAuthenticate are served; anything else closes the connection without an answer,
 except that after a v1 handshake another API gets its error answer with ILLEGAL_SASL_STATE (34)
 first. A v0 handshake means the tokens that follow are raw frames without a Kafka header.
+
+Re-authentication (KIP-368, ``connections.max.reauth.ms`` > 0): a session lasts that long (told to
+v1+ clients in SaslAuthenticate's SessionLifetimeMs). A SaslHandshake on an authenticated connection
+starts a new exchange (at most one a second), which must use the same mechanism and end as the same
+principal; meanwhile the connection keeps its principal. Once the session has expired, any other
+request closes the connection without an answer.
 """
 
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -28,6 +35,7 @@ class AuthenticationFailed(Exception):
 
 class State(Enum):
     HANDSHAKE_OR_VERSIONS = "handshake or ApiVersions"
+    REAUTH_HANDSHAKE = "re-authentication handshake"
     HANDSHAKE = "handshake"
     AUTHENTICATE = "authenticate"
     COMPLETE = "complete"
@@ -105,6 +113,8 @@ class SaslConfig:
     mechanisms: Sequence[str]  # sasl.enabled.mechanisms, in the order the handshake lists them
     plain_users: Mapping[str, str]  # PLAIN: user -> password
     scram: Callable[[str, str], ScramCredential | None]  # (user, mechanism) -> stored credential
+    reauth_ms: int = 0  # connections.max.reauth.ms: a session's lifetime (0: for ever)
+    now: Callable[[], float] = time.monotonic  # seconds (injected by tests)
 
 
 class SaslAuthenticator:
@@ -116,6 +126,27 @@ class SaslAuthenticator:
         self.framed = False  # a v1 handshake: tokens come in SaslAuthenticate requests
         self.principal: str | None = None
         self._mechanism: _Plain | _Scram | None = None
+        self.mechanism_name = ""
+        self.expires_at: float | None = None  # when the session ends (re-authentication on)
+        self._reauth_started = float("-inf")
+        self._reauth_refusal: str | None = None  # a re-authentication that must fail at its first token
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        return self.config.reauth_ms
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.config.now() > self.expires_at
+
+    def begin_reauth(self) -> bool:
+        """A SaslHandshake on the authenticated connection: start re-authenticating (True), or
+        not (no session lifetime, or the last start was under a second ago)."""
+        now = self.config.now()
+        if self.state is not State.COMPLETE or self.expires_at is None or now - self._reauth_started < 1.0:
+            return False
+        self._reauth_started = now
+        self.state = State.REAUTH_HANDSHAKE
+        return True
 
     @property
     def complete(self) -> bool:
@@ -135,7 +166,8 @@ class SaslAuthenticator:
         if api_key == API_VERSIONS and self.state is State.HANDSHAKE_OR_VERSIONS:
             self.state = State.HANDSHAKE
             return Gate.SERVE
-        if api_key == SASL_HANDSHAKE and self.state in (State.HANDSHAKE_OR_VERSIONS, State.HANDSHAKE):
+        if api_key == SASL_HANDSHAKE and self.state in (State.HANDSHAKE_OR_VERSIONS, State.HANDSHAKE,
+                                                        State.REAUTH_HANDSHAKE):
             return Gate.HANDSHAKE
         if self.state is State.AUTHENTICATE and self.framed:
             return Gate.AUTHENTICATE if api_key == SASL_AUTHENTICATE else Gate.ILLEGAL_STATE
@@ -145,6 +177,10 @@ class SaslAuthenticator:
     def handshake(self, version: int, mechanism: str) -> tuple[int, list[str]]:
         """The handshake's error code and the enabled mechanisms; on an error, close after answering."""
         enabled = list(self.config.mechanisms)
+        if self.state is State.REAUTH_HANDSHAKE and mechanism != self.mechanism_name:
+            # Kafka answers the handshake, then fails the exchange at its first token
+            self._reauth_refusal = (f"SASL mechanism changed during re-authentication: {self.mechanism_name} "
+                                    f"-> {mechanism}")
         if mechanism not in enabled:
             self.state = State.FAILED
             return UNSUPPORTED_SASL_MECHANISM, enabled
@@ -157,20 +193,28 @@ class SaslAuthenticator:
             return UNSUPPORTED_SASL_MECHANISM, enabled
         self.framed = version >= 1
         self.state = State.AUTHENTICATE
+        self.mechanism_name = mechanism
         return 0, enabled
 
     def authenticate(self, token: bytes) -> bytes | None:
         """Feed one token (a raw frame after a v0 handshake, SaslAuthenticate's bytes after v1); the
         reply to send (None: nothing, for a v0 PLAIN success Kafka sends an empty frame)."""
-        if self.state is not State.AUTHENTICATE or self._mechanism is None:
+        if self.state is not State.AUTHENTICATE or self._mechanism is None or self._reauth_refusal:
             self.state = State.FAILED
-            raise AuthenticationFailed("Unexpected SASL token")
+            raise AuthenticationFailed(self._reauth_refusal or "Unexpected SASL token")
         try:
             reply, done = self._mechanism.step(token)
         except AuthenticationFailed:
             self.state = State.FAILED
             raise
         if done:
+            principal = f"User:{self._mechanism.user}"
+            if self.principal is not None and principal != self.principal:  # a re-authentication
+                self.state = State.FAILED
+                raise AuthenticationFailed(f"Cannot change principals during re-authentication from "
+                                           f"{self.principal} to {principal}")
             self.state = State.COMPLETE
-            self.principal = f"User:{self._mechanism.user}"
+            self.principal = principal
+            if self.config.reauth_ms > 0:
+                self.expires_at = self.config.now() + self.config.reauth_ms / 1000
         return reply

@@ -116,3 +116,65 @@ def test_plaintext_listener_unchanged(tmp_path: Path, node: tuple[NodeProcess, s
     p = Producer({"bootstrap.servers": n.bootstrap})
     p.produce(topic, value=b"x")
     assert p.flush(20) == 0
+
+
+@pytest.fixture(scope="module")
+def reauth_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, str]]:
+    base = tmp_path_factory.mktemp("reauth")
+    port, sasl_port = free_low_port(), free_low_port()
+    n = NodeProcess(base, port=port, settings={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN", "sasl_users": f"{USER}:{PASSWORD}",
+        "connections.max.reauth.ms": 2000, "group.initial.rebalance.delay.ms": 0}).start()
+    yield n, f"127.0.0.1:{sasl_port}"
+    n.kill()
+
+
+def test_sessions_expire_and_an_expired_connection_is_closed(reauth_node: tuple[NodeProcess, str]) -> None:
+    """KIP-368: the final SaslAuthenticate tells the session's lifetime; past it, a request that is
+    not a re-authentication closes the connection, unanswered."""
+    import time
+
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from tests.wire.raw import RawConn
+
+    _, bootstrap = reauth_node
+    conn = RawConn(bootstrap)
+    done = conn.sasl_plain_response(USER, PASSWORD)
+    assert int(done.error_code) == 0 and done.session_lifetime.total_seconds() == 2.0
+    ask = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    assert conn.call(3, 12, ask) is not None
+    time.sleep(2.3)
+    assert conn.call(3, 12, ask) is None  # closed, no answer
+    conn.close()
+
+
+def test_librdkafka_re_authenticates_and_keeps_its_connections(reauth_node: tuple[NodeProcess, str]) -> None:
+    n, bootstrap = reauth_node
+    before = len(n.log_text())
+    topic = f"re-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(sasl_conf(bootstrap))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    p = Producer(sasl_conf(bootstrap))
+    import time
+
+    deadline = time.monotonic() + 5.5  # more than two lifetimes
+    sent = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, value=b"x")
+        sent += 1
+        p.poll(0.1)
+    assert p.flush(20) == 0
+    log = n.log_text()[before:]
+    assert log.count("event=sasl_reauthentication_started") >= 2, "librdkafka did not re-authenticate"
+    assert "event=sasl_session_expired" not in log
+    c = Consumer({**sasl_conf(bootstrap), "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = 0
+    for _ in range(40):
+        got += sum(1 for m in c.consume(num_messages=1000, timeout=0.5) if not m.error())
+        if got >= sent:
+            break
+    c.close()
+    assert got == sent

@@ -27,13 +27,17 @@ class RawConn:
 
     def sasl_plain(self, user: str, password: str) -> int:
         """SaslHandshake v1 + SaslAuthenticate v2 with PLAIN: the SaslAuthenticate error code."""
+        done = self.sasl_plain_response(user, password)
+        return -1 if done is None else int(done.error_code)
+
+    def sasl_plain_response(self, user: str, password: str) -> Any:
+        """SaslHandshake v1 + SaslAuthenticate v2 with PLAIN: the SaslAuthenticate response (None: closed)."""
         from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
         from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
         shake = self.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
         assert shake is not None and int(shake.error_code) == 0, shake
-        done = self.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
-        return -1 if done is None else int(done.error_code)
+        return self.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
