@@ -94,10 +94,12 @@ MAX_TXN_PARTITIONS = 100
 
 
 def secret_bits(secret: str) -> float:
-    """An upper estimate of a secret's strength: its length times the bits of the alphabet its
-    character classes span. A secret of fewer than 8 distinct characters counts as none."""
-    if len(set(secret)) < 8:
-        return 0.0
+    """An upper estimate of a secret's strength (a heuristic against the obvious mistakes, not a
+    proof of randomness): its length times the bits of the alphabet its character classes span. A
+    secret of fewer than 8 distinct characters, or a short run repeated, counts as none."""
+    n = len(secret)
+    if len(set(secret)) < 8 or any(secret == (secret[:k] * (n // k + 1))[:n] for k in range(1, n // 2 + 1)):
+        return 0.0  # too few symbols, or one short run repeated
     alphabet = (26 * any(c.islower() for c in secret) + 26 * any(c.isupper() for c in secret)
                 + 10 * any(c.isdigit() for c in secret) + 33 * any(not c.isalnum() for c in secret))
     return len(secret) * math.log2(alphabet)
@@ -320,7 +322,9 @@ class NodeConfig:
         need(0 <= self.node_id < 2**31, "node_id", "must be a non-negative int32")
         need(0 <= self.port <= 65535, "port", "must be 0..65535")
         need(0 <= self.metrics_port <= 65535, "metrics_port", "must be 0..65535 (0 = disabled)")
-        need(not self.metrics_basic_auth or ":" in self.metrics_basic_auth, "metrics_basic_auth", "expected user:password")
+        user, colon, password = self.metrics_basic_auth.partition(":")
+        need(not self.metrics_basic_auth or bool(colon and user and password), "metrics_basic_auth",
+             "expected user:password, neither empty")
         need(not self.metrics_tls or bool(self.ssl_keystore_location), "metrics_tls",
              "HTTPS needs the node's key and certificate chain (ssl.keystore.location)")
         try:

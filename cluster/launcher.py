@@ -73,7 +73,7 @@ def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict
         cluster = LocalCluster(layout, cluster_secret(root), root, dict(settings or {}))
     else:  # the secure settings, then the user's --set on top
         cluster = LocalCluster(layout, cluster_secret(root), root, {**secure.settings, **(settings or {})},
-                               per_node=secure.per_node, client_ports=secure.client_ports)
+                               per_node=secure.per_node, client_ports=secure.client_ports, private=secure.private)
     cluster.spawn()
     shown = [False] * nodes
     with console.status("starting nodes...") as status:

@@ -112,11 +112,14 @@ def peers_spec(layout: list[LocalNode], client_ports: list[int] | None = None) -
 
 def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
                 log_dir: Path | None = None, peers: str | None = None,
-                per_node: dict[int, dict[str, str]] | None = None) -> list[subprocess.Popen[str]]:
+                per_node: dict[int, dict[str, str]] | None = None,
+                private: dict[str, str] | None = None) -> list[subprocess.Popen[str]]:
     """Start these nodes (``peers`` = the whole cluster, when only some of it is started); each
-    writes its log to ``node-<i>.log`` in ``log_dir`` (default: its data dir)."""
+    writes its log to ``node-<i>.log`` in ``log_dir`` (default: its data dir). ``private``: settings
+    that must not show on a command line (passwords), given through the environment."""
     env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
                PYTHONUNBUFFERED="1")
+    env.update({"KCOORD_" + k.upper(): v for k, v in (private or {}).items()})
     procs = []
     for n in layout:
         cmd = [*n.run_in, sys.executable, "-m", "cluster.cli", "node", "--node-id", str(n.node_id), "--host", n.host,
@@ -136,7 +139,8 @@ class LocalCluster:
 
     def __init__(self, layout: list[LocalNode], secret: str, base_dir: Path,
                  settings: dict[str, object] | None = None, per_node: dict[int, dict[str, object]] | None = None,
-                 client_ports: list[int] | None = None, log_dir: Path | None = None) -> None:
+                 client_ports: list[int] | None = None, log_dir: Path | None = None,
+                 private: dict[str, str] | None = None) -> None:
         self.layout = layout
         self.secret = secret
         self.base_dir = base_dir
@@ -144,6 +148,7 @@ class LocalCluster:
         self.log_dir = log_dir  # None: each node's log is in its data dir
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
         self.per_node = {i: {k: str(v) for k, v in d.items()} for i, d in (per_node or {}).items()}
+        self.private = dict(private or {})  # field name -> value, passed through the environment
         self.client_ports = client_ports or [n.kafka_port for n in layout]  # what clients are told
         self.procs: list[subprocess.Popen[str] | None] = [None] * len(layout)
         self.paused: set[int] = set()
@@ -199,7 +204,7 @@ class LocalCluster:
                 continue
             self._ready[i] = threading.Event()
             (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.log_dir,
-                                  peers=self.peers(), per_node=self.per_node)
+                                  peers=self.peers(), per_node=self.per_node, private=self.private)
             self.procs[i] = proc
             self.paused.discard(i)
             if self.on_spawn is not None:

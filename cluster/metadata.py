@@ -171,7 +171,8 @@ class ClusterMetadata:
             "scram": [list(x) for x in sorted(self.scram)],
         }
         tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds SCRAM keys
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1)
             fh.flush()
             os.fsync(fh.fileno())

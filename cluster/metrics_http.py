@@ -10,6 +10,7 @@ scrapes both with its ``basic_auth`` and ``scheme: https`` settings.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import logging
 import ssl
@@ -38,10 +39,11 @@ class _QuietHandler(WSGIRequestHandler):
 def guarded(app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]], credentials: str
             ) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """``app`` behind HTTP Basic authentication with ``user:password``."""
-    expected = "Basic " + base64.b64encode(credentials.encode()).decode()
+    expected = hashlib.sha256(("Basic " + base64.b64encode(credentials.encode()).decode()).encode()).digest()
 
     def serve(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", "").encode(), expected.encode()):
+        given = hashlib.sha256(environ.get("HTTP_AUTHORIZATION", "").encode()).digest()  # same length: no timing tell
+        if not hmac.compare_digest(given, expected):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="kcoord metrics"'),
                                                 ("Content-Length", "0")])
             return [b""]

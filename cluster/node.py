@@ -50,6 +50,7 @@ class Node:
             every_messages=max(config.log_flush_interval_messages, 0),
             every_ms=max(config.log_flush_interval_ms, 0)))
         os.makedirs(config.data_dir, exist_ok=True)
+        os.chmod(config.data_dir, 0o700)  # its logs and metadata hold SCRAM keys and every record: the owner's only
         try:
             self._data_dir_lock = data_dir.lock(config.data_dir)  # before anything reads the directory
             data_dir.check_identity(config.data_dir, config.node_id, config.cluster_secret)

@@ -35,6 +35,7 @@ NODE_NAME = "kcoord-node"  # the nodes' certificate subject: CN=kcoord-node, pri
 class SecureSetup:
     directory: Path
     settings: dict[str, object]  # for every node
+    private: dict[str, str]  # for every node, by field name, through the environment (the admin's password)
     per_node: dict[int, dict[str, object]]  # each node's listeners
     client_ports: list[int]  # the SASL_SSL ports, which clients are told
     admin_properties: Path
@@ -97,7 +98,7 @@ def prepare(root: Path, layout: list[LocalNode]) -> SecureSetup:
     settings: dict[str, object] = {
         "listener.security.protocol.map": "INTERNAL:SSL,CLIENT:SASL_SSL",
         "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(ca), "ssl.client.auth": "required",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256", "sasl_users": f"admin:{password}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
         "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:admin;User:CN={NODE_NAME}"}
     per_node: dict[int, dict[str, object]] = {
         n.node_id: {"listeners": f"INTERNAL://{n.host}:{n.kafka_port},CLIENT://{n.host}:{client_ports[n.node_id]}"}
@@ -107,4 +108,4 @@ def prepare(root: Path, layout: list[LocalNode]) -> SecureSetup:
         ("bootstrap.servers", ",".join(f"{n.host}:{p}" for n, p in zip(layout, client_ports, strict=True))),
         ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"), ("sasl.username", "admin"),
         ("sasl.password", password), ("ssl.ca.location", str(ca)))).encode())
-    return SecureSetup(directory, settings, per_node, client_ports, properties)
+    return SecureSetup(directory, settings, {"sasl_users": f"admin:{password}"}, per_node, client_ports, properties)

@@ -8,9 +8,9 @@ the ticker leaves as one frame: one syscall and one wake-up on the other side.
 
 Security: the cluster secret authenticates both ends in a challenge-response handshake in which
 the dialer proves it first (so anyone may connect and learn nothing that would let them test
-guesses of the secret offline), then the acceptor. At most MAX_PENDING accepted connections may
-be unauthenticated at once, each given HANDSHAKE_TIMEOUT and HANDSHAKE_MAX bytes a frame; a flood of
-slow handshakes cannot hold the port or the ticker. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
+guesses of the secret offline), then the acceptor. Unauthenticated connections are bounded: a few per
+source address, MAX_PENDING in all (the oldest makes room), each given HANDSHAKE_TIMEOUT and
+HANDSHAKE_MAX bytes a frame; a flood of slow handshakes cannot hold the port or the ticker. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
 payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
 frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
 secret cannot make a node run code), decoded only once their MAC verified. Frames are
@@ -56,7 +56,8 @@ KEEPALIVE_EVERY = 0.5  # an empty frame when nothing else was sent for this long
 SILENT_PEER_TIMEOUT = 2.5
 CONNECT_TIMEOUT = 1.0  # a dial whose SYNs get no answer (a partition): give up, dial again
 HANDSHAKE_TIMEOUT = 5.0
-MAX_PENDING = 32  # accepted connections not yet authenticated; more are closed at once
+MAX_PENDING = 32  # accepted connections not yet authenticated; past it the oldest one is closed
+MAX_PENDING_PER_HOST = 8  # from one address; past it a new one is closed at once
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
 _RECV = 256 * 1024
@@ -110,13 +111,14 @@ class _Conn:
     -> proved (sent its proof of the acceptor's challenge) -> open (checked the acceptor's proof).
     Acceptor: accept -> challenged (sent its nonce) -> open (checked the dialer's proof, sent its own)."""
 
-    __slots__ = ("sock", "fd", "peer", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
+    __slots__ = ("sock", "fd", "peer", "source", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
                  "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing", "last_recv", "last_sent")
 
     def __init__(self, sock: socket.socket, peer: str, dialer: bool, state: str) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer  # hub address of the other end ("" until an acceptor hears it)
+        self.source = ""  # an accepted connection's source address
         self.dialer = dialer
         self.state = state
         self.rbuf = bytearray()
@@ -324,25 +326,36 @@ class RaftHub:
     def _accept(self) -> None:
         while True:
             try:
-                sock, _ = self._server.accept()
+                sock, source = self._server.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
                 log.warning("event=raft_accept_failed error=%r", str(e))
                 return
-            pending = sum(1 for c in self._conns.values() if not c.dialer and c.state != "open")
-            if pending >= MAX_PENDING:
-                sock.close()  # a handshake flood: what is past the bound waits for nothing
-                now = time.monotonic()
-                if now - self._flood_logged > 10:
-                    self._flood_logged = now
-                    log.warning("event=raft_handshakes_refused pending=%d reason=too_many_unauthenticated", pending)
+            # A handshake flood: one address gets a few pending handshakes at most, and past the
+            # global bound the oldest pending one makes room (a flood from many addresses cannot hold
+            # the port against a peer, whose handshake completes in a round trip).
+            pending = [c for c in self._conns.values() if not c.dialer and c.state != "open"]
+            host = str(source[0])
+            if sum(1 for c in pending if c.source == host) >= MAX_PENDING_PER_HOST:
+                sock.close()
+                self._flood_warning(len(pending), host)
                 continue
+            if len(pending) >= MAX_PENDING:
+                self._close(min(pending, key=lambda c: c.born), "evicted by a newer unauthenticated connection")
+                self._flood_warning(len(pending), host)
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock, "", dialer=False, state="accept")
+            conn.source = host
             self._conns[conn.fd] = conn
             self.epoll.register(conn.fd, select.EPOLLIN)
+
+    def _flood_warning(self, pending: int, host: str) -> None:
+        now = time.monotonic()
+        if now - self._flood_logged > 10:  # once in a while, not once a connection
+            self._flood_logged = now
+            log.warning("event=raft_handshake_flood pending=%d from=%s action=refuse_or_evict", pending, host)
 
     def _close(self, conn: _Conn, why: str) -> None:
         if self._conns.pop(conn.fd, None) is None:

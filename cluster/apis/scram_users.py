@@ -8,6 +8,7 @@ moment behind the node that took the request, as Kafka's brokers are. Salts and 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -37,9 +38,10 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
     m = resp_mod(DESCRIBE_KEY, 0)
     held = ctx.node.scram_users.held()
     names = [u.name for u in request.users or ()] or sorted(held)
+    counts = Counter(names)
     results = []
-    for name in dict.fromkeys(names):
-        if names.count(name) > 1:
+    for name in counts:
+        if counts[name] > 1:
             results.append(mk(m.DescribeUserScramCredentialsResult, user=name, error_code=ErrorCode(DUPLICATE_RESOURCE),
                               error_message=f"Cannot describe SCRAM credentials for the same user twice in a "
                                             f"single request: {name}", credential_infos=()))

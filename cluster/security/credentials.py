@@ -73,15 +73,14 @@ class Upsertion:
 
 def plan(deletions: Iterable[tuple[str, int]], upsertions: Iterable[Upsertion],
          held: dict[str, dict[int, int]]) -> tuple[dict[str, tuple[int, str | None]], list[ScramRow]]:
-    """Kafka's validation of one AlterUserScramCredentials request: each user's result (error code,
-    message) and the rows to apply. A user named twice is refused whole (92); deletions are looked
-    at before upsertions; a user's first error stops its other alterations."""
-    deletions, upsertions = list(deletions), list(upsertions)
-    named = [name for name, _ in deletions] + [u.name for u in upsertions]
-    results: dict[str, tuple[int, str | None]] = {
-        name: (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
-        for name in named if named.count(name) > 1}
-    change: list[ScramRow] = []
+    """Kafka's ScramControlManager.alterCredentials for one request: each user's result (error
+    code, message) and the rows to apply. Deletions, then upsertions, in order; a user's first
+    error stands and its later alterations are skipped; a user altered a second time after an
+    accepted alteration is refused whole (92)."""
+    errors: dict[str, tuple[int, str | None]] = {}
+    deleting: dict[str, int] = {}
+    upserting: dict[str, Upsertion] = {}
+    twice = (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
 
     def refuse(name: str, mechanism: int) -> tuple[int, str] | None:
         if not name:
@@ -91,18 +90,23 @@ def plan(deletions: Iterable[tuple[str, int]], upsertions: Iterable[Upsertion],
         return None
 
     for name, mechanism in deletions:
-        if name in results:
+        if name in errors:
+            continue
+        if deleting.pop(name, None) is not None:
+            errors[name] = twice
             continue
         why = refuse(name, mechanism)
         if why is None and mechanism not in held.get(name, {}):
             why = RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
         if why is not None:
-            results[name] = why
-            continue
-        results[name] = (0, None)
-        change.append((name, mechanism, "", "", "", 0))
+            errors[name] = why
+        else:
+            deleting[name] = mechanism
     for u in upsertions:
-        if u.name in results:
+        if u.name in errors:
+            continue
+        if deleting.pop(u.name, None) is not None or upserting.pop(u.name, None) is not None:
+            errors[u.name] = twice
             continue
         why = refuse(u.name, u.mechanism)
         if why is None and u.iterations < MIN_ITERATIONS:
@@ -110,10 +114,13 @@ def plan(deletions: Iterable[tuple[str, int]], upsertions: Iterable[Upsertion],
         if why is None and u.iterations > MAX_ITERATIONS:
             why = UNACCEPTABLE_CREDENTIAL, "Too many iterations"
         if why is not None:
-            results[u.name] = why
-            continue
+            errors[u.name] = why
+        else:
+            upserting[u.name] = u
+    change: list[ScramRow] = [(name, mechanism, "", "", "", 0) for name, mechanism in deleting.items()]
+    for u in upserting.values():
         cred = credential_from_salted(MECHANISM_CODES[u.mechanism], u.salt, u.salted_password, u.iterations)
-        results[u.name] = (0, None)
         change.append((u.name, u.mechanism, cred.salt.hex(), cred.stored_key.hex(), cred.server_key.hex(),
                        u.iterations))
+    results = {**{name: (0, None) for name in (*deleting, *upserting)}, **errors}
     return results, change

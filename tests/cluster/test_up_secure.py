@@ -46,6 +46,8 @@ def test_up_secure_starts_a_sasl_ssl_cluster_with_acls(tmp_path: Path) -> None:
         secure = tmp_path / "data" / "secure"
         assert all(oct((secure / f).stat().st_mode)[-3:] == "600" for f in ("node.pem", "ca-key.pem", "admin.properties"))
         admin_conf = _properties(secure / "admin.properties")
+        args = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert "cluster.cli node" in args and admin_conf["sasl.password"] not in args  # not on a command line
         topic = f"sec-{uuid.uuid4().hex[:8]}"
         made = subprocess.run([sys.executable, "-m", "cluster.cli", "topics", "create", "--topic", topic,
                                "--partitions", "3", "--command-config", str(secure / "admin.properties")],

@@ -56,6 +56,7 @@ def test_basic_auth_lets_in_only_the_right_credentials_and_tls_serves_https(tmp_
 
 
 @pytest.mark.parametrize("kw,setting", [({"metrics_basic_auth": "no-colon"}, "metrics_basic_auth"),
+                                        ({"metrics_basic_auth": "prom:"}, "metrics_basic_auth"),
                                         ({"metrics_tls": True}, "metrics_tls")])
 def test_bad_settings(kw: dict[str, object], setting: str) -> None:
     with pytest.raises(ConfigError, match=setting):

@@ -3,6 +3,8 @@ and Kafka's rules for AlterUserScramCredentials (ScramControlManagerTest's cases
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cluster.metadata import ScramRow, with_scram
 from cluster.security.credentials import ScramUsers, Upsertion, plan
 from cluster.security.scram import make_credential, salted_password
@@ -47,6 +49,9 @@ def test_kafka_validation_one_result_per_user() -> None:
         "ok": 0}
     assert [r[0] for r in change] == ["ok"]
     assert plan([], [upsert("many", iterations=16385)], {})[0]["many"][0] == 93
+    # in order, as Kafka: a user's first error stands; a second alteration after an accepted one is 92
+    assert plan([("carol", SHA512)], [upsert("carol")], {})[0]["carol"][0] == 91
+    assert plan([], [upsert("dave"), upsert("dave", SHA256)], {})[0]["dave"][0] == 92
 
 
 def test_replicated_rows_win_over_bootstrap_and_a_deletion_hides_it() -> None:
@@ -64,3 +69,30 @@ def test_replicated_rows_win_over_bootstrap_and_a_deletion_hides_it() -> None:
     assert new is not None and new.iterations == 8192 and new != boot[("alice", "SCRAM-SHA-512")]
     assert users.held() == {"alice": {SHA512: 8192}, "bob": {SHA512: 4096}}
     assert users.lookup("carol", "SCRAM-SHA-512") is None
+
+
+ALICE_512: ScramRow = ("alice", 2, "73616c74", "aa" * 64, "bb" * 64, 4096)
+BOB_256: ScramRow = ("bob", 1, "73616c74", "cc" * 32, "dd" * 32, 8192)
+
+
+def test_the_metadata_log_folds_credentials_and_compaction_keeps_them() -> None:
+    from cluster.raft_cluster import _op, compact_metadata, fold_metadata
+
+    ops = [_op(op="init", cluster_id="c", n=16), _op(op="scram", rows=[list(ALICE_512), list(BOB_256)]),
+           _op(op="scram", rows=[["bob", 1, "", "", "", 0]])]  # bob's deleted: a tombstone row
+    state = fold_metadata(ops)
+    assert state["scram"] == [list(ALICE_512), ["bob", 1, "", "", "", 0]]
+    assert fold_metadata(compact_metadata(ops))["scram"] == state["scram"]
+
+
+def test_a_single_node_keeps_credentials_on_disk_for_its_owner_only(tmp_path: Path) -> None:
+    import os
+
+    from cluster.metadata import ClusterMetadata
+
+    meta = ClusterMetadata(str(tmp_path), offsets_partitions=4)
+    meta.alter_scram([ALICE_512, BOB_256])
+    meta.alter_scram([("bob", 1, "", "", "", 0)])
+    again = ClusterMetadata(str(tmp_path), offsets_partitions=4)
+    assert again.scram == {ALICE_512, ("bob", 1, "", "", "", 0)}
+    assert oct(os.stat(tmp_path / "cluster.json").st_mode)[-3:] == "600"  # salts and keys
