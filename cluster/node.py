@@ -50,7 +50,10 @@ class Node:
             every_messages=max(config.log_flush_interval_messages, 0),
             every_ms=max(config.log_flush_interval_ms, 0)))
         os.makedirs(config.data_dir, exist_ok=True)
-        os.chmod(config.data_dir, 0o700)  # its logs and metadata hold SCRAM keys and every record: the owner's only
+        try:  # its logs and metadata hold SCRAM keys and every record: the owner's only
+            os.chmod(config.data_dir, 0o700)
+        except PermissionError as e:  # a directory someone else owns (a mounted volume): say so, go on
+            log.warning("event=data_dir_mode_unchanged dir=%s error=%r", config.data_dir, str(e))
         try:
             self._data_dir_lock = data_dir.lock(config.data_dir)  # before anything reads the directory
             data_dir.check_identity(config.data_dir, config.node_id, config.cluster_secret)
