@@ -125,7 +125,7 @@ def reauth_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node
     n = NodeProcess(base, port=port, settings={
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN", "sasl_users": f"{USER}:{PASSWORD}",
-        "connections.max.reauth.ms": 2000, "group.initial.rebalance.delay.ms": 0}).start()
+        "connections.max.reauth.ms": 1000, "group.initial.rebalance.delay.ms": 0}).start()
     yield n, f"127.0.0.1:{sasl_port}"
     n.kill()
 
@@ -142,10 +142,10 @@ def test_sessions_expire_and_an_expired_connection_is_closed(reauth_node: tuple[
     _, bootstrap = reauth_node
     conn = RawConn(bootstrap)
     done = conn.sasl_plain_response(USER, PASSWORD)
-    assert int(done.error_code) == 0 and done.session_lifetime.total_seconds() == 2.0
+    assert int(done.error_code) == 0 and done.session_lifetime.total_seconds() == 1.0
     ask = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     assert conn.call(3, 12, ask) is not None
-    time.sleep(2.3)
+    time.sleep(1.2)
     assert conn.call(3, 12, ask) is None  # closed, no answer
     conn.close()
 
@@ -159,7 +159,7 @@ def test_librdkafka_re_authenticates_and_keeps_its_connections(reauth_node: tupl
     p = Producer(sasl_conf(bootstrap))
     import time
 
-    deadline = time.monotonic() + 5.5  # more than two lifetimes
+    deadline = time.monotonic() + 2.8  # more than two lifetimes
     sent = 0
     while time.monotonic() < deadline:
         p.produce(topic, value=b"x")

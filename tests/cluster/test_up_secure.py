@@ -23,7 +23,8 @@ pytestmark = pytest.mark.cluster
 
 
 def _free_base() -> int:
-    for base in range(24000, 29000, 7):
+    """Client ports above every Raft range free_raft_bases hands out (10000-30064), below 32768."""
+    for base in range(30200, 32500, 7):
         if not any(port_in_use(p) for p in (*range(base, base + 3), *range(base + 100, base + 103))):
             return base
     raise RuntimeError("no free ports")
@@ -42,7 +43,11 @@ def test_up_secure_starts_a_sasl_ssl_cluster_with_acls(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         bootstrap = proc.stdout.readline().strip()  # printed once every node is up
-        assert bootstrap == ",".join(f"127.0.0.1:{base + 100 + i}" for i in range(3)), proc.stderr
+        if not bootstrap:
+            proc.wait(10)
+            assert proc.stderr is not None
+            pytest.fail(f"kcoord up --secure exited ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+        assert bootstrap == ",".join(f"127.0.0.1:{base + 100 + i}" for i in range(3))
         secure = tmp_path / "data" / "secure"
         assert all(oct((secure / f).stat().st_mode)[-3:] == "600" for f in ("node.pem", "ca-key.pem", "admin.properties"))
         admin_conf = _properties(secure / "admin.properties")
@@ -72,7 +77,7 @@ def test_up_secure_starts_a_sasl_ssl_cluster_with_acls(tmp_path: Path) -> None:
         errors: list[KafkaError] = []
         wrong = AdminClient({**admin_conf, "sasl.password": "wrong", "error_cb": errors.append})
         with pytest.raises(KafkaException):
-            wrong.list_topics(timeout=3)
+            wrong.list_topics(timeout=2)
         wrong.poll(0.3)
         assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
         # a user the admin creates has no rights until an ACL gives them
@@ -91,7 +96,7 @@ def test_up_secure_starts_a_sasl_ssl_cluster_with_acls(tmp_path: Path) -> None:
         internal = AdminClient({"bootstrap.servers": f"127.0.0.1:{base}", "security.protocol": "SSL",
                                 "ssl.ca.location": admin_conf["ssl.ca.location"], "error_cb": errors.append})
         with pytest.raises(KafkaException):
-            internal.list_topics(timeout=3)
+            internal.list_topics(timeout=2)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
