@@ -47,6 +47,8 @@ class ConsumerGroupApi:
     def __init__(self, groups: GroupApi) -> None:
         self.groups = groups
         self.node = groups.node
+        # (principal, address) -> the topic image and ACLs it was filtered from, and the result
+        self._visible: dict[tuple[str, str], tuple[object, object, dict[str, tuple[str, int]]]] = {}
 
     async def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -59,7 +61,7 @@ class ConsumerGroupApi:
             subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
             server_assignor=req.server_assignor, owned=_owned(req.topic_partitions))
         resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
-            beat, self.node.metadata.topic_image(), ctx.client_id or "", ctx.client_host))
+            beat, self._visible_topics(ctx), ctx.client_id or "", ctx.client_host))
         if resp.error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             log.info("event=consumer_heartbeat_error group=%s member=%s epoch=%d error=%s message=%r",
                      req.group_id, req.member_id, beat.member_epoch, resp.error.name, resp.message)
@@ -72,6 +74,26 @@ class ConsumerGroupApi:
                   error_message=resp.message, member_id=resp.member_id, member_epoch=resp.member_epoch,
                   heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
                   assignment=assignment)
+
+    def _visible_topics(self, ctx: RequestContext) -> dict[str, tuple[str, int]]:
+        """The topics a heartbeat resolves subscriptions against: with ACLs on, only those the
+        member's principal may DESCRIBE, so a regex never reaches a hidden topic (Kafka drops those
+        silently). A group's members share one principal in practice; members of one group under
+        principals that see different topics would each see the group's subscriptions their way."""
+        image = self.node.metadata.topic_image()
+        access = ctx.node.access
+        if not access.enabled:
+            return image
+        key = (ctx.principal, ctx.ip)
+        cached = self._visible.get(key)
+        acls = access.authorizer()
+        if cached is not None and cached[0] is image and cached[1] is acls:
+            return cached[2]
+        visible = {n: v for n, v in image.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n)}
+        if len(self._visible) > 10_000:
+            self._visible.clear()
+        self._visible[key] = (image, acls, visible)
+        return visible
 
     async def describe(self, ctx: RequestContext, req: Any) -> Any:
         mod = resp_mod(CONSUMER_GROUP_DESCRIBE, version_of(req))

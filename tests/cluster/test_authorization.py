@@ -310,6 +310,14 @@ def test_consumer_group_protocol(users: tuple[Who, Who, Who]) -> None:
     assert int(alice(68, 0, subscribed_topic_names=(TOPIC,), **beat).error_code) == GROUP_AUTH
     assert int(bob(68, 0, subscribed_topic_names=(SECRET,), **beat).error_code) == TOPIC_AUTH
     assert int(bob(68, 0, subscribed_topic_names=(TOPIC,), **beat).error_code) == NONE
+    # a regex reaches only what the principal may describe (Kafka drops the rest silently)
+    by_regex = bob(68, 1, **{**beat, "group_id": "mt-group-re", "member_id": uuid.uuid4().hex[:22]},
+                   subscribed_topic_names=None, subscribed_topic_regex="mt-topic|zz-secret")
+    assert int(by_regex.error_code) == NONE
+    ids = {t.topic_id for t in by_regex.assignment.topic_partitions} if by_regex.assignment else set()
+    names = {t.name: t.topic_id for t in users[0](3, 12, topics=None, allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False).topics}
+    assert ids == {names[TOPIC]}, (ids, names)
     assert int(alice(69, 0, group_ids=("mt-group-848",), include_authorized_operations=True).groups[0].error_code) == GROUP_AUTH
     seen = bob(69, 0, group_ids=("mt-group-848",), include_authorized_operations=True).groups[0]
     assert int(seen.error_code) == NONE and seen.authorized_operations == ALL_GROUP_OPS
