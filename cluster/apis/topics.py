@@ -132,7 +132,8 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             results.append(_create_result(m, t.name, code, msg))
             continue
         granted += partitions
-        configs: dict[str, str] | None = {c.name: c.value for c in t.configs}
+        requested = {c.name: c.value for c in t.configs}
+        configs: dict[str, str] | None = requested
         configs_error, shown, rf = ErrorCode.none, partitions, len(node.topology.replica_ids())
         if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):  # created, not described
             configs, configs_error, shown, rf = None, ErrorCode.topic_authorization_failed, -1, -1
@@ -141,7 +142,7 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
                                           configs_error=configs_error))
             continue
         try:
-            meta = await node.create_topic_async(t.name, partitions, {c.name: c.value for c in t.configs})
+            meta = await node.create_topic_async(t.name, partitions, requested)
         except (ReplicationError, TimeoutError) as e:
             # No metadata leader right now: retriable, as Kafka's NOT_CONTROLLER is for clients.
             results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))

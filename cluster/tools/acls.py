@@ -23,8 +23,7 @@ from cluster.tools.common import (
     add_common,
     admin,
     admin_class,
-    error,
-    kafka_error,
+    failed,
     print_table,
     timeout_s,
     warn,
@@ -160,10 +159,5 @@ def run(args: argparse.Namespace) -> int:
         removed = [b for f in adm.delete_acls(filters, request_timeout=t).values() for b in f.result(t)]
         print_table(COLUMNS, _rows(removed))
         return 0
-    except ToolError as e:
-        error(str(e))
-        return 1
-    except Exception as e:  # noqa: BLE001 - the admin client's errors: name and message
-        name, msg = kafka_error(e)
-        error(f"{name}: {msg}")
-        return 1
+    except Exception as e:  # noqa: BLE001 - a usage error, or the admin client's: name and message
+        return failed(e)

@@ -107,6 +107,17 @@ def error(msg: str) -> None:
     print(f"Error: {msg}", file=sys.stderr)
 
 
+def failed(e: Exception) -> int:
+    """Report a tool's failure (a ToolError's message, else the admin client's error name and
+    message) as ``Error: ...``; the exit status, 1."""
+    if isinstance(e, ToolError):
+        error(str(e))
+    else:
+        name, msg = kafka_error(e)
+        error(f"{name}: {msg}")
+    return 1
+
+
 def warn(msg: str) -> None:
     print(msg, file=sys.stderr)
 

@@ -18,8 +18,7 @@ from cluster.tools.common import (
     add_common,
     admin,
     admin_class,
-    error,
-    kafka_error,
+    failed,
     print_table,
     timeout_s,
 )
@@ -82,10 +81,5 @@ def run(args: argparse.Namespace) -> int:
             (user, info.mechanism.name.replace("_", "-"), info.iterations)
             for user, d in found.items() for info in d.scram_credential_infos))
         return 0
-    except ToolError as e:
-        error(str(e))
-        return 1
-    except Exception as e:  # noqa: BLE001 - the admin client's errors: name and message
-        name, msg = kafka_error(e)
-        error(f"{name}: {msg}")
-        return 1
+    except Exception as e:  # noqa: BLE001 - a usage error, or the admin client's: name and message
+        return failed(e)
