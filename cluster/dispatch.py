@@ -112,7 +112,7 @@ class RequestContext:
     def allowed(self, op: Operation, rtype: ResourceType, name: str) -> bool:
         """May this request's principal do ``op`` on the resource (always, without an authorizer)?"""
         access = self.node.access
-        return not access.enabled or access.allowed(self.principal, self.client_host[1:], op, rtype, name)
+        return not access.enabled or access.allowed(self.principal, self.ip, op, rtype, name)
 
 
 # Checks a whole request before its handler runs, when the node has an authorizer: the error code
