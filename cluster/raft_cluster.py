@@ -303,6 +303,11 @@ class RaftCluster:
         await self._wait_leaders(self.txn_logs, partitions, timeout)
 
     async def _wait_leaders(self, logs: list[RaftLog], partitions: set[int], timeout: float) -> None:
+        # One turn of the loop first: the question may have been read in the same turn as a dead
+        # leader's end-of-stream on a Raft socket, not yet handled. A client asks the moment its
+        # coordinator's connection drops, and naming the dead node cost it its reconnect back-off
+        # plus librdkafka's one-second coordinator query interval.
+        await asyncio.sleep(0)
         # cut_off() is asked at every wake-up: a leader steps down for want of a majority at about
         # the moment it starts to count as cut off, and a hold begun then ran its full timeout.
         try:
