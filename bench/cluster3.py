@@ -25,6 +25,7 @@ processes (it SIGKILLs and restarts them itself) and stops the cluster afterward
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -34,9 +35,11 @@ import shutil
 import socket
 import statistics
 import struct
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -351,9 +354,10 @@ class _Committer(threading.Thread):
     """Synchronous commits of increasing offsets in a loop (one every ``interval`` seconds, 0 = back
     to back); every acknowledgement time-stamped."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, interval: float = 0.0) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, interval: float = 0.0, debug: str = "") -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.group, self.topic, self.interval = bootstrap, group, topic, interval
+        self.extra: dict[str, Any] = {"debug": debug} if debug else {}  # librdkafka's debug contexts
         self.acks: list[tuple[float, int]] = []
         self.sent: dict[int, float] = {}  # seq -> send time
         self.errors: list[tuple[float, str]] = []
@@ -365,8 +369,8 @@ class _Committer(threading.Thread):
 
         try:
             c = Consumer(dict(CLIENT_DEFAULTS, **{"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                                                   "log_level": 2,
-                                                   "enable.auto.commit": False}))
+                                                   "log_level": 7 if self.extra else 2,
+                                                   "enable.auto.commit": False}, **self.extra))
             c.assign([TopicPartition(self.topic, 0)])
             c.pause([TopicPartition(self.topic, 0)])
             seq = 0
@@ -396,8 +400,9 @@ class _StaticMember(_Committer):
     polls, and commits the offsets of what it is assigned synchronously every ``interval``;
     every acknowledgement time-stamped in ``_Committer``'s fields."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, instance: str, interval: float) -> None:
-        super().__init__(bootstrap, group, topic, interval)
+    def __init__(self, bootstrap: str, group: str, topic: str, instance: str, interval: float,
+                 debug: str = "") -> None:
+        super().__init__(bootstrap, group, topic, interval, debug)
         self.instance = instance
 
     def run(self) -> None:
@@ -406,8 +411,8 @@ class _StaticMember(_Committer):
         try:
             c = Consumer(dict(CLIENT_DEFAULTS, **{
                 "bootstrap.servers": self.bootstrap, "group.id": self.group, "group.instance.id": self.instance,
-                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "log_level": 2,
-                "enable.auto.commit": False}))
+                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "log_level": 7 if self.extra else 2,
+                "enable.auto.commit": False}, **self.extra))
             c.subscribe([self.topic])
             seq = 0
             while not self.stop_ev.is_set():
@@ -510,6 +515,30 @@ def _cut_applied(cluster: LocalCluster, victim: int, sizes: list[int], timeout: 
     return min(applied[victim], others)
 
 
+DEBUG_CONTEXTS = "cgrp,broker,protocol"
+
+
+@contextlib.contextmanager
+def _client_log(path: str) -> Iterator[None]:
+    """librdkafka logs to the process's stderr (fd 2) with wall-clock stamps: with ``path``, fd 2
+    goes to that file meanwhile, and the bench's own progress to the original stderr."""
+    if not path:
+        yield
+        return
+    saved, stderr = os.dup(2), sys.stderr
+    with open(path, "ab") as f:
+        os.dup2(f.fileno(), 2)
+        sys.stderr = os.fdopen(os.dup(saved), "w")
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sys.stderr.close()
+            sys.stderr = stderr
+
+
 class Failover(_ClusterScenario):
     """SIGKILL the coordinator of a committing group; time until commits are acknowledged again."""
 
@@ -532,6 +561,10 @@ class Failover(_ClusterScenario):
         p.add_argument("--victim", choices=["coordinator", "rotate"], default="coordinator",
                        help="kill the committing group's coordinator, or nodes 0, 1, 2, 0, ... in turn "
                             "(default coordinator)")
+        p.add_argument("--client-debug", metavar="FILE", default="",
+                       help="write every client's librdkafka debug log (contexts cgrp,broker,protocol; "
+                            "wall-clock time stamps) to FILE; each kill's wall-clock time is in the result's "
+                            "detail, to find the slow ones there")
 
     @classmethod
     def params(cls, args: Any) -> dict[str, Any]:
@@ -564,17 +597,19 @@ class Failover(_ClusterScenario):
         topic = f"bench-failover-{rid}"
         create_topic(cluster.bootstrap, topic, max(1, args.static_members))
         interval = args.interval_ms / 1000
-        members = [_StaticMember(cluster.bootstrap, f"bench-failover-{rid}-static", topic, f"member-{i}", interval)
-                   for i in range(args.static_members)]
-        for m in members:
-            m.start()
-        try:
-            return cls._kills(cluster, args, rep, rid, topic, members)
-        finally:
+        with _client_log(args.client_debug):
+            members = [_StaticMember(cluster.bootstrap, f"bench-failover-{rid}-static", topic, f"member-{i}",
+                                     interval, DEBUG_CONTEXTS if args.client_debug else "")
+                       for i in range(args.static_members)]
             for m in members:
-                m.stop_ev.set()
-            for m in members:
-                m.join(30)
+                m.start()
+            try:
+                return cls._kills(cluster, args, rep, rid, topic, members)
+            finally:
+                for m in members:
+                    m.stop_ev.set()
+                for m in members:
+                    m.join(30)
 
     @classmethod
     def _kills(cls, cluster: LocalCluster, args: Any, rep: Reporter, rid: str, topic: str,
@@ -588,7 +623,7 @@ class Failover(_ClusterScenario):
         for k in range(args.kills):
             group = f"bench-failover-{rid}-{k}"
             part = partition_for(group, len(cluster.agreed_leaders() or [0] * 16))
-            com = _Committer(cluster.bootstrap, group, topic, interval)
+            com = _Committer(cluster.bootstrap, group, topic, interval, DEBUG_CONTEXTS if args.client_debug else "")
             com.start()
             clients: list[_Committer] = [com, *members]
             deadline = time.monotonic() + 30
@@ -633,7 +668,8 @@ class Failover(_ClusterScenario):
             if com.acks:
                 last_acked[group] = max(s for _, s in com.acks)
             sample = None if first is None else first - t_kill
-            rec = {"kill": k, "group": group, "partition": part, "killed_node": victim,
+            rec: dict[str, Any] = {"kill": k, "at": rnd(time.time() - (time.monotonic() - t_kill), 3), "group": group,
+                   "partition": part, "killed_node": victim,
                    "coordinator_killed": victim == leaders[part],
                    "took_s": rnd(sample, 3), "failed_commits": len(errs_after),
                    "errors": sorted({e for e in errs_after})[:4]}

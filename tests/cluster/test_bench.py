@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,14 +83,21 @@ def test_bench_failover_needs_three_nodes(node: NodeProcess) -> None:
     assert "needs a 3-node cluster started by `kcoord up`" in proc.stderr
 
 
-def test_bench_failover_start_cluster_one_kill() -> None:
-    """A fresh 3-node cluster; SIGKILL the coordinator of a committing group once; no commit lost."""
-    out = bench("failover", "--start-cluster", "--kills", "1", timeout=150)
+def test_bench_failover_start_cluster_one_kill(tmp_path: Path) -> None:
+    """A fresh 3-node cluster; SIGKILL the coordinator of a committing group once; no commit lost;
+    the client's librdkafka log, with the kill's wall-clock time to find it there."""
+    log = tmp_path / "clients.log"
+    out = bench("failover", "--start-cluster", "--kills", "1", "--client-debug", str(log), timeout=150)
     assert out["scenario"] == "failover" and out["ok"] is True, out
     r = out["results"]["kcoord"]
     assert len(r["samples_s"]) == 1 and 0 < r["samples_s"][0] < 30, r
     assert r["groups_checked"] == 1 and r["lost_commits"] == 0, r
     assert r["acked_commits"] > 20, r
+    at = r["detail"][0]["at"]
+    stamps = [float(line.split("|")[1]) for line in log.read_text(errors="replace").splitlines()
+              if line.startswith("%") and "|OffsetCommit" not in line and line.count("|") >= 3]
+    assert stamps and min(stamps) < at < max(stamps), (at, stamps[:3], stamps[-3:])
+    assert "FindCoordinatorRequest" in log.read_text(errors="replace")
 
 
 def test_bench_heartbeat_start_cluster_small() -> None:
