@@ -772,15 +772,17 @@ class Load(_ClusterScenario):
         leader = leaders[part]
         done = [0]
         errors: dict[int, int] = {}
+        retried = [0]
         with rep.phase(f"fill {OFFSETS_TOPIC}-{part} (leader node {leader})", None, lambda: done[0], "commits"):
             t_fill = time.monotonic()
             asyncio.run(_fill(cluster.addr(leader), groups, topic, args.connections, done, errors,
-                              args.offsets_per_group))
+                              args.offsets_per_group, retried))
             fill_s = time.monotonic() - t_fill
         if errors:
             raise BenchError(f"fill failed: error codes {errors} (leadership moved during the fill?)")
         rate = len(groups) / fill_s
-        rep.note(f"filled {len(groups):,} groups in {fill_s:.1f}s ({rate:,.0f} commits/s)")
+        rep.note(f"filled {len(groups):,} groups in {fill_s:.1f}s ({rate:,.0f} commits/s, "
+                 f"{retried[0]} retriable errors retried)")
         time.sleep(2.0)
         if cluster.agreed_leaders() != leaders:
             rep.note(f"leadership changed during the fill: {leaders} -> {cluster.agreed_leaders()}")
@@ -842,7 +844,7 @@ class Load(_ClusterScenario):
             time.sleep(0.2)
         return {"groups": len(groups), "offsets": len(groups) * args.offsets_per_group, "partition": part,
                 "killed_node": leader,
-                "fill_s": rnd(fill_s, 1), "fill_commits_per_s": rnd(rate, 0),
+                "fill_s": rnd(fill_s, 1), "fill_commits_per_s": rnd(rate, 0), "fill_retried": retried[0],
                 "shard_loaded_took_ms": loaded["took_ms"] if loaded else None,
                 "shard_loaded_records": loaded["records"] if loaded else None, "shard_loaded": loaded,
                 "kill_to_offset_fetch_s": rnd(fetch_ok[0] - t_kill, 3) if fetch_ok else None,
@@ -851,8 +853,16 @@ class Load(_ClusterScenario):
                 "restarted_node_load_back": restart_load}
 
 
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+RETRY_FOR_S = 5.0
+
+
 async def _fill(addr: tuple[str, int], groups: list[str], topic: str, conns: int, done: list[int],
-                errors: dict[int, int], per_group: int = 1) -> None:
+                errors: dict[int, int], per_group: int = 1, retried: list[int] | None = None) -> None:
+    """Commit every group's offsets on ``conns`` connections to one node. A retriable error is
+    retried for RETRY_FOR_S, as a client would (a leader whose followers fall behind under this
+    flood answers NOT_COORDINATOR until their acknowledgements renew its lease); past that, or
+    any other error, it counts in ``errors``."""
     it = iter(range(len(groups)))
 
     async def worker() -> None:
@@ -860,10 +870,18 @@ async def _fill(addr: tuple[str, int], groups: list[str], topic: str, conns: int
         corr = 0
         try:
             for idx in it:
-                corr += 1
-                writer.write(offset_commit_v2(corr, groups[idx], topic, 0, idx + 1, per_group))
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                err = commit_error(await reader.readexactly(size))
+                give_up = time.monotonic() + RETRY_FOR_S
+                while True:
+                    corr += 1
+                    writer.write(offset_commit_v2(corr, groups[idx], topic, 0, idx + 1, per_group))
+                    (size,) = struct.unpack(">i", await reader.readexactly(4))
+                    err = commit_error(await reader.readexactly(size))
+                    if err in RETRIABLE and time.monotonic() < give_up:
+                        if retried is not None:
+                            retried[0] += 1
+                        await asyncio.sleep(0.05)
+                        continue
+                    break
                 if err:
                     errors[err] = errors.get(err, 0) + 1
                     if sum(errors.values()) > 100:

@@ -151,13 +151,13 @@ class RaftCluster:
         self.offsets_logs: list[RaftLog] = [
             self._group(f"__consumer_offsets-{p}", 1 + p,
                         EntryStore(compact=compact_offsets, compact_every=cfg.raft_compaction_entries,
-                                   compact_bytes=cfg.raft_compaction_bytes))
+                                   compact_bytes=cfg.raft_compaction_bytes, background=True))
             for p in range(n)
         ]
         self.txn_logs: list[RaftLog] = [
             self._group(f"{TRANSACTION_TOPIC}-{p}", -1 - p,
                         EntryStore(compact=compact_txn, compact_every=cfg.raft_compaction_entries,
-                                   compact_bytes=cfg.raft_compaction_bytes))
+                                   compact_bytes=cfg.raft_compaction_bytes, background=True))
             for p in range(metadata.txn_partitions)
         ]
         self.data_logs: dict[tuple[str, int], RaftLog] = {}

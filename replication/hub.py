@@ -175,6 +175,7 @@ class RaftHub:
         # peer -> when a frame from it last got through (read from any thread: a dict assignment)
         self.heard: dict[str, float] = {}
         self._flood_logged = 0.0
+        self._last_read = time.monotonic()  # when ``process`` last read the sockets (see maintain)
 
     def fileno(self) -> int:
         return self.epoll.fileno()
@@ -279,6 +280,11 @@ class RaftHub:
     def maintain(self, now: float) -> None:
         """Dial the peers this node dials (the larger address dials the smaller, so a pair has
         one connection) and drop handshakes that stalled."""
+        # A node that has not read its sockets for a while (its process stopped, starved of CPU or
+        # busy) cannot tell a silent peer from frames waiting unread: it judges silence again once
+        # it has read them. Judging at once had every node that stalled for a few seconds close
+        # all its links, and its leaders step down, for a silence of its own making.
+        judge = now - self._last_read < SILENT_PEER_TIMEOUT / 2
         for conn in list(self._conns.values()):
             if conn.state == "connecting":
                 if now - conn.born > CONNECT_TIMEOUT:
@@ -286,7 +292,7 @@ class RaftHub:
             elif conn.state != "open":
                 if now - conn.born > HANDSHAKE_TIMEOUT:
                     self._close(conn, "handshake timed out")
-            elif now - conn.last_recv > SILENT_PEER_TIMEOUT and conn.peer not in self.cut:
+            elif judge and now - conn.last_recv > SILENT_PEER_TIMEOUT and conn.peer not in self.cut:
                 # a peer that accepts the connection but never answers (hung, cut off, or a
                 # half-open link). An injected cut (self.cut) keeps the link up and silent on
                 # purpose: a new connection would not get through it either.
@@ -404,6 +410,7 @@ class RaftHub:
     def process(self) -> set[str]:
         """Handle what the sockets have now; returns the groups that got messages."""
         touched: set[str] = set()
+        self._last_read = time.monotonic()
         for fd, ev in self.epoll.poll(0):
             if fd == self._server.fileno():
                 self._accept()

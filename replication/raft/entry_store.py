@@ -3,6 +3,7 @@ entries (the ``__consumer_offsets`` and metadata logs), compacted by an injected
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -12,6 +13,8 @@ import msgpack
 from replication.api import (
     LogEntry,
 )
+
+log = logging.getLogger("kcoord.raft")
 
 
 class StateMachine(Protocol):
@@ -33,11 +36,19 @@ class EntryStore:
     """
 
     def __init__(self, compact: Callable[[list[bytes]], list[bytes]] | None = None,
-                 compact_every: int = 20_000, compact_bytes: int = 16 * 1024 * 1024) -> None:
+                 compact_every: int = 20_000, compact_bytes: int = 16 * 1024 * 1024,
+                 background: bool = False) -> None:
         self._compact = compact
         self._compact_every = compact_every
         self._compact_bytes = compact_bytes
+        # Compact on a thread of its own, and snapshot without compacting: compacting a large
+        # partition (a million offsets: seconds of decoding and encoding) in the Raft pass stopped
+        # the node's event loop that long, and its peers took it for dead.
+        self._background = background
+        self._compacting = False
+        self._compact_failed = False
         self._tail_bytes = 0
+        self._base_bytes = 0
         self.lock = threading.Lock()
         self.base: list[bytes] = []
         self.tail: list[tuple[int, int, bytes]] = []
@@ -50,14 +61,52 @@ class EntryStore:
             self.tail.append((offset, epoch, payload))
             self.next_offset += 1
             self._tail_bytes += len(payload)
+            # ...and not before the tail is half the base's size: each compaction reads the whole
+            # base, so a fixed trigger made filling a large partition quadratic (as Kafka's log
+            # cleaner waits for min.cleanable.dirty.ratio).
             if self._compact is not None and (len(self.tail) >= self._compact_every
-                                              or self._tail_bytes >= self._compact_bytes):
-                self.base = self._compact(self.base + [p for _, _, p in self.tail])
-                self.tail = []
-                self._tail_bytes = 0
+                                              or self._tail_bytes >= self._compact_bytes) \
+                    and 2 * self._tail_bytes >= self._base_bytes:
+                self._start_compaction()
         if self.on_change is not None:
             self.on_change()
         return offset
+
+    def _start_compaction(self) -> None:
+        """Under the lock: fold the tail into the base, here or (``background``) on a thread."""
+        assert self._compact is not None
+        if not self._background:
+            self.base = self._compact(self.base + [p for _, _, p in self.tail])
+            self._base_bytes = sum(map(len, self.base))
+            self.tail = []
+            self._tail_bytes = 0
+            return
+        if self._compacting or self._compact_failed:
+            return
+        self._compacting = True
+        base, upto = self.base, len(self.tail)
+        payloads = base + [p for _, _, p in self.tail]
+        threading.Thread(target=self._compact_aside, args=(base, upto, payloads), name="entry-compaction",
+                         daemon=True).start()
+
+    def _compact_aside(self, base: list[bytes], upto: int, payloads: list[bytes]) -> None:
+        """The compaction thread: the result replaces the base and the first ``upto`` tail entries
+        it folded in, unless a snapshot was installed meanwhile (then it is stale)."""
+        assert self._compact is not None
+        try:
+            compacted: list[bytes] | None = self._compact(payloads)
+        except Exception:  # noqa: BLE001 - the entries stay as they are, uncompacted
+            log.exception("event=entry_compaction_failed")
+            compacted = None
+        with self.lock:
+            self._compacting = False
+            if compacted is None:
+                self._compact_failed = True
+            elif self.base is base:
+                folded, self.tail = self.tail[:upto], self.tail[upto:]
+                self._tail_bytes -= sum(len(p) for _, _, p in folded)
+                self.base = compacted
+                self._base_bytes = sum(map(len, compacted))
 
     def entries(self, start: int = 0) -> list[LogEntry]:
         with self.lock:
@@ -81,14 +130,15 @@ class EntryStore:
 
     def snapshot(self) -> bytes:
         with self.lock:
-            base = self._compact(self.base + [p for _, _, p in self.tail]) if self._compact else (
-                self.base + [p for _, _, p in self.tail])
+            raw = self.base + [p for _, _, p in self.tail]
+            base = self._compact(raw) if self._compact is not None and not self._background else raw
             return bytes(msgpack.packb({"base": base, "next": self.next_offset}, use_bin_type=True))
 
     def restore(self, data: bytes) -> None:
         state = msgpack.unpackb(data, raw=False)
         with self.lock:
             self.base = list(state["base"])
+            self._base_bytes = sum(map(len, self.base))
             self.tail = []
             self._tail_bytes = 0
             self.next_offset = int(state["next"])
