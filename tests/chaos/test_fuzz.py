@@ -54,7 +54,7 @@ def _fuzz_cluster(tmp_path: Path, cases: int, idle: int) -> None:
 
 
 def test_fuzz_bounded(tmp_path: Path) -> None:
-    _fuzz_cluster(tmp_path, cases=2500, idle=500)
+    _fuzz_cluster(tmp_path, cases=1500, idle=500)
 
 
 @pytest.mark.slow
