@@ -125,3 +125,44 @@ def test_an_injected_cut_keeps_the_silent_link(monkeypatch: pytest.MonkeyPatch) 
     finally:
         a.close()
         b.close()
+
+
+def test_a_hub_that_stalled_reads_before_it_calls_a_peer_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node whose loop stopped for longer than the silence limit (a long pass, a stop, CPU
+    starvation) finds its peer's keepalives waiting unread: its first round after the stall must
+    not close the link for a silence of its own making (every node of a cluster compacting a
+    large partition did that, and their leaders stepped down)."""
+    monkeypatch.setattr(hub_mod, "SILENT_PEER_TIMEOUT", 0.6)
+    monkeypatch.setattr(hub_mod, "KEEPALIVE_EVERY", 0.2)
+    a, b, ra, _ = _pair()
+    try:
+        deadline = time.monotonic() + hub_mod.SILENT_PEER_TIMEOUT + 0.3
+        while time.monotonic() < deadline:  # a stalls; b keeps its rounds (keepalives to a)
+            b.maintain(time.monotonic())
+            b.process()
+            b.flush()
+            time.sleep(0.05)
+        a.maintain(time.monotonic())  # a's first round after the stall, before it reads (as the host does)
+        assert a.connected() == {b.listen} and ("down", b.listen, None) not in ra.events
+        a.process()
+        a.maintain(time.monotonic())
+        assert a.connected() == {b.listen} and ("down", b.listen, None) not in ra.events
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_hub_that_keeps_reading_still_closes_a_silent_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_mod, "SILENT_PEER_TIMEOUT", 0.6)
+    a, b, ra, _ = _pair()
+    try:
+        deadline = time.monotonic() + hub_mod.SILENT_PEER_TIMEOUT + 1.0
+        while time.monotonic() < deadline and ("down", b.listen, None) not in ra.events:
+            a.maintain(time.monotonic())  # b says nothing (hung): a's rounds go on
+            a.process()
+            a.flush()
+            time.sleep(0.05)
+        assert ("down", b.listen, None) in ra.events
+    finally:
+        a.close()
+        b.close()
