@@ -99,16 +99,6 @@ class _EpollPoller:
 _pso.createPoller = lambda poller_type: _EpollPoller()
 
 
-class _QuirkFilter(logging.Filter):
-    """pysyncobj logs CRITICAL when a leader re-sends entries a follower already holds
-    (pysyncobj-notes §1e); the entries are identical, so the line is noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "truncating already-applied log entries" not in record.getMessage()
-
-
-logging.getLogger("pysyncobj.syncobj").addFilter(_QuirkFilter())
-
 FOLLOWER = _pso._RAFT_STATE.FOLLOWER
 
 class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
@@ -128,6 +118,35 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
             super().__init__(self_addr, peers, conf)
         else:
             super().__init__(self_addr, peers, conf, transportClass=transport)
+        self._commit_within_journal()
+
+    def _commit_within_journal(self) -> None:
+        """The stored commit index is a hint written without fsync, and the journal's tail may not
+        have reached the disk either (power loss): a hint past the last entry present would let
+        this node, as leader, count entries it appends later as committed with no follower
+        holding them, or, as follower, apply a leader's uncommitted tail. It starts at most at the
+        journal's end; the leader's messages (or a majority, as leader) move it on from there."""
+        journal = self.__dict__["_SyncObj__raftLog"]
+        if not len(journal):
+            return
+        end = journal[len(journal) - 1][1]
+        commit = self.__dict__.get("_SyncObj__raftCommitIndex", 0)
+        if commit > end:
+            log.warning("event=commit_hint_past_journal group=%s commit_hint=%d journal_end=%d action=clamped",
+                        self.name, commit, end)
+            self._SyncObj__raftCommitIndex = end
+            journal.setRaftCommitIndex(end)
+
+    def _SyncObj__deleteEntriesFrom(self, fromIDx: int) -> None:  # noqa: N802,N803
+        """Raft never removes an applied (so committed) entry; when a leader asks for it, this
+        replica's state has diverged from the group's (an acknowledged entry was lost somewhere):
+        stop rather than serve from it. Entries a follower already holds are not deleted at all
+        (``_append_entries_without_needless_truncation``), so this is never the benign resend."""
+        applied = self.__dict__.get("_SyncObj__raftLastApplied", 0)
+        if fromIDx <= applied:
+            fail_stop("raft_diverged", f"{self.name}: the leader's log conflicts with applied entry {fromIDx} "
+                      f"(last applied {applied}): this replica's state diverged from its group's")
+        super()._SyncObj__deleteEntriesFrom(fromIDx)
 
     def _SyncObj__generateRaftTimeout(self) -> float:  # noqa: N802
         """A follower's election timeout, ranked instead of random: counting from its leader
@@ -162,8 +181,12 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         # a leader fails are not affected.
         if isinstance(message, dict) and message.get("type") == "timeout_now" and not self._ready():
             return
-        if isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message \
-                and "transmission" not in message:
+        if isinstance(message, dict) and "transmission" in message:
+            # pysyncobj's chunked transfer of one large entry, pickled: our leaders never send it
+            # (every entry is below appendEntriesBatchSizeBytes), so only a hostile peer would.
+            log.warning("event=raft_message_refused group=%s reason=chunked_transmission", self.name)
+            return
+        if isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message:
             self._append_entries_without_needless_truncation(node, message)
             return
         super()._SyncObj__onMessageReceived(node, message)
