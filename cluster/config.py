@@ -182,8 +182,9 @@ class NodeConfig:
     non_produce_request_max_bytes: int = 4194304
     # Array items in one request, all arrays together: each costs loop time to read and answer.
     request_max_array_items: int = 50000
-    max_connections: int = -1  # -1 = from the open-file limit (Kafka: unlimited, then EMFILE)
-    max_connections_per_ip: int = 2147483647
+    # -1 = from the open-file limit, at most 10,000 (Kafka: unlimited, then EMFILE)
+    max_connections: int = -1
+    max_connections_per_ip: int = 1000  # Kafka: unlimited; bounded so one address cannot take them all
     connections_max_idle_ms: int = 600000
     # Request bytes read and not yet answered, over all connections; beyond it reading pauses.
     queued_max_request_bytes: int = 268435456

@@ -88,6 +88,10 @@ class LongPolls:
                 fut.set_result(None)
 
 
+def _unbounded() -> int:
+    return 1 << 62
+
+
 @dataclass(slots=True)
 class RequestContext:
     api_key: int
@@ -103,6 +107,7 @@ class RequestContext:
     long_polls: LongPolls = field(default_factory=LongPolls)  # of the connection it came on
     auth: SaslAuthenticator | None = None  # the connection's SASL exchange, on a SASL listener
     principal: str = ANONYMOUS  # who the client is ("User:alice"), for the ACLs
+    room: Callable[[], int] = _unbounded  # bytes a large answer may still take (queued.max.request.bytes)
 
     @property
     def ip(self) -> str:
@@ -201,6 +206,7 @@ class ConnInfo:
     long_polls: LongPolls = field(default_factory=LongPolls)
     auth: SaslAuthenticator | None = None  # on a SASL listener: its exchange (complete once authenticated)
     tls_principal: str | None = None  # on an SSL listener: User:<mapped certificate subject> or User:ANONYMOUS
+    room: Callable[[], int] = _unbounded  # bytes a large answer may still take of the server's budget
 
     @property
     def principal(self) -> str:
@@ -361,6 +367,7 @@ class Dispatcher:
             long_polls=conn.long_polls,
             auth=conn.auth,
             principal=conn.principal,
+            room=conn.room,
         )
 
     async def _handle_raw(self, spec: ApiSpec, raw: RawHandler, header: RequestHeader, frame: bytes,

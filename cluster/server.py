@@ -37,6 +37,15 @@ log = logging.getLogger("kcoord.server")
 PIPELINE_DEPTH = 64
 PIPELINED_KEYS = frozenset({8})  # OffsetCommit
 PRODUCE_KEY = 0
+# Kafka's sasl.server.max.receive.size: before authentication a frame is a SASL token or
+# ApiVersions, never larger than this, so an unauthenticated client cannot make the node hold more.
+UNAUTHENTICATED_MAX_BYTES = 524288
+# Frames up to this size may use the last ``SMALL_FRAME_ROOM`` of queued.max.request.bytes, which
+# larger frames (Produce batches, partial or not) may not: clients that hold large frames half
+# sent, or do not read their answers, cannot keep a commit or a heartbeat from being read.
+SMALL_FRAME_BYTES = 65536
+SMALL_FRAME_ROOM = 16 * 1024 * 1024
+AUTO_MAX_CONNECTIONS = 10000  # each may hold a read's worth of a frame waiting for room (~256 KiB)
 _CLOSE = object()  # a slot's answer: close the connection once the earlier answers are written
 
 
@@ -57,15 +66,16 @@ class ConnectionLimits:
 
     max_request_bytes: int = 104857600  # socket.request.max.bytes: Produce frames
     non_produce_max_bytes: int = 4194304  # every other API's frames
-    max_connections: int = 2147483647  # max.connections
-    max_connections_per_ip: int = 2147483647  # max.connections.per.ip
+    max_connections: int = AUTO_MAX_CONNECTIONS  # max.connections
+    max_connections_per_ip: int = 1000  # max.connections.per.ip
     idle_ms: int = 600000  # connections.max.idle.ms
     queued_max_bytes: int = 268435456  # queued.max.request.bytes: read, not yet answered, all connections
 
 
 def auto_max_connections(reserve: int = 1024) -> int:
     """``max.connections = -1``: what the open-file limit leaves after the node's own files
-    (journals, segments, Raft connections). The soft limit is raised to the hard one first."""
+    (journals, segments, Raft connections), at most ``AUTO_MAX_CONNECTIONS``. The soft limit is
+    raised to the hard one first."""
     try:
         import resource
 
@@ -76,8 +86,8 @@ def auto_max_connections(reserve: int = 1024) -> int:
     except (ImportError, ValueError, OSError):
         return 1000
     if soft == resource.RLIM_INFINITY:
-        return 100_000
-    return max(64, int(soft) - reserve)
+        return AUTO_MAX_CONNECTIONS
+    return max(64, min(AUTO_MAX_CONNECTIONS, int(soft) - reserve))
 
 
 class WireServer:
@@ -105,6 +115,7 @@ class WireServer:
         self._ids = itertools.count(1)
         self.queued_bytes = 0  # request bytes read and not yet answered, all connections
         self._starved: set[_Connection] = set()  # paused until queued_bytes falls
+        self._waiting: dict[_Connection, int] = {}  # paused until their frame fits: size, oldest first
         self._sweeper: asyncio.Task[None] | None = None
         self.warn = LogLimiter(log)
 
@@ -163,6 +174,7 @@ class WireServer:
         else:
             self._per_ip.pop(conn.info.host, None)
         self._starved.discard(conn)
+        self._waiting.pop(conn, None)
 
     def frame_limit(self, api_key: int) -> int:
         return self.limits.max_request_bytes if api_key == PRODUCE_KEY else self.limits.non_produce_max_bytes
@@ -170,12 +182,40 @@ class WireServer:
     def hold(self, n: int) -> None:
         self.queued_bytes += n
 
+    def reserve(self, conn: _Connection, size: int) -> bool:
+        """Count a frame's declared size when its header arrives, before its body (Kafka's memory
+        pool): granted while it fits the budget (a small frame may use the room kept for small
+        ones; a frame larger than the whole budget only when nothing else is held), otherwise
+        the connection waits, not reading, until bytes are freed."""
+        if (not self._waiting or size <= SMALL_FRAME_BYTES) and self._fits(size):
+            self.queued_bytes += size
+            return True
+        self._waiting[conn] = size
+        return False
+
+    def _fits(self, size: int) -> bool:
+        budget = self.limits.queued_max_bytes
+        cap = budget if size <= SMALL_FRAME_BYTES else budget - min(SMALL_FRAME_ROOM, budget // 4)
+        return self.queued_bytes + size <= cap or self.queued_bytes == 0
+
+    def room(self) -> int:
+        """What a large answer (a Fetch's) may still take of the budget before it is sent."""
+        return max(0, self.limits.queued_max_bytes - min(SMALL_FRAME_ROOM, self.limits.queued_max_bytes // 4)
+                   - self.queued_bytes)
+
     def free(self, n: int) -> None:
         self.queued_bytes -= n
         if self._starved and self.queued_bytes < self.limits.queued_max_bytes:
             starved, self._starved = self._starved, set()
             for conn in starved:
                 conn.unstarve()
+        while self._waiting:  # the oldest waiting frame first, and only once it fits: O(1) per free
+            conn, size = next(iter(self._waiting.items()))
+            if not self._fits(size):
+                break
+            del self._waiting[conn]
+            self.queued_bytes += size
+            conn.granted(size)
 
     def over_budget(self, conn: _Connection) -> bool:
         """Reading pauses while the node holds queued.max.request.bytes of unanswered requests."""
@@ -229,6 +269,8 @@ class _Connection(asyncio.Protocol):
         self.ended = False  # no more frames are taken (end of stream, or a bad frame)
         self.starved = False  # paused while the node holds queued.max.request.bytes
         self.held = 0  # this connection's share of the server's queued_bytes
+        self.reserved = 0  # of which the declared size of the frame being read (its header seen)
+        self.unsent = 0  # of which answer bytes the client has not read yet (its write buffer)
         self.last_active = 0.0  # loop time of the last read or write (connections.max.idle.ms)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.handshake: asyncio.Task[Any] | None = None  # a TLS listener's handshake, while it lasts
@@ -240,7 +282,8 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         authenticator = self.server.authenticators.get(self.info.listener)
         self.info = ConnInfo(str(peer[0]), int(peer[1]), self.info.connection_id, self.info.listener,
-                             self.long_polls, authenticator() if authenticator is not None else None)
+                             self.long_polls, authenticator() if authenticator is not None else None,
+                             room=self.server.room)
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
         if not self.server.admit(self):  # counted before any TLS handshake: handshakes are bounded too
@@ -325,6 +368,7 @@ class _Connection(asyncio.Protocol):
             return
         self.closing = True
         self.server.release(self)
+        self.reserved = self.unsent = 0
         if self.held:
             self.server.free(self.held)
             self.held = 0
@@ -343,10 +387,26 @@ class _Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self._count_unsent()
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self._count_unsent()
         self._pump()
+
+    def _count_unsent(self) -> None:
+        """Answers the client has not read count against the budget while writing is paused (the
+        transport holds more than its high-water mark); reading from it pauses meanwhile, since
+        no request starts while answers cannot be written."""
+        transport = self.transport
+        now = transport.get_write_buffer_size() if self.write_paused and transport is not None else 0
+        if now > self.unsent:
+            self.held += now - self.unsent
+            self.server.hold(now - self.unsent)
+        elif now < self.unsent:
+            self.held -= self.unsent - now
+            self.server.free(self.unsent - now)
+        self.unsent = now
 
     def data_received(self, data: bytes) -> None:
         if self.ended:
@@ -359,24 +419,19 @@ class _Connection(asyncio.Protocol):
             self.last_active = self.loop.time()
         buf = self.buf
         buf += data
-        pos, end, limit = 0, len(buf), server.max_request_bytes
+        pos, end = 0, len(buf)
         taken = 0
         while end - pos >= 4:
             size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-            if size < 0 or size > limit:
-                self._bad_frame(f"negative frame size {size}" if size < 0 else
-                                f"frame size {size} larger than socket.request.max.bytes={limit}")
+            if not self._frame_allowed(size, buf, pos, end):
                 return
-            if size > server.limits.non_produce_max_bytes and end - pos >= 6:
-                api_key = int.from_bytes(buf[pos + 4:pos + 6], "big", signed=True)
-                if size > server.frame_limit(api_key):
-                    self._bad_frame(f"frame size {size} of api_key {api_key} larger than its limit "
-                                    f"{server.frame_limit(api_key)}")
-                    return
             if end - pos - 4 < size:
                 break
             self.frames.append(bytes(buf[pos + 4:pos + 4 + size]))
-            taken += size
+            if self.reserved:  # counted when its header came
+                self.reserved = 0
+            else:
+                taken += size
             pos += 4 + size
         if pos:
             del buf[:pos]
@@ -385,6 +440,8 @@ class _Connection(asyncio.Protocol):
             server.hold(taken)
             if server.over_budget(self):
                 self.starved = True
+        if not self.starved:
+            self._reserve_partial()
         self.receiving = True
         try:
             self._pump()
@@ -432,7 +489,52 @@ class _Connection(asyncio.Protocol):
 
     def unstarve(self) -> None:
         self.starved = False
+        self._reserve_partial()
         self._update_reading()
+
+    def granted(self, size: int) -> None:
+        """The server counted this connection's waiting frame in: read on."""
+        self.reserved = size
+        self.held += size
+        self.starved = False
+        self._update_reading()
+
+    def _frame_allowed(self, size: int, buf: bytearray, pos: int, end: int) -> bool:
+        """A frame's declared size against its limits, checked as soon as its header is read;
+        False once the connection is being closed for it."""
+        server = self.server
+        limit = server.max_request_bytes
+        if size < 0 or size > limit:
+            self._bad_frame(f"negative frame size {size}" if size < 0 else
+                            f"frame size {size} larger than socket.request.max.bytes={limit}")
+            return False
+        auth = self.info.auth
+        if auth is not None and not auth.complete and size > UNAUTHENTICATED_MAX_BYTES:
+            self._bad_frame(f"frame size {size} before authentication, larger than {UNAUTHENTICATED_MAX_BYTES}")
+            return False
+        if size > server.limits.non_produce_max_bytes and end - pos >= 6:
+            api_key = int.from_bytes(buf[pos + 4:pos + 6], "big", signed=True)
+            if size > server.frame_limit(api_key):
+                self._bad_frame(f"frame size {size} of api_key {api_key} larger than its limit "
+                                f"{server.frame_limit(api_key)}")
+                return False
+        return True
+
+    def _reserve_partial(self) -> None:
+        """The frame whose header is read but not its body: its declared size is counted now, or,
+        when the budget has no room for it, the connection reads nothing more until it has (what
+        it holds meanwhile is at most one read's worth of bytes)."""
+        buf = self.buf
+        if self.reserved or len(buf) < 4 or self.closing or self.ended:
+            return
+        size = int.from_bytes(buf[:4], "big", signed=True)
+        if len(buf) - 4 >= size:
+            return  # complete: taken at the next read
+        if self.server.reserve(self, size):
+            self.reserved = size
+            self.held += size
+        else:
+            self.starved = True
 
     def _start(self, frame: bytes, slot: _Slot) -> None:
         coro = self.server.dispatcher.handle(frame, self.info)
@@ -501,6 +603,8 @@ class _Connection(asyncio.Protocol):
             if self.loop is not None:
                 self.last_active = self.loop.time()
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self.write_paused:
+                self._count_unsent()
 
     # ---------------------------------------------------------------- closing
 

@@ -77,11 +77,13 @@ class _Pass:
             plan.close()
 
 
-def _collect(node: NodeServices, request: Any, m: Any, denied: frozenset[str]) -> _Pass:
+def _collect(node: NodeServices, request: Any, m: Any, denied: frozenset[str], room: int) -> _Pass:
     """One pass over the requested partitions: errors answered, reads planned (under each log's
     lock, briefly) but not executed. ``planned`` bounds the bytes the reads return. A topic the
-    principal may not READ (``denied``) answers 29 and does not cut a long poll short."""
-    remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes)  # the broker's cap wins
+    principal may not READ (``denied``) answers 29 and does not cut a long poll short. ``room`` is
+    what the server's memory budget has left for answers: clients that do not read theirs cannot
+    make the node hold a full Fetch each (the first batch is returned whatever it says)."""
+    remaining = min(max(int(request.max_bytes), 0), node.config.fetch_max_bytes, room)  # the broker's cap wins
     committed = int(getattr(request, "isolation_level", 0)) == 1
     out = _Pass([], 0, False, [])
     for t in request.topics:
@@ -170,7 +172,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     denied = frozenset(t.topic for t in request.topics if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic))
     while True:
-        found = _collect(node, request, m, denied)
+        found = _collect(node, request, m, denied, ctx.room())
         total = found.planned
         left = deadline - time.monotonic()
         if (total >= min_bytes or total > 0 and min_bytes <= 1 or found.any_error or left <= 0 or not found.parts
