@@ -1,6 +1,7 @@
 """Topic partitions on this node: the produce → append path and fetch waiting.
 
-Produce path (leader): validate the batch → idempotence check → assign offsets (rewrite
+Produce path (leader): validate the batch (on a topic whose cleanup.policy includes compact,
+also that every record has a key) → idempotence check → assign offsets (rewrite
 baseOffset / leader epoch, recompute CRC) → ``ReplicatedLog.append(batch, epoch)`` →
 the committed entry is applied to the partition's ``DataLog`` → wake fetchers → ack.
 On one node the ReplicatedLog is ``DataPassThroughLog`` (the DataLog is the durable
@@ -19,7 +20,8 @@ from enum import IntEnum
 from typing import Any
 
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
-from replication.batch_validator import validate_batch
+from replication.batch_validator import InflateBudget, validate_batch_async
+from replication.compacted import DEFAULT_POLICY, find_keyless_record
 from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult
 from replication.data_passthrough import DataPassThroughLog
 from replication.durable import remove_dir
@@ -142,7 +144,8 @@ class DataPartition:
         return -1 if self.raft else self.rlog.leader_epoch()
 
     async def produce(self, records: bytes | None, timeout_s: float = 30.0, *,
-                      transactional: bool = False, verify: Verifier | None = None) -> ProduceResult:
+                      transactional: bool = False, verify: Verifier | None = None,
+                      budget: InflateBudget | None = None) -> ProduceResult:
         """Append one producer batch; answered once a majority holds it, or with
         REQUEST_TIMED_OUT after ``timeout_s`` (the request's timeout: the batch may still be
         committed, as with Kafka). ``transactional``: the request names a transactional id.
@@ -160,13 +163,20 @@ class DataPartition:
                                  message="Produce requests are only allowed to contain exactly one record batch "
                                          "per partition")
         hdr, batch = batches[0]
-        problem = validate_batch(hdr, batch, self.max_message_bytes)
+        # ``budget``: what the request's gzip batches may inflate to together (see InflateBudget)
+        problem = await validate_batch_async(hdr, batch, self.max_message_bytes, budget)
         if problem is not None:
             return ProduceResult(_PROBLEM_CODES[problem[0]], message=problem[1])
         if not self.is_leader:
             return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
         if hdr.is_control:
             return ProduceResult(Err.INVALID_RECORD, message="Control records cannot be produced by clients")
+        if "compact" in self.data.cleanup_policy:
+            # Compaction keeps the latest record per key: Kafka refuses a record without one.
+            # (Gzip inflates up to the validator's bound: 16 x max.message.bytes.)
+            if await find_keyless_record(hdr, batch, self.max_message_bytes * 16) is not None:
+                return ProduceResult(Err.INVALID_RECORD, message="Compacted topic cannot accept message without "
+                                                                 f"key in topic partition {self.topic}-{self.partition}.")
         if hdr.is_transactional and (not transactional or hdr.producer_id < 0):
             return ProduceResult(Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                  message="A transactional batch needs the producer's transactional id")
@@ -322,6 +332,7 @@ class PartitionStore:
                 segment_bytes=int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
                 retention_ms=int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
                 retention_bytes=int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
+                cleanup_policy=topic_configs.get("cleanup.policy", DEFAULT_POLICY),
             )
             max_message = int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
             part = DataPartition(topic, partition, d, data, max_message_bytes=max_message)

@@ -61,7 +61,8 @@ def validate_topic_name(name: str | None) -> str | None:
     return None
 
 
-def validate_topic_config(name: str, value: str | None) -> str | None:
+def validate_topic_config(name: str, value: str | None, *, message_max_bytes: int) -> str | None:
+    """An error message, or ``None`` if valid (``message_max_bytes``: the node's message.max.bytes)."""
     if name in NUMERIC_TOPIC_CONFIGS:
         try:
             v = float(value or "") if name == "min.cleanable.dirty.ratio" else int(value or "")
@@ -70,6 +71,11 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
                    f"{'DOUBLE' if '.' in str(value) else 'LONG'}"
         if v < NUMERIC_TOPIC_CONFIGS[name]:
             return f"Invalid value {value} for configuration {name}: Value must be at least {NUMERIC_TOPIC_CONFIGS[name]}"
+        if name == "max.message.bytes" and v > message_max_bytes:
+            # A deliberate difference: Kafka takes any value, and a batch is read (its gzip records
+            # inflated up to 16 x this) before it is stored, so the node's own bound holds here too.
+            return (f"Invalid value {value} for configuration {name}: Value must be at most the broker's "
+                    f"message.max.bytes ({message_max_bytes})")
         return None
     if name in OTHER_TOPIC_CONFIGS:
         allowed = OTHER_TOPIC_CONFIGS[name]
@@ -77,6 +83,18 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(sorted(allowed))}"
         return None
     return f"Unknown topic config name: {name}"
+
+
+class PartitionLimitError(Exception):
+    """A topic creation refused where it is applied: it would pass ``max_partitions``."""
+
+
+def partition_limit_message(total: int, adding: int, max_partitions: int) -> str | None:
+    """Why ``adding`` partitions may not join the ``total`` there are (None: they may). The
+    request-time check and the one where a creation is applied give the same answer."""
+    if total + adding > max_partitions:
+        return f"The cluster has {total} partitions; {adding} more would pass max_partitions={max_partitions}"
+    return None
 
 
 @dataclass(slots=True)

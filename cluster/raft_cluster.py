@@ -33,9 +33,11 @@ from cluster.metadata import (
     TRANSACTION_TOPIC,
     AclRow,
     ClusterMetadata,
+    PartitionLimitError,
     ScramRow,
     TopicMeta,
     acl_row,
+    partition_limit_message,
     scram_row,
     with_scram,
 )
@@ -56,9 +58,10 @@ META_SLOT = 0
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}}
+                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
+    partitions = 0  # of every topic in state["topics"], for the max_partitions bound
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
@@ -67,6 +70,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
             state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
             state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
+            state["refused"] = dict(op.get("refused") or {})
+            partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
         elif kind == "acls":
@@ -92,11 +97,17 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["n"] = int(op["n"])
             state["next_slot"] = 1 + int(op["n"])
         elif kind == "create" and state["n"] is not None and op["name"] not in state["topics"]:
-            state["topics"][op["name"]] = {"partitions": int(op["partitions"]), "topic_id": op["topic_id"],
-                                           "configs": dict(op.get("configs") or {}), "slot": state["next_slot"]}
-            state["next_slot"] += int(op["partitions"])
+            refusal = _partition_limit(partitions, op)
+            if refusal is not None:
+                _remember_refusal(state["refused"], op["topic_id"], refusal)
+            else:
+                state["topics"][op["name"]] = {"partitions": int(op["partitions"]), "topic_id": op["topic_id"],
+                                               "configs": dict(op.get("configs") or {}), "slot": state["next_slot"]}
+                state["next_slot"] += int(op["partitions"])
+                partitions += int(op["partitions"])
         elif kind == "delete":
-            state["topics"].pop(op["name"], None)
+            gone = state["topics"].pop(op["name"], None)
+            partitions -= int(gone["partitions"]) if gone is not None else 0
     state["acls"] = [list(x) for x in sorted(acls)]
     state["scram"] = [list(x) for x in sorted(scram)]
     return state
@@ -104,6 +115,23 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
 
 PID_BASE = 1 << 36  # above the ids nodes handed out from local counters before (node id << 40 | n)
 PID_BLOCK = 1000
+REFUSALS_KEPT = 100  # refused creations remembered (by topic id) for their requesters to find
+
+
+def _partition_limit(total: int, op: dict[str, Any]) -> str | None:
+    """Why this creation may not join the ``total`` partitions of the committed state: it would
+    pass the ``max_partitions`` its requester wrote into the entry. Creations that passed the
+    request-time check together cannot all be applied; the bound travels in the entry so every
+    node decides alike (entries from before it have none, and replay as they were applied)."""
+    if op.get("max_partitions") is None:
+        return None
+    return partition_limit_message(total, int(op["partitions"]), int(op["max_partitions"]))
+
+
+def _remember_refusal(refused: dict[str, str], topic_id: str, why: str) -> None:
+    refused[topic_id] = why
+    while len(refused) > REFUSALS_KEPT:  # the oldest go first (dicts keep their order, msgpack too)
+        del refused[next(iter(refused))]
 
 
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -468,10 +496,14 @@ class RaftCluster:
                 await asyncio.sleep(0.1)
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
-        await self._submit(_op(op="create", name=name, partitions=partitions, configs=configs,
-                               topic_id=str(uuid.uuid4())))
-        await self._wait(lambda: name in self.metadata.topics and all(
+        topic_id = str(uuid.uuid4())
+        await self._submit(_op(op="create", name=name, partitions=partitions, configs=configs, topic_id=topic_id,
+                               max_partitions=self.config.max_partitions))
+        await self._wait(lambda: topic_id in self.state["refused"] or name in self.metadata.topics and all(
             (name, p) in self.data_logs for p in range(partitions)))
+        refusal = self.state["refused"].get(topic_id)
+        if refusal is not None:
+            raise PartitionLimitError(refusal)
         # Answer once every partition has a leader, as Kafka's controller does for new topics.
         await self._wait(lambda: all(self.leader_of(self.data_logs[(name, p)]) is not None
                                      for p in range(partitions) if (name, p) in self.data_logs))

@@ -9,7 +9,16 @@ from collections.abc import Callable
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
 from cluster.data_plane import DataPartition, PartitionStore
-from cluster.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, AclRow, ClusterMetadata, ScramRow, TopicMeta
+from cluster.metadata import (
+    OFFSETS_TOPIC,
+    TRANSACTION_TOPIC,
+    AclRow,
+    ClusterMetadata,
+    PartitionLimitError,
+    ScramRow,
+    TopicMeta,
+    partition_limit_message,
+)
 from cluster.offsets_compaction import compact_offsets
 from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
@@ -98,6 +107,10 @@ class SingleNodeTopology:
         return self.partitions.get(topic, partition) or self.partitions.open(topic, partition, t.configs)
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        refusal = partition_limit_message(sum(t.partitions for t in self.metadata.topics.values()), partitions,
+                                          self.config.max_partitions)
+        if refusal is not None:  # the bound holds where the topic is added, as in a cluster
+            raise PartitionLimitError(refusal)
         t = self.metadata.add_topic(name, partitions, configs)
         for p in range(partitions):
             self.partitions.open(name, p, t.configs)

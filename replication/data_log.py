@@ -37,6 +37,7 @@ from typing import Any
 
 import msgpack
 
+from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
@@ -370,13 +371,15 @@ class DataLog:
         segment_bytes: int = 1 << 30,
         retention_ms: int = 7 * 24 * 3600 * 1000,
         retention_bytes: int = -1,
+        cleanup_policy: str = DEFAULT_POLICY,
         index_interval_bytes: int = 4096,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
-        self.retention_ms = retention_ms
-        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms  # -1: for ever
+        self.retention_bytes = retention_bytes  # -1: no bound
+        self.cleanup_policy = cleanup_policies(cleanup_policy)  # the topic's cleanup.policy
         self.index_interval_bytes = index_interval_bytes
         self.clock = clock
         self.producer_state = ProducerStateManager()
@@ -516,6 +519,8 @@ class DataLog:
 
     def _enforce_retention_unlocked(self) -> int:
         """Delete whole old segments past retention.ms / retention.bytes; returns count."""
+        if "delete" not in self.cleanup_policy:
+            return 0  # compact only: Kafka applies no time or size retention to such a topic
         deleted = 0
         now = self.clock()
         if self.retention_ms >= 0:

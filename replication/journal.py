@@ -9,10 +9,11 @@ Term and vote live in a small side file (CRC, fsync'd, replaced by rename); the 
 a hint a restarted node can re-learn, in another that is never fsync'd.
 
 Every frame carries a CRC-32C of its index, term and command. On load, a torn tail (the
-last frame cut short, or failing its CRC with nothing after it: a crash mid-write) is
-truncated with one log line; a frame that fails its CRC with frames after it is corruption
-in the middle, and the node refuses to start (exit 2) rather than replay a log it cannot
-trust. Journals of the first format (``KCJ1``, no CRC) are read once and rewritten.
+last frame cut short or failing its CRC, followed by nothing that is a valid frame: a crash
+mid-write, or the zeros or garbage a power loss leaves after it) is truncated with one log
+line; a bad frame followed by a valid one is corruption in the middle, and the node refuses
+to start (exit 2) rather than replay a log it cannot trust. Journals of the first format
+(``KCJ1``, no CRC) are read once and rewritten.
 
 Writes go straight to the file (no user-space buffer) at a tracked end: a write that fails
 (ENOSPC, EIO) is truncated back to the last whole frame and the node stops
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import struct
 import threading
 import time
@@ -52,6 +54,16 @@ _META_MAGIC = b"KCM1"
 # Commands of the newest entries kept in memory per journal: what followers that keep up are
 # sent and what is applied next. Older ones are read from the file when needed.
 CACHE_BYTES = 4 * 1024 * 1024
+_NONZERO = re.compile(rb"[^\x00]")
+# What an operator should do with a node whose journal is corrupt. Not "start it empty and let
+# its peers refill it": a node back under its old id with less than it acknowledged (entries, its
+# vote) could help elect a leader lacking committed entries, and acknowledged writes would be lost.
+# An older backup of the node is unsafe for the same reason.
+CORRUPT_ADVICE = ("Keep this node down and keep this directory as it is, for inspection. Restart the node only "
+                  "with its own intact data as it was when it stopped (e.g. an undamaged copy of this node's "
+                  "volume taken after it stopped); an empty directory, an older backup or another node's "
+                  "directory can lose acknowledged writes. The cluster keeps serving while a majority of its "
+                  "nodes is up; replacing a node whose data is lost is not supported yet.")
 
 
 _fsync = os.fsync  # by name, so tests can fault it (appends: replication.durable._pwrite)
@@ -163,15 +175,14 @@ class SafeJournal:
                 break  # a torn frame header at the end
             size, crc, idx, term = _HEAD.unpack_from(data, pos)
             end = pos + _HEAD.size + size
-            if end > len(data):
-                break  # torn tail: the last frame was cut short by a crash
-            if _crc(idx, term, data[pos + _HEAD.size:end]) != crc:
-                if end == len(data):
-                    break  # the last frame, half written: a torn tail too
-                fail_stop("journal", f"{self._path}: frame at byte {pos} (index {idx}) fails its CRC and "
-                          f"{len(data) - end} bytes follow it: the journal is corrupt in the middle; "
-                          "refusing to start (restore the node from its peers: move this directory away)",
-                          EXIT_CORRUPT)
+            if end > len(data) or _crc(idx, term, data[pos + _HEAD.size:end]) != crc:
+                # Cut short or failing its CRC: a torn tail, unless a valid frame follows.
+                after = self._valid_frame_after(data, pos)
+                if after is not None:
+                    fail_stop("journal", f"{self._path}: the frame at byte {pos} fails its CRC and a valid "
+                              f"frame follows at byte {after}: the journal is corrupt in the middle; refusing "
+                              f"to start. {CORRUPT_ADVICE}", EXIT_CORRUPT)
+                break
             self._pos.append(pos)
             self._idx.append(idx)
             self._term.append(term)
@@ -182,6 +193,44 @@ class SafeJournal:
             os.truncate(self._path, good)
         self._end = good
         self._cache_from_bytes(data)
+
+    def _valid_frame_after(self, data: bytes, bad: int) -> int | None:
+        """Where a whole frame that passes its CRC starts after the bad frame at ``bad``, if any.
+
+        The bad frame's length may be garbage too, so every byte offset after it is tried, not
+        only the boundary its length implies. Cheap checks come before any CRC: the journal's
+        indices are consecutive (pysyncobj's) and its terms never decrease, so a frame ``d``
+        bytes on can only hold an index in ``(last, last + 1 + d // header size]`` (every entry
+        in between takes at least a header) and a term at least the last one (with no good frame
+        before, any index >= 1). Offsets that cannot hold such an index are skipped at C speed:
+        windows of zeros (an index is at least 1) and windows whose index field lacks the zero
+        high bytes every index below the bound has. The work is linear in the bytes after
+        ``bad``, with a CRC only for the rare header that passes all that and fits in the file."""
+        known = len(self._idx) > 0
+        last_idx = self._idx[-1] if known else 0
+        last_term = self._term[-1] if known else 0
+        bound = last_idx + 1 + (len(data) - bad) // _HEAD.size
+        high_zeros = bytes(8 - (bound.bit_length() + 7) // 8) if known else b""
+        o = bad + 1
+        while True:
+            nonzero = _NONZERO.search(data, o)
+            if nonzero is None:
+                return None
+            o = max(o, nonzero.start() - _HEAD.size + 1)
+            if high_zeros:  # the index field is bytes 8..16 of a header, little-endian
+                at = data.find(high_zeros, o + 16 - len(high_zeros))
+                if at < 0:
+                    return None
+                o = at - 16 + len(high_zeros)
+            if o + _HEAD.size > len(data):
+                return None
+            size, crc, idx, term = _HEAD.unpack_from(data, o)
+            end = o + _HEAD.size + size
+            if (idx > last_idx and (not known or idx <= last_idx + 1 + (o - bad) // _HEAD.size)
+                    and term >= last_term and end <= len(data)
+                    and _crc(idx, term, data[o + _HEAD.size:end]) == crc):
+                return o
+            o += 1
 
     def _cache_from_bytes(self, data: bytes) -> None:
         """Fill the first entry and the recent cache from the whole file's bytes (a load)."""

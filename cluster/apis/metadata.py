@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.topics import partition_limit_error
 from cluster.dispatch import CloseConnection, RequestContext, warn
-from cluster.metadata import OFFSETS_TOPIC, validate_topic_name
+from cluster.metadata import OFFSETS_TOPIC, PartitionLimitError, validate_topic_name
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 
@@ -180,6 +180,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 await node.create_topic_async(name, node.config.default_num_partitions)
                 log.info("event=topic_auto_created topic=%s partitions=%d", name, node.config.default_num_partitions)
+            except PartitionLimitError as e:  # refused where it was applied (concurrent creations)
+                warn.warning("topic_auto_create_refused", "event=topic_auto_create_refused topic=%s reason=%r",
+                             name, str(e))
             except Exception as e:  # noqa: BLE001 - the client sees LEADER_NOT_AVAILABLE/unknown and retries
                 log.warning("event=topic_auto_create_failed topic=%s error=%r", name, str(e))
     return build(node, request, listener=ctx.listener, ctx=ctx)

@@ -21,6 +21,7 @@ from cluster.dispatch import CloseConnection, RequestContext
 from cluster.security.authorizer import Operation, ResourceType
 from cluster.services import NodeServices
 from replication.api import ReplicationError
+from replication.batch_validator import InflateBudget
 
 PRODUCE_KEY = 0
 INIT_PID_KEY = 22
@@ -52,6 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _refused(ctx, request, ErrorCode.transactional_id_authorization_failed)
     topics = []
     refused = False  # a topic the principal may not write to (acks=0: the connection closes after)
+    budget = InflateBudget()  # the request's gzip batches inflate to at most this together
     for t in request.topic_data:
         parts = []
         writable = ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)
@@ -74,7 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             verify = None if tid is None else _verifier(node, tid, t.name, p.index)
             res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,
-                                     transactional=tid is not None, verify=verify)
+                                     transactional=tid is not None, verify=verify, budget=budget)
             if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)

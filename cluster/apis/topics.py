@@ -13,7 +13,12 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
-from cluster.metadata import validate_topic_config, validate_topic_name
+from cluster.metadata import (
+    PartitionLimitError,
+    partition_limit_message,
+    validate_topic_config,
+    validate_topic_name,
+)
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 from replication.api import ReplicationError
@@ -70,7 +75,7 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
         if partitions > 100000:
             return ErrorCode.invalid_partitions, f"Number of partitions {partitions} is too large.", -1
     for c in t.configs:
-        err = validate_topic_config(c.name, c.value)
+        err = validate_topic_config(c.name, c.value, message_max_bytes=node.config.message_max_bytes)
         if err is not None:
             return ErrorCode.invalid_config, err, -1
     too_many = partition_limit_error(node, partitions)
@@ -79,18 +84,18 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
     return ErrorCode.none, None, partitions
 
 
-def partition_limit_error(node: NodeServices, adding: int, *, this_request: int = 0) -> str | None:
+def partition_limit_error(node: NodeServices, adding: int, *, this_request: int = 0, unapplied: int = 0) -> str | None:
     """Every partition is a Raft group on every node: their number is bounded per request and
     for the whole cluster (``max_partitions_per_request``, ``max_partitions``). A message if
-    ``adding`` more would pass a bound (``this_request``: already granted in this request)."""
+    ``adding`` more would pass a bound (``this_request``: already granted in this request, of
+    which ``unapplied`` are not in the metadata: validate_only). This is the early answer: the
+    cluster bound is checked again where a creation is applied (``PartitionLimitError``), as
+    concurrent requests can each pass it here."""
     per_request = node.config.max_partitions_per_request
     if this_request + adding > per_request:
         return f"A request may create at most {per_request} partitions (max_partitions_per_request)"
     total = sum(t.partitions for t in node.metadata.topics.values())
-    if total + this_request + adding > node.config.max_partitions:
-        return (f"The cluster has {total} partitions; {adding} more would pass max_partitions="
-                f"{node.config.max_partitions}")
-    return None
+    return partition_limit_message(total + unapplied, adding, node.config.max_partitions)
 
 
 def _allowed(ctx: RequestContext | None, op: Operation, rtype: ResourceType, name: str) -> bool:
@@ -125,7 +130,9 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             continue
         code, msg, partitions = _validate_create(node, t)
         if code is ErrorCode.none and granted:
-            too_many = partition_limit_error(node, partitions, this_request=granted)
+            # the topics created so far are in the metadata already; validate_only ones are not
+            too_many = partition_limit_error(node, partitions, this_request=granted,
+                                             unapplied=granted if request.validate_only else 0)
             if too_many is not None:
                 code, msg = ErrorCode.policy_violation, too_many
         if code is not ErrorCode.none:
@@ -143,6 +150,9 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
             continue
         try:
             meta = await node.create_topic_async(t.name, partitions, requested)
+        except PartitionLimitError as e:  # concurrent creations passed the check above together
+            results.append(_create_result(m, t.name, ErrorCode.policy_violation, str(e)))
+            continue
         except (ReplicationError, TimeoutError) as e:
             # No metadata leader right now: retriable, as Kafka's NOT_CONTROLLER is for clients.
             results.append(_create_result(m, t.name, ErrorCode.not_controller, f"metadata not available: {e}"))

@@ -34,6 +34,24 @@ def test_negative_last_offset_delta_is_refused_and_the_log_end_holds(bootstrap) 
     c.close()
 
 
+def test_a_keyless_record_to_a_compacted_topic_is_refused(bootstrap) -> None:
+    """Kafka refuses a record without a key on a topic whose cleanup.policy includes compact
+    (INVALID_RECORD for that partition); keyed records, tombstones included, are written."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("changelog", 1, 1, config={"cleanup.policy": "compact"})])["changelog"].result(10)
+    c = RawConn(bootstrap)
+    refused = _produce_raw(c, "changelog", build_batch([(b"k", b"v"), (None, b"no key")]))
+    assert refused.error_code == 87  # INVALID_RECORD
+    assert refused.error_message == "Compacted topic cannot accept message without key in topic partition changelog-0."
+    written = _produce_raw(c, "changelog", build_batch([(b"k", b"v"), (b"k", None)]))
+    assert written.error_code == 0 and written.base_offset == 0
+    fetched = _fetch_raw(c, "changelog", 0, max_wait_ms=0)
+    assert [(r.key, r.value) for r in iter_records(bytes(fetched.records))] == [(b"k", b"v"), (b"k", None)]
+    c.close()
+
+
 def test_a_produce_that_cannot_be_replicated_times_out(tmp_path) -> None:
     """A leader cut off from its followers cannot commit: the producer gets REQUEST_TIMED_OUT
     after its request timeout instead of waiting for ever."""

@@ -3,14 +3,17 @@
 - A write that fails (ENOSPC on a real, full tmpfs when running as root; EIO injected) is cut
   back to the last whole frame and the node fail_stops; reopened, the journal holds exactly what
   was written before.
-- A torn tail is truncated; corruption in the middle, or in term/vote, refuses to start (exit 2).
+- A torn tail is truncated, whatever follows the last good frame (zeros or garbage a power loss
+  leaves); a bad frame followed by a valid one, or damaged term/vote, refuses to start (exit 2).
 - A first-format journal (no CRC) is read once and rewritten.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import random
 import struct
 import subprocess
 import uuid
@@ -120,6 +123,71 @@ def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path, fail_stops: l
     with pytest.raises(FailStopped):
         SafeJournal(path)
     component, reason, code = fail_stops[0]
+    assert code == failstop.EXIT_CORRUPT and "corrupt in the middle" in reason
+    # not "move the directory away": a node back empty under its old id can lose acknowledged writes
+    assert "Keep this node down" in reason and "not supported yet" in reason and "move" not in reason
+
+
+def _zeroed_page_in_last_frame(whole: bytes) -> bytes:
+    """A fifth, 10 KB frame whose middle page never reached the disk, then zeros to the page end."""
+    frame = bytearray(SafeJournal._frame(b"\x05" * 10_000, 5, 1))
+    frame[3000:7096] = bytes(4096)
+    return whole + bytes(frame) + bytes(-(len(whole) + len(frame)) % 4096)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda whole: whole + bytes(64 * 1024), id="64KiB-of-zeros"),
+    pytest.param(_zeroed_page_in_last_frame, id="zeroed-page-in-the-last-frame"),
+    pytest.param(lambda whole: whole + random.Random(7).randbytes(64 * 1024), id="64KiB-of-garbage"),
+    pytest.param(lambda whole: whole + SafeJournal._frame(b"z" * 50, 5, 1)[:30] + random.Random(8).randbytes(500),
+                 id="torn-frame-then-garbage"),
+])
+def test_whatever_follows_the_last_good_frame_is_a_torn_tail(
+        tmp_path: Path, fail_stops: list[Any], caplog: pytest.LogCaptureFixture, damage: Any) -> None:
+    """A power loss can leave zeros or garbage longer than a frame after the last good one (a
+    file size that got ahead of its data): the node must still start, with that tail cut."""
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    written = _fill(j, 4)
+    j._destroy()
+    whole = Path(path).read_bytes()
+    Path(path).write_bytes(damage(whole))
+    with caplog.at_level(logging.WARNING, logger="kcoord.journal"):
+        again = SafeJournal(path)
+    assert not fail_stops
+    assert [again[i] for i in range(len(again))] == written
+    assert Path(path).read_bytes() == whole
+    assert [r.getMessage().split()[0] for r in caplog.records] == ["event=journal_torn_tail"]
+    again.add(b"after", 5, 1)  # and it goes on from there
+    again._destroy()
+    assert SafeJournal(path)[4] == (b"after", 5, 1)
+
+
+def _length_past_the_end(data: bytearray, frame: int) -> None:
+    struct.pack_into("<I", data, frame, 1 << 30)
+
+
+def _zeroed_page(data: bytearray, frame: int) -> None:
+    data[frame:frame + 4096] = bytes(4096)  # some 30 frames, then valid ones
+
+
+@pytest.mark.parametrize("damage", [_length_past_the_end, _zeroed_page])
+def test_a_bad_frame_with_valid_frames_after_refuses_to_start(tmp_path: Path, fail_stops: list[Any],
+                                                              damage: Any) -> None:
+    """A bad frame is corruption in the middle when a valid frame follows it somewhere, even if
+    its length is damaged too (a length past the end used to pass for a torn tail, and every entry
+    after it was silently dropped)."""
+    path = str(tmp_path / "raft.kcj")
+    j = SafeJournal(path)
+    _fill(j, 60)
+    second = j._pos[1]
+    j._destroy()
+    data = bytearray(Path(path).read_bytes())
+    damage(data, second)
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(FailStopped):
+        SafeJournal(path)
+    _component, reason, code = fail_stops[0]
     assert code == failstop.EXIT_CORRUPT and "corrupt in the middle" in reason
 
 

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import struct
+import tracemalloc
+import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replication.batch_validator import validate_batch
+from replication.batch_validator import (
+    BATCH_INFLATE_CAP,
+    InflateBudget,
+    validate_batch,
+    validate_batch_async,
+)
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
+    BatchHeader,
     InvalidBatchError,
     build_batch,
     crc32c,
@@ -117,3 +126,70 @@ def test_any_mutation_is_answered_never_raised(junk: bytes, at: int, records: in
     if verdict is None:
         header = parse_header(raw_batch)
         assert header.last_offset_delta == header.records_count - 1 >= 0
+
+
+def _gzip_batch(compressed: bytes, count: int = 1) -> tuple[BatchHeader, bytes]:
+    """A batch of ``count`` records whose records section is ``compressed`` (gzip)."""
+    plain = build_batch([(None, b"x")] * count)
+    ((hdr, raw),) = split_batches(_set(plain[:HEADER_SIZE] + compressed, ">h", ATTRIBUTES_OFFSET, 1))
+    return hdr, raw
+
+
+def _zeros_gzipped(size: int) -> bytes:
+    """``size`` zero bytes as gzip, compressed a MiB at a time (never all in memory)."""
+    deflater = zlib.compressobj(1, zlib.DEFLATED, 31)
+    mib = bytes(1 << 20)
+    return b"".join([deflater.compress(mib) for _ in range(size >> 20)] + [deflater.flush()])
+
+
+def test_a_gzip_bomb_stops_inflating_at_the_absolute_cap_whatever_the_topic_allows() -> None:
+    """128 MiB of zeros (0.6 MiB gzipped) under a topic whose max.message.bytes is 2^31 - 1: its
+    16-fold bound (32 GiB) used to be the only one, and the whole bomb was inflated at once."""
+    hdr, raw = _gzip_batch(_zeros_gzipped(128 << 20))
+    tracemalloc.start()
+    try:
+        verdict = validate_batch(hdr, raw, 2**31 - 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    kind, message = verdict or ("", "")
+    assert kind == "invalid" and f"more than {BATCH_INFLATE_CAP} bytes" in message
+    assert peak < BATCH_INFLATE_CAP + (16 << 20), f"{peak >> 20} MiB held while inflating"
+
+
+def test_the_gzip_batches_of_one_produce_request_share_a_bound() -> None:
+    records = build_batch([(None, b"v" * 1000)] * 600)[HEADER_SIZE:]  # ~0.6 MB inflated
+    hdr, raw = _gzip_batch(gzip.compress(records), 600)
+    budget = InflateBudget(1 << 20)
+    assert validate_batch(hdr, raw, MAX, budget) is None
+    kind, message = validate_batch(hdr, raw, MAX, budget) or ("", "")
+    assert kind == "invalid" and "of this produce request" in message
+    assert budget.left < 0  # the second stopped one step past what was left
+    assert validate_batch(hdr, raw, MAX) is None  # without a request's budget: only the batch's own bounds
+
+
+def test_a_small_batch_is_validated_on_the_loop_without_a_pause() -> None:
+    ((hdr, raw),) = split_batches(build_batch([(b"k", b"v")] * 10))
+    coro = validate_batch_async(hdr, raw, MAX)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        assert done.value is None
+    else:
+        coro.close()
+        raise AssertionError("a small batch waited for the worker thread")
+
+
+def test_a_large_validation_leaves_the_event_loop_free() -> None:
+    """~0.9 MB of one-byte records takes ~0.3 s to read in Python: meanwhile the loop (which
+    also drives Raft) keeps running its callbacks."""
+    ((hdr, raw),) = split_batches(build_batch([(None, None)] * 100_000))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(validate_batch_async(hdr, raw, MAX))
+        ran_during: list[bool] = []
+        asyncio.get_running_loop().call_soon(lambda: ran_during.append(not task.done()))
+        assert await task is None
+        assert ran_during == [True]
+
+    asyncio.run(main())
