@@ -509,7 +509,8 @@ class _Connection(asyncio.Protocol):
                             f"frame size {size} larger than socket.request.max.bytes={limit}")
             return False
         auth = self.info.auth
-        if auth is not None and not auth.complete and size > UNAUTHENTICATED_MAX_BYTES:
+        # (never authenticated: a re-authenticating connection keeps its principal and its limits)
+        if auth is not None and not auth.principal and size > UNAUTHENTICATED_MAX_BYTES:
             self._bad_frame(f"frame size {size} before authentication, larger than {UNAUTHENTICATED_MAX_BYTES}")
             return False
         if size > server.limits.non_produce_max_bytes and end - pos >= 6:
