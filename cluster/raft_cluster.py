@@ -2,7 +2,8 @@
 
 Every node has one Raft port, ``raft_port``, shared by all its groups (``replication/hub.py``).
 Within a group a member is named by its logical address ``host:raft_port + slot``:
-- slot 0: ``__cluster_metadata`` — topics, cluster id and ``n``, as idempotent operations;
+- slot 0: ``__cluster_metadata`` — topics, cluster id and ``n``, ACLs, SCRAM credentials, as
+  changes each applied at most once (``fold_metadata``);
 - slots 1..n: ``__consumer_offsets`` partitions (coordinator records, compacted);
 - slots -1..-m: ``__transaction_state`` partitions (transaction records, compacted), below
   the base port so that they never meet the data slots, which grow upwards;
@@ -42,6 +43,8 @@ from cluster.metadata import (
     with_scram,
 )
 from cluster.offsets_compaction import compact_offsets
+from cluster.security.access import matching
+from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
@@ -58,27 +61,38 @@ META_SLOT = 0
 def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {}}
+                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
+                             "seq": 0, "applied": {}, "results": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
     for payload in payloads:
         op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         kind = op.get("op")
+        change = op.get("id")  # None: an entry from before changes had ids, applied as it always was
+        if change is not None and not _admit(state, str(change), int(op["seen"])):
+            continue
+        result: Any = None  # what the change's requester is told (``RaftCluster._change``)
         if kind == "state":
             state = {k: op[k] for k in ("cluster_id", "n", "topics", "next_slot")}
             state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
             state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
             state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
             state["refused"] = dict(op.get("refused") or {})
+            state["seq"] = int(op.get("seq", 0))
+            state["applied"] = dict(op.get("applied") or {})
+            state["results"] = dict(op.get("results") or {})
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
         elif kind == "acls":
             # CreateAcls / DeleteAcls: the removals, then the additions, as one step (Kafka's
-            # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch).
-            acls -= {acl_row(x) for x in op.get("delete") or ()}
+            # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch). DeleteAcls filters
+            # match here, the committed set, not the requesting node's copy, which may lag behind.
+            matched = [matching(acls, _acl_filter(f)) for f in op.get("filters") or ()]
+            acls -= {acl_row(x) for x in op.get("delete") or ()}.union(*matched)
             acls |= {acl_row(x) for x in op.get("create") or ()}
+            result = [[list(r) for r in m] for m in matched]
         elif kind == "scram":  # AlterUserScramCredentials: each row replaces its (user, mechanism)
             scram = with_scram(scram, [scram_row(x) for x in op.get("rows") or ()])
         elif kind == "endpoints":
@@ -106,8 +120,16 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 state["next_slot"] += int(op["partitions"])
                 partitions += int(op["partitions"])
         elif kind == "delete":
-            gone = state["topics"].pop(op["name"], None)
-            partitions -= int(gone["partitions"]) if gone is not None else 0
+            # The topic id the requester saw: a topic deleted and created again under the name
+            # meanwhile is another topic, which this delete leaves alone (entries without one
+            # delete whatever holds the name, as they always did).
+            gone = state["topics"].get(op["name"])
+            if gone is not None and op.get("topic_id", gone["topic_id"]) == gone["topic_id"]:
+                del state["topics"][op["name"]]
+                partitions -= int(gone["partitions"])
+                result = True
+        if change is not None:
+            _remember(state["results"], str(change), result, RESULTS_KEPT)
     state["acls"] = [list(x) for x in sorted(acls)]
     state["scram"] = [list(x) for x in sorted(scram)]
     return state
@@ -115,7 +137,32 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
 
 PID_BASE = 1 << 36  # above the ids nodes handed out from local counters before (node id << 40 | n)
 PID_BLOCK = 1000
-REFUSALS_KEPT = 100  # refused creations remembered (by topic id) for their requesters to find
+REFUSALS_KEPT = 100  # refused creations and changes remembered for their requesters to find
+RESULTS_KEPT = 100  # outcomes of the last changes, for their requesters (read as soon as applied)
+# A change's id is remembered while fewer than CHANGES_KEPT changes (entries with ids) came after
+# it. A copy can only be a duplicate of one applied after what its requester had seen (``seen``),
+# so a copy more than CHANGES_KEPT changes past that is refused instead: it may be a duplicate
+# whose id was forgotten. A requester resubmits for a few seconds only, during which a thousand
+# changes are not made but by a flood; then the refused change fails and its client retries.
+CHANGES_KEPT = 1000
+
+
+def _admit(state: dict[str, Any], change: str, seen: int) -> bool:
+    """Whether to apply change ``change`` (its requester had seen ``seen`` changes applied): not a
+    second copy of one applied already (resubmitted after a leader change or an unknown outcome),
+    nor one too late to tell. Metadata changes are applied at most once."""
+    state["seq"] += 1
+    applied: dict[str, int] = state["applied"]
+    while applied and next(iter(applied.values())) <= state["seq"] - CHANGES_KEPT:
+        del applied[next(iter(applied))]  # in the order applied (dicts keep it, msgpack too)
+    if change in applied:
+        return False
+    if state["seq"] - seen > CHANGES_KEPT:
+        _remember_refusal(state["refused"], change, "the metadata change came too late to tell whether it was "
+                                                    "applied already; not applied")
+        return False
+    applied[change] = state["seq"]
+    return True
 
 
 def _partition_limit(total: int, op: dict[str, Any]) -> str | None:
@@ -128,10 +175,24 @@ def _partition_limit(total: int, op: dict[str, Any]) -> str | None:
     return partition_limit_message(total, int(op["partitions"]), int(op["max_partitions"]))
 
 
-def _remember_refusal(refused: dict[str, str], topic_id: str, why: str) -> None:
-    refused[topic_id] = why
-    while len(refused) > REFUSALS_KEPT:  # the oldest go first (dicts keep their order, msgpack too)
-        del refused[next(iter(refused))]
+def _remember_refusal(refused: dict[str, str], key: str, why: str) -> None:
+    _remember(refused, key, why, REFUSALS_KEPT)
+
+
+def _remember(kept: dict[str, Any], key: str, value: Any, limit: int) -> None:
+    kept[key] = value
+    while len(kept) > limit:  # the oldest go first (dicts keep their order, msgpack too)
+        del kept[next(iter(kept))]
+
+
+def _filter_fields(flt: AclFilter) -> list[Any]:
+    return [int(flt.resource_type), flt.name, int(flt.pattern), flt.principal, flt.host, int(flt.operation),
+            int(flt.permission)]
+
+
+def _acl_filter(fields: list[Any]) -> AclFilter:
+    t, name, pattern, principal, host, op, perm = fields
+    return AclFilter(ResourceType(t), name, PatternType(pattern), principal, host, Operation(op), Permission(perm))
 
 
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -255,8 +316,8 @@ class RaftCluster:
                     if self.state["endpoints"].get(self.me.node_id) == listeners:
                         return
                     try:
-                        await self._submit(_op(op="endpoints", node=self.me.node_id, listeners=listeners))
-                    except ReplicationError as e:
+                        await self._change("endpoints", node=self.me.node_id, listeners=listeners)
+                    except (ReplicationError, TimeoutError) as e:
                         log.warning("event=endpoints_registration_failed error=%r", str(e))
                 await asyncio.sleep(1.0)
 
@@ -484,7 +545,8 @@ class RaftCluster:
     # ---------------------------------------------------------------- topics
 
     async def _submit(self, payload: bytes, timeout: float = 8.0) -> None:
-        """Submit a metadata operation, riding out a leader election or transfer meanwhile."""
+        """Submit a metadata operation, riding out a leader election or transfer meanwhile (a copy
+        that failed may have committed all the same: the entry's id makes it count once)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             try:
@@ -495,10 +557,23 @@ class RaftCluster:
                     raise
                 await asyncio.sleep(0.1)
 
+    async def _change(self, kind: str, **fields: Any) -> Any:
+        """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
+        The change keeps one id through every resubmission, so it is applied at most once."""
+        change = uuid.uuid4().hex
+        await self._submit(_op(op=kind, id=change, seen=self.state["seq"], **fields))
+        await self._wait(lambda: change in self.state["applied"] or change in self.state["refused"])
+        state = self.state
+        if change in state["refused"]:
+            raise ReplicationError(state["refused"][change])
+        if change not in state["results"]:  # RESULTS_KEPT later changes applied before this node looked
+            raise ReplicationError("the metadata change was applied; its outcome is no longer known")
+        return state["results"][change]
+
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         topic_id = str(uuid.uuid4())
-        await self._submit(_op(op="create", name=name, partitions=partitions, configs=configs, topic_id=topic_id,
-                               max_partitions=self.config.max_partitions))
+        await self._change("create", name=name, partitions=partitions, configs=configs, topic_id=topic_id,
+                           max_partitions=self.config.max_partitions)
         await self._wait(lambda: topic_id in self.state["refused"] or name in self.metadata.topics and all(
             (name, p) in self.data_logs for p in range(partitions)))
         refusal = self.state["refused"].get(topic_id)
@@ -515,7 +590,7 @@ class RaftCluster:
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""
         request = str(uuid.uuid4())
-        await self._submit(_op(op="pid_block", node=self.me.node_id, request=request))
+        await self._change("pid_block", node=self.me.node_id, request=request)
 
         def granted() -> bool:  # self.state: the metadata log as _follow_metadata last folded it
             grant = self.state["pid_grants"].get(self.me.node_id)
@@ -524,20 +599,22 @@ class RaftCluster:
         await self._wait(granted)
         return int(self.state["pid_grants"][self.me.node_id][1])
 
-    async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
-        await self._submit(_op(op="acls", create=[list(x) for x in create], delete=[list(x) for x in delete]))
-        want_in, want_out = set(create), set(delete) - set(create)
-        await self._wait(lambda: want_in <= self.metadata.acls and not want_out & self.metadata.acls)
+    async def create_acls(self, rows: list[AclRow]) -> None:
+        await self._change("acls", create=[list(x) for x in rows])
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclRow]]:
+        matched = await self._change("acls", filters=[_filter_fields(f) for f in filters])
+        return [[acl_row(x) for x in m] for m in matched]
 
     async def alter_scram(self, change: list[ScramRow]) -> None:
-        await self._submit(_op(op="scram", rows=[list(x) for x in change]))
-        await self._wait(lambda: set(change) <= self.metadata.scram)
+        await self._change("scram", rows=[list(x) for x in change])
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)
-        await self._submit(_op(op="delete", name=name))
-        await self._wait(lambda: name not in self.metadata.topics)
-        return t
+        if t is None:
+            return None
+        deleted = await self._change("delete", name=name, topic_id=str(t.topic_id))
+        return t if deleted else None  # None: the topic it saw was gone already (perhaps created again)
 
     async def _wait(self, cond: Callable[[], bool], timeout: float = 10.0, poll: float = 0.05) -> None:
         """Until ``cond()``, checked at every metadata change and whenever a group here learns of

@@ -20,6 +20,8 @@ from cluster.metadata import (
     partition_limit_message,
 )
 from cluster.offsets_compaction import compact_offsets
+from cluster.security.access import matching
+from cluster.security.authorizer import AclFilter
 from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
 from replication.local import LocalLog
@@ -125,8 +127,14 @@ class SingleNodeTopology:
     async def allocate_producer_id_block(self) -> int:
         return self.metadata.allocate_producer_id_block()
 
-    async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
-        self.metadata.alter_acls(create, delete)
+    async def create_acls(self, rows: list[AclRow]) -> None:
+        self.metadata.alter_acls(rows, [])
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclRow]]:
+        matched = [matching(self.metadata.acls, f) for f in filters]
+        if any(matched):
+            self.metadata.alter_acls([], [r for m in matched for r in m])
+        return matched
 
     async def alter_scram(self, change: list[ScramRow]) -> None:
         self.metadata.alter_scram(change)

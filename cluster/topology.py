@@ -15,6 +15,7 @@ from typing import Protocol
 from cluster.broker_info import BrokerInfo
 from cluster.data_plane import DataPartition
 from cluster.metadata import AclRow, ScramRow, TopicMeta
+from cluster.security.authorizer import AclFilter
 from replication.api import CoordinatorLog
 
 
@@ -86,9 +87,14 @@ class Topology(Protocol):
 
     async def delete_topic(self, name: str) -> TopicMeta | None: ...
 
-    async def alter_acls(self, create: list[AclRow], delete: list[AclRow]) -> None:
-        """Remove ``delete`` and add ``create`` in one step of the cluster's metadata (every node's
-        ``metadata.acls`` follows; this node's once this returns)."""
+    async def create_acls(self, rows: list[AclRow]) -> None:
+        """Add ``rows`` in one step of the cluster's metadata (every node's ``metadata.acls``
+        follows; this node's once this returns)."""
+        ...
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclRow]]:
+        """Remove every ACL a filter matches in one step of the cluster's metadata, matched where
+        the step is applied (not against this node's copy, which may lag); each filter's matches."""
         ...
 
     async def alter_scram(self, change: list[ScramRow]) -> None:

@@ -4,7 +4,8 @@ as ``kafka-acls.sh`` and the Admin clients manage them.
 Describe needs DESCRIBE on the cluster, create and delete ALTER on it (31 otherwise). Without an
 authorizer all three answer SECURITY_DISABLED (54), as Kafka does: no ACL is ever stored that
 nothing enforces. A create or delete is one metadata change, so every node applies all of it or
-none; creating an ACL that exists is a success that changes nothing.
+none; creating an ACL that exists is a success that changes nothing. A delete's filters are matched
+where the change is applied, against the committed ACLs, and its answer lists what that removed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
-from cluster.security.access import row
+from cluster.metadata import AclRow
+from cluster.security.access import binding, row
 from cluster.security.authorizer import (
     CLUSTER_NAME,
     AclBinding,
@@ -128,7 +130,7 @@ async def create(ctx: RequestContext, request: Any) -> Any:
             results.append(_created(m, ErrorCode.invalid_request, str(e)))
     if wanted:
         try:
-            await ctx.node.topology.alter_acls(wanted, [])
+            await ctx.node.topology.create_acls(wanted)
         except (ReplicationError, TimeoutError) as e:
             return build_create(request, ErrorCode.not_controller, f"metadata not available: {e}")
     return mk(m.CreateAclsResponse, throttle_time=ZERO, results=tuple(
@@ -151,28 +153,34 @@ async def delete(ctx: RequestContext, request: Any) -> Any:
         return build_delete(request, ErrorCode.security_disabled, DISABLED)
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_delete(request, ErrorCode.cluster_authorization_failed, DENIED)
-    existing = ctx.node.access.authorizer().acls()
-    results: list[Any] = []
-    doomed: dict[tuple[int, str, int, str, str, int, int], None] = {}  # an ACL two filters match goes once
+    filters: list[AclFilter | BadFilter] = []
     for f in request.filters:
         try:
-            flt = acl_filter(f, v)
+            filters.append(acl_filter(f, v))
         except BadFilter as e:
-            results.append(mk(m.DeleteAclsFilterResult, error_code=ErrorCode.invalid_request, error_message=str(e),
-                              matching_acls=()))
-            continue
-        matched = [a for a in existing if flt.matches(a)]
-        doomed.update(dict.fromkeys(row(a) for a in matched))
-        results.append(mk(m.DeleteAclsFilterResult, error_code=ErrorCode.none, error_message=None, matching_acls=tuple(
-            mk(m.DeleteAclsMatchingAcl, error_code=ErrorCode.none, error_message=None, resource_type=int(a.resource_type),
-               resource_name=a.name, pattern_type=int(a.pattern), principal=a.principal, host=a.host,
-               operation=int(a.operation), permission_type=int(a.permission)) for a in matched)))
-    if doomed:
+            filters.append(e)
+    valid = [f for f in filters if isinstance(f, AclFilter)]
+    matched: list[list[AclRow]] = []
+    if valid:
+        # Matched where the change is applied, on the committed ACLs: this node's copy may not
+        # hold yet an ACL just created through another node. The answer lists what was removed.
         try:
-            await ctx.node.topology.alter_acls([], list(doomed))
+            matched = await ctx.node.topology.delete_acls(valid)
         except (ReplicationError, TimeoutError) as e:
             return build_delete(request, ErrorCode.not_controller, f"metadata not available: {e}")
-    return mk(m.DeleteAclsResponse, throttle_time=ZERO, filter_results=tuple(results))
+    found = iter(matched)
+    return mk(m.DeleteAclsResponse, throttle_time=ZERO, filter_results=tuple(
+        mk(m.DeleteAclsFilterResult, error_code=ErrorCode.invalid_request, error_message=str(f), matching_acls=())
+        if isinstance(f, BadFilter) else
+        mk(m.DeleteAclsFilterResult, error_code=ErrorCode.none, error_message=None, matching_acls=tuple(
+            _removed(m, binding(r)) for r in next(found)))
+        for f in filters))
+
+
+def _removed(m: Any, a: AclBinding) -> Any:
+    return mk(m.DeleteAclsMatchingAcl, error_code=ErrorCode.none, error_message=None, resource_type=int(a.resource_type),
+              resource_name=a.name, pattern_type=int(a.pattern), principal=a.principal, host=a.host,
+              operation=int(a.operation), permission_type=int(a.permission))
 
 
 def register(node: NodeServices) -> None:

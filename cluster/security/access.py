@@ -9,12 +9,13 @@ change), so a decision always reads one consistent snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from cluster.metadata import AclRow
 from cluster.security.authorizer import (
     SUPPORTED_OPERATIONS,
     AclBinding,
+    AclFilter,
     Authorizer,
     Operation,
     PatternType,
@@ -31,6 +32,11 @@ def binding(row: AclRow) -> AclBinding:
 def row(acl: AclBinding) -> AclRow:
     return (int(acl.resource_type), acl.name, int(acl.pattern), acl.principal, acl.host, int(acl.operation),
             int(acl.permission))
+
+
+def matching(acls: Iterable[AclRow], flt: AclFilter) -> list[AclRow]:
+    """The ACLs ``flt`` matches (DeleteAcls), sorted: every node lists them alike."""
+    return sorted(r for r in acls if flt.matches(binding(r)))
 
 
 class AccessControl:

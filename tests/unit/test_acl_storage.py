@@ -1,6 +1,7 @@
 """ACLs in the cluster's metadata (issue 17): in the replicated metadata log (one ``acls`` operation
 removes then adds, atomically, as Kafka's controller writes a batch of ACL records; compaction keeps
-them) and, for a single node, in its cluster.json; both behind ``Topology.alter_acls``."""
+them) and, for a single node, in its cluster.json; both behind ``Topology.create_acls`` and
+``delete_acls``."""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ def test_a_single_node_keeps_its_acls_on_disk(tmp_path: Path) -> None:
     meta = ClusterMetadata(str(tmp_path), offsets_partitions=4)
     config = NodeConfig(data_dir=str(tmp_path))
     topology = SingleNodeTopology(config, meta, PartitionStore(str(tmp_path), config), lambda: None)  # type: ignore[arg-type,return-value]
-    asyncio.run(topology.alter_acls([READ_T, DENY_G], []))
-    asyncio.run(topology.alter_acls([], [READ_T]))
+    from cluster.security.authorizer import AclFilter, Operation, ResourceType
+
+    asyncio.run(topology.create_acls([READ_T, DENY_G]))
+    alices = AclFilter(ResourceType.TOPIC, principal="User:alice", operation=Operation.READ)
+    assert asyncio.run(topology.delete_acls([alices, AclFilter(name="none")])) == [[READ_T], []]
     assert meta.acls == {DENY_G}
     assert ClusterMetadata(str(tmp_path), offsets_partitions=4).acls == {DENY_G}

@@ -1,0 +1,97 @@
+"""Metadata changes are applied at most once, and say what they meant: a copy of a change
+resubmitted after a leader change (its first copy had committed all the same) used to apply
+again, and a delete removed whatever topic held the name when it applied. A client's delete could
+thus remove a topic created again since, with its acknowledged records, or bring back an ACL or a
+SCRAM credential deleted meanwhile. DeleteAcls filters match where they are applied, on the
+committed ACLs, not on the requesting node's copy (which may not hold an ACL just created)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.raft_cluster import CHANGES_KEPT, _op, compact_metadata, fold_metadata
+
+INIT = _op(op="init", cluster_id="c", n=4)
+READ_T = [2, "t", 3, "User:alice", "*", 3, 3]  # ALLOW alice READ on topic t (literal)
+WRITE_T = [2, "t", 3, "User:bob", "*", 4, 3]  # ALLOW bob WRITE on topic t
+ALICE_OLD = ["alice", 2, "01", "aa" * 64, "bb" * 64, 4096]  # SCRAM-SHA-512, the old password
+ALICE_NEW = ["alice", 2, "02", "cc" * 64, "dd" * 64, 4096]
+ALICE_GONE = ["alice", 2, "", "", "", 0]  # deleted
+
+
+def change(kind: str, change_id: str, seen: int = 0, **fields: Any) -> bytes:
+    """An entry as ``RaftCluster._change`` writes it (``seen``: changes its requester had seen)."""
+    return _op(op=kind, id=change_id, seen=seen, **fields)
+
+
+def create(name: str, topic_id: str, change_id: str) -> bytes:
+    return change("create", change_id, name=name, partitions=1, configs={}, topic_id=topic_id, max_partitions=100)
+
+
+def topic_ids(state: dict[str, Any]) -> dict[str, str]:
+    return {name: t["topic_id"] for name, t in state["topics"].items()}
+
+
+def test_a_change_applied_twice_takes_effect_once_and_compaction_remembers_it() -> None:
+    """A creation committed, then resubmitted after a leader change; T was deleted between the two
+    copies: the second copy used to create T again."""
+    ops = [INIT, create("T", "tid-1", "c1"), change("delete", "d1", name="T", topic_id="tid-1")]
+    again = create("T", "tid-1", "c1")
+    assert fold_metadata([*ops, again])["topics"] == {}
+    assert fold_metadata([*compact_metadata(ops), again])["topics"] == {}  # the ids survive compaction
+    assert fold_metadata([*compact_metadata([*ops, again])])["topics"] == {}
+
+
+def test_a_delete_names_the_topic_it_meant_and_leaves_a_new_one_of_that_name() -> None:
+    """Client A's delete of T committed and was resubmitted; meanwhile client B created T again (and
+    had records acknowledged on it): A's second copy, or a delete decided on a node that still saw
+    the old T, used to delete B's topic."""
+    ops = [INIT, create("T", "tid-1", "c1"), change("delete", "d1", name="T", topic_id="tid-1"),
+           create("T", "tid-2", "c2")]
+    state = fold_metadata([*ops, change("delete", "d1", name="T", topic_id="tid-1")])  # A's copy again
+    assert topic_ids(state) == {"T": "tid-2"} and state["results"]["d1"] is True
+    stale = fold_metadata([*ops, change("delete", "d2", 1, name="T", topic_id="tid-1")])  # a stale view of T
+    assert topic_ids(stale) == {"T": "tid-2"} and stale["results"]["d2"] is None
+    gone = fold_metadata([*ops, change("delete", "d3", 3, name="T", topic_id="tid-2")])
+    assert gone["topics"] == {} and gone["results"]["d3"] is True
+    # entries written before changes had ids delete by name and apply every copy, as they did
+    old = [INIT, _op(op="create", name="T", partitions=1, configs={}, topic_id="tid-1"), _op(op="delete", name="T")]
+    assert topic_ids(fold_metadata([*old, old[1]])) == {"T": "tid-1"}
+    assert fold_metadata([*old, old[1], old[2]])["topics"] == {}
+
+
+def test_a_stale_copy_brings_back_no_revoked_acl_nor_deleted_user_nor_old_password() -> None:
+    acls = [INIT, change("acls", "a1", create=[READ_T]), change("acls", "a2", 1, filters=[[2, "t", 3, None, None, 3, 1]])]
+    assert fold_metadata(acls)["acls"] == []
+    assert fold_metadata([*acls, change("acls", "a1", create=[READ_T])])["acls"] == []
+    users = [INIT, change("scram", "s1", rows=[ALICE_OLD]), change("scram", "s2", 1, rows=[ALICE_GONE])]
+    assert fold_metadata([*users, change("scram", "s1", rows=[ALICE_OLD])])["scram"] == [ALICE_GONE]
+    password = [INIT, change("scram", "s1", rows=[ALICE_OLD]), change("scram", "s3", 1, rows=[ALICE_NEW])]
+    assert fold_metadata([*password, change("scram", "s1", rows=[ALICE_OLD])])["scram"] == [ALICE_NEW]
+
+
+def test_a_delete_filter_matches_the_committed_acls_and_answers_what_it_removed() -> None:
+    """CreateAcls through node 0, then at once DeleteAcls with a matching filter through node 1,
+    which had not applied the creation yet (seen=0): the filter used to be matched on node 1's
+    copy, which removed nothing and answered success with no matches."""
+    ops = [INIT, change("acls", "a1", create=[READ_T, WRITE_T]),
+           change("acls", "a2", 0, filters=[[2, "t", 3, None, None, 3, 1],  # topic t, READ, any principal
+                                            [1, None, 1, "User:alice", None, 1, 1],  # anything of alice's
+                                            [2, "other", 3, None, None, 1, 1]])]  # nothing
+    state = fold_metadata(ops)
+    assert state["acls"] == [WRITE_T]
+    assert state["results"]["a2"] == [[READ_T], [READ_T], []]  # an ACL two filters match is listed twice
+    assert fold_metadata(compact_metadata(ops))["results"]["a2"] == [[READ_T], [READ_T], []]
+
+
+def test_ids_kept_are_bounded_and_a_copy_too_late_to_tell_is_refused() -> None:
+    """Ids are kept for CHANGES_KEPT changes; a copy whose requester's view is further behind could
+    be a duplicate of one forgotten, so it is refused (its requester answers a retriable error)."""
+    ops = [INIT, change("acls", "a1", create=[READ_T]), change("acls", "a2", 1, filters=[[1, None, 1, None, None, 1, 1]])]
+    ops += [change("endpoints", f"e{i}", 2 + i, node=0, listeners={}) for i in range(CHANGES_KEPT)]
+    state = fold_metadata(ops)
+    assert len(state["applied"]) == CHANGES_KEPT and "a1" not in state["applied"]
+    late = fold_metadata([*compact_metadata(ops), change("acls", "a1", create=[READ_T])])
+    assert late["acls"] == [] and "a1" in late["refused"] and "a1" not in late["applied"]
+    fresh = fold_metadata([*compact_metadata(ops), change("acls", "a3", CHANGES_KEPT + 2, create=[READ_T])])
+    assert fresh["acls"] == [READ_T]
