@@ -182,7 +182,8 @@ class NodeConfig:
     non_produce_request_max_bytes: int = 4194304
     # Array items in one request, all arrays together: each costs loop time to read and answer.
     request_max_array_items: int = 50000
-    # -1 = from the open-file limit, at most 10,000 (Kafka: unlimited, then EMFILE)
+    # -1 = what the open-file limit leaves after the node's own files and max_partitions' descriptors
+    # (cluster.fd_budget), at most 10,000 (Kafka: unlimited, then EMFILE)
     max_connections: int = -1
     max_connections_per_ip: int = 1000  # Kafka: unlimited; bounded so one address cannot take them all
     connections_max_idle_ms: int = 600000
@@ -204,6 +205,7 @@ class NodeConfig:
     log_flush_interval_ms: int = -1  # fsync a log this long after its last fsync (-1 = never)
     # Every partition is a Raft group on every node: bounds on how many a request and the
     # cluster may create (Kafka has none; a node here holds about this many groups well).
+    # max_partitions is lowered at start to what the open-file limit holds (cluster.fd_budget).
     max_partitions_per_request: int = 1000
     max_partitions: int = 4000
     message_max_bytes: int = 1048588  # largest record batch a topic takes (topic config max.message.bytes)

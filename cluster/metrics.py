@@ -14,7 +14,9 @@ Series (all prefixed ``kcoord_``):
   records to the replicated log until it is committed (or fails);
 * ``shard_load_seconds`` and ``shard_last_load_seconds{partition}``: rebuilding a shard by replay;
 * ``partition_leader{partition}``, ``partition_term{partition}``: set by the replication layer
-  through ``set_partition_leadership(name, is_leader, term)``.
+  through ``set_partition_leadership(name, is_leader, term)``;
+* ``open_fds``, ``open_fds_limit``, ``fd_budget_max_partitions``: descriptors in use at the node's
+  last check, its open-file limit, and the partitions that limit holds (``cluster.fd_budget``).
 
 The metrics live in this module's ``REGISTRY`` (one node per process in production; several
 in-process nodes share it).
@@ -79,6 +81,12 @@ TXN_ENDED = Counter("kcoord_transactions_ended", "Transactions completed here (e
                     ["result"], registry=REGISTRY)
 PARTITION_TERM = Gauge("kcoord_partition_term", "Raft term (leader epoch) this node knows for the partition",
                        ["partition"], registry=REGISTRY)
+OPEN_FDS = Gauge("kcoord_open_fds", "Descriptors the node has open, at its last check (every 10 s and each "
+                 "topic creation)", registry=REGISTRY)
+OPEN_FDS_LIMIT = Gauge("kcoord_open_fds_limit", "The node's open-file limit (RLIMIT_NOFILE, raised to the hard "
+                       "limit at start)", registry=REGISTRY)
+FD_BUDGET_PARTITIONS = Gauge("kcoord_fd_budget_max_partitions", "max_partitions as the open-file limit bounds it",
+                             registry=REGISTRY)
 
 
 def api_name(api_key: int) -> str:
@@ -174,6 +182,16 @@ def set_partition_leadership(name: str, is_leader: bool, term: int) -> None:
     """For the replication layer: this node's view of partition ``name`` (e.g. ``__consumer_offsets-3``)."""
     PARTITION_LEADER.labels(name).set(1 if is_leader else 0)
     PARTITION_TERM.labels(name).set(term)
+
+
+def set_fd_budget(limit: int | None, max_partitions: int) -> None:
+    if limit is not None:
+        OPEN_FDS_LIMIT.set(limit)
+    FD_BUDGET_PARTITIONS.set(max_partitions)
+
+
+def set_open_fds(n: int) -> None:
+    OPEN_FDS.set(n)
 
 
 class GroupCounts:

@@ -9,12 +9,13 @@ group coordinator's driver, and the wire server. Handlers see it through ``NodeS
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import ssl
 from typing import TYPE_CHECKING, Any
 
-from cluster import data_dir, group_api, txn_api
+from cluster import data_dir, fd_budget, group_api, txn_api
 from cluster.apis.groups import GroupApi
 from cluster.apis.transactions import TxnApi
 from cluster.broker_info import BrokerInfo
@@ -43,6 +44,11 @@ class NodeStartError(RuntimeError):
 
 class Node:
     def __init__(self, config: NodeConfig) -> None:
+        self.fd_budget = self._open_file_budget(config)
+        # Every check of max_partitions, and the bound a creation carries into the replicated
+        # metadata, use what the open-file limit holds.
+        config = dataclasses.replace(config, max_partitions=self.fd_budget.max_partitions)
+        self.fd_watch = fd_budget.FdWatch(self.fd_budget)
         self.config = config
         self.clock = AnchoredClock()
         set_flush_policy(FlushPolicy(
@@ -103,6 +109,25 @@ class Node:
                      config.super_user_list(), config.allow_everyone_if_no_acl_found,
                      "in a cluster the first listener's principal needs super.users or CLUSTER_ACTION and ALTER "
                      "on the cluster" if config.peers else "")
+
+    @staticmethod
+    def _open_file_budget(config: NodeConfig) -> fd_budget.FdBudget:
+        """Raise the soft open-file limit to the hard one (before any file is open) and split it
+        between the node's own files, connections and partitions (``cluster.fd_budget``)."""
+        try:
+            budget = fd_budget.plan(config, fd_budget.raise_open_file_limit())
+        except fd_budget.FdBudgetError as e:
+            raise NodeStartError(str(e)) from None
+        if budget.max_partitions < config.max_partitions:
+            log.warning("event=fd_budget_max_partitions_lowered max_partitions=%d configured=%d limit=%s "
+                        "per_partition=%d own=%d connections=%d detail=%r", budget.max_partitions,
+                        config.max_partitions, budget.limit, budget.per_partition, budget.own, budget.connections,
+                        f"max_partitions={config.max_partitions} would need more descriptors than the open-file "
+                        f"limit ({budget.limit}) holds; raise it (ulimit -n) to hold more partitions")
+        if config.max_connections != -1 and budget.connections < config.max_connections:
+            log.warning("event=fd_budget_max_connections_lowered max_connections=%d configured=%d limit=%s own=%d",
+                        budget.connections, config.max_connections, budget.limit, budget.own)
+        return budget
 
     def _topology(self, config: NodeConfig) -> Topology:
         if not config.peers:
@@ -195,6 +220,7 @@ class Node:
                                  configs: dict[str, str] | None = None) -> TopicMeta:
         t = await self.topology.create_topic(name, partitions, dict(configs or {}))
         log.info("event=topic_created topic=%s partitions=%d topic_id=%s", name, partitions, t.topic_id)
+        self.fd_watch.check()
         return t
 
     async def delete_topic_async(self, name: str) -> TopicMeta | None:
@@ -231,7 +257,8 @@ class Node:
         cfg = self.config
         limits = ConnectionLimits(
             max_request_bytes=cfg.socket_request_max_bytes, non_produce_max_bytes=cfg.non_produce_request_max_bytes,
-            max_connections=auto_max_connections() if cfg.max_connections == -1 else cfg.max_connections,
+            max_connections=auto_max_connections(self.fd_budget.connections) if cfg.max_connections == -1
+            else self.fd_budget.connections,
             max_connections_per_ip=cfg.max_connections_per_ip, idle_ms=cfg.connections_max_idle_ms,
             queued_max_bytes=cfg.queued_max_request_bytes)
         dispatcher = Dispatcher(self.registry, self, max_array_items=cfg.request_max_array_items)
@@ -253,6 +280,7 @@ class Node:
             raise NodeStartError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: {e}") from None
         self._tasks.append(supervised(self._retention_loop(), "retention"))
         self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
+        self._tasks.append(supervised(self._fd_watch_loop(), "fd_watch"))
         await self.group_api.start()
         await self.txn_api.start()
         if not await self.topology.wait_formed():
@@ -281,6 +309,11 @@ class Node:
             expired = self.partitions.expire_producers(self.config.producer_id_expiration_ms)
             if expired:
                 log.info("event=producer_ids_expired count=%d", expired)
+
+    async def _fd_watch_loop(self) -> None:
+        while True:
+            self.fd_watch.check()
+            await asyncio.sleep(fd_budget.CHECK_INTERVAL_S)
 
     async def stop(self) -> None:
         for t in self._tasks:

@@ -72,22 +72,11 @@ class ConnectionLimits:
     queued_max_bytes: int = 268435456  # queued.max.request.bytes: read, not yet answered, all connections
 
 
-def auto_max_connections(reserve: int = 1024) -> int:
-    """``max.connections = -1``: what the open-file limit leaves after the node's own files
-    (journals, segments, Raft connections), at most ``AUTO_MAX_CONNECTIONS``. The soft limit is
-    raised to the hard one first."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-    except (ImportError, ValueError, OSError):
-        return 1000
-    if soft == resource.RLIM_INFINITY:
-        return AUTO_MAX_CONNECTIONS
-    return max(64, min(AUTO_MAX_CONNECTIONS, int(soft) - reserve))
+def auto_max_connections(room: int) -> int:
+    """``max.connections = -1``: ``room``, what the node's open-file budget keeps for connections once
+    its own files and its partitions' are counted (``cluster.fd_budget``), at most
+    ``AUTO_MAX_CONNECTIONS``."""
+    return min(AUTO_MAX_CONNECTIONS, room)
 
 
 class WireServer:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig
+from cluster.fd_budget import FdBudget
 from cluster.metadata import ClusterMetadata, TopicMeta
 from cluster.security.access import AccessControl
 from cluster.security.credentials import ScramUsers
@@ -34,6 +35,7 @@ class NodeServices(Protocol):
     topology: Topology
     access: AccessControl  # the ACLs' decisions (everything allowed without an authorizer)
     scram_users: ScramUsers  # the SCRAM credentials SASL listeners check
+    fd_budget: FdBudget  # the open-file limit's split; config.max_partitions is already bounded by it
 
     @property
     def registry(self) -> Registrar: ...

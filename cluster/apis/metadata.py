@@ -86,8 +86,9 @@ def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: 
 
 
 def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
-          ctx: RequestContext | None = None) -> Any:
-    """The answer (``ctx``: the request's, for its principal's view; None for an error answer)."""
+          ctx: RequestContext | None = None, refused: frozenset[str] = frozenset()) -> Any:
+    """The answer (``ctx``: the request's, for its principal's view; None for an error answer;
+    ``refused``: topics whose auto-creation a partition bound refused)."""
     access = _Access(ctx, request)
     v = version_of(request)
     m = resp_mod(API_KEY, v)
@@ -127,6 +128,8 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
                 topics.append(_topic(m, node, name, ErrorCode.topic_authorization_failed))  # before the name's checks
             elif bad is not None:
                 topics.append(_topic(m, node, name, ErrorCode.invalid_topic_exception))
+            elif name in refused:  # as Kafka answered an auto-creation that failed: with its error
+                topics.append(_topic(m, node, name, ErrorCode.policy_violation))
             elif auto_create and not node.is_internal_topic(name):
                 topics.append(_topic(m, node, name, ErrorCode.leader_not_available))
             else:
@@ -165,6 +168,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     v, ctx.connection_id)
         raise CloseConnection
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
+    refused: set[str] = set()
     if auto_create and request.topics:
         for rt in _unique(request.topics) or ():
             name = rt.name
@@ -173,9 +177,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     or not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) or not _may_create(ctx, name)):
                 continue
             too_many = partition_limit_error(node, node.config.default_num_partitions)
-            if too_many is not None:  # the client sees UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE
+            if too_many is not None:  # the client sees POLICY_VIOLATION
                 warn.warning("topic_auto_create_refused", "event=topic_auto_create_refused topic=%s reason=%r",
                              name, too_many)
+                refused.add(name)
                 continue
             try:
                 await node.create_topic_async(name, node.config.default_num_partitions)
@@ -183,9 +188,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             except PartitionLimitError as e:  # refused where it was applied (concurrent creations)
                 warn.warning("topic_auto_create_refused", "event=topic_auto_create_refused topic=%s reason=%r",
                              name, str(e))
+                refused.add(name)
             except Exception as e:  # noqa: BLE001 - the client sees LEADER_NOT_AVAILABLE/unknown and retries
                 log.warning("event=topic_auto_create_failed topic=%s error=%r", name, str(e))
-    return build(node, request, listener=ctx.listener, ctx=ctx)
+    return build(node, request, listener=ctx.listener, ctx=ctx, refused=frozenset(refused))
 
 
 def register(node: NodeServices) -> None:

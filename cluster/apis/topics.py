@@ -86,16 +86,17 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
 
 def partition_limit_error(node: NodeServices, adding: int, *, this_request: int = 0, unapplied: int = 0) -> str | None:
     """Every partition is a Raft group on every node: their number is bounded per request and
-    for the whole cluster (``max_partitions_per_request``, ``max_partitions``). A message if
-    ``adding`` more would pass a bound (``this_request``: already granted in this request, of
-    which ``unapplied`` are not in the metadata: validate_only). This is the early answer: the
-    cluster bound is checked again where a creation is applied (``PartitionLimitError``), as
-    concurrent requests can each pass it here."""
+    for the whole cluster (``max_partitions_per_request``, ``max_partitions``, which the node's
+    open-file limit may have lowered: ``cluster.fd_budget``). A message if ``adding`` more would
+    pass a bound (``this_request``: already granted in this request, of which ``unapplied`` are
+    not in the metadata: validate_only). This is the early answer: the cluster bound is checked
+    again where a creation is applied (``PartitionLimitError``), as concurrent requests can each
+    pass it here."""
     per_request = node.config.max_partitions_per_request
     if this_request + adding > per_request:
         return f"A request may create at most {per_request} partitions (max_partitions_per_request)"
-    total = sum(t.partitions for t in node.metadata.topics.values())
-    return partition_limit_message(total + unapplied, adding, node.config.max_partitions)
+    total = sum(t.partitions for t in node.metadata.topics.values()) + unapplied
+    return node.fd_budget.refusal(total, adding) or partition_limit_message(total, adding, node.config.max_partitions)
 
 
 def _allowed(ctx: RequestContext | None, op: Operation, rtype: ResourceType, name: str) -> bool:

@@ -25,7 +25,7 @@ READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")
 
 class NodeProcess:
     def __init__(self, base_dir: Path, node_id: int = 0, *, settings: dict[str, object] | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, run_in: tuple[str, ...] = ()) -> None:
         self.base_dir = Path(base_dir)
         self.node_id = node_id
         self.data_dir = self.base_dir / f"node-{node_id}"
@@ -33,13 +33,14 @@ class NodeProcess:
         self.settings = dict(settings or {})
         self.port = port or free_port()
         self.proc: subprocess.Popen[str] | None = None
+        self.run_in = run_in  # a command prefix, e.g. ("prlimit", "--nofile=512:512", "--")
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> NodeProcess:
-        cmd = [sys.executable, "-m", "cluster.cli", "node", "--node-id", str(self.node_id), "--host", "127.0.0.1",
+        cmd = [*self.run_in, sys.executable, "-m", "cluster.cli", "node", "--node-id", str(self.node_id), "--host", "127.0.0.1",
                "--port", str(self.port), "--data-dir", str(self.data_dir)]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
