@@ -45,7 +45,8 @@ EVENT_TYPES = frozenset({
     "txn.commit.invoke", "txn.commit.ok", "txn.commit.fail", "txn.commit.unknown", "read",
 })
 FAULT_TYPES = frozenset({"kill", "restart", "pause", "resume", "partition", "heal", "transfer",
-                         "kill_all", "restart_all", "raft_partition", "raft_heal"})
+                         "kill_all", "restart_all", "raft_partition", "raft_heal", "power_loss",
+                         "power_loss_all"})
 
 
 def run_clock() -> float:

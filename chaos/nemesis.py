@@ -27,6 +27,7 @@ from chaos.history import FAULT_TYPES, run_clock
 from chaos.net import ChaosNet
 from chaos.observe import PARTITIONS
 from coordinator.partitioner import partition_for
+from replication.durable import drop_unsynced
 
 
 class FaultLog:
@@ -53,7 +54,8 @@ class Nemesis:
     def __init__(self, seed: int, cluster: ChaosCluster, net: ChaosNet, faults: FaultLog, bootstrap: str,
                  groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None,
                  data_topic: str | None = None, *, offsets_partitions: int,
-                 transactional_ids: list[str] | None = None, eos_topics: list[str] | None = None) -> None:
+                 transactional_ids: list[str] | None = None, eos_topics: list[str] | None = None,
+                 durability: str = "replicated") -> None:
         self.rng = random.Random(seed)
         self.transactional_ids = transactional_ids or []  # the exactly-once workers' (chaos/eos_workload.py)
         self.eos_topics = eos_topics or []  # the topics those workers read and write
@@ -69,6 +71,8 @@ class Nemesis:
         self.deadline = 0.0
         self.partitioned: dict[int, tuple[float, str]] = {}
         self.ops_done: list[str] = []
+        self.durability = durability  # the nodes': power loss of every node only where fsync makes it survivable
+        self.power_losses: list[dict[str, Any]] = []  # what each simulated power loss dropped
         self._admin: Any = None
 
     # ---------------------------------------------------------------- helpers
@@ -223,6 +227,42 @@ class Nemesis:
             self._restart(i, t, "kill", {"signal": "TERM" if clean else "KILL", "rolling": True})
             self._sleep(settle)
         self.ops_done.append("rolling_restart")
+
+    def _lose_power(self, i: int) -> dict[str, Any]:
+        """Node ``i`` is already killed: drop what its page cache held and its disk did not."""
+        dropped = drop_unsynced(self.cluster.layout[i].data_dir, self.rng)
+        loss = {"node": i, "dropped_bytes": sum(dropped.values()), "files": len(dropped),
+                "journal_bytes": sum(v for k, v in dropped.items() if k.endswith(".kcj"))}
+        self.power_losses.append(loss)
+        return loss
+
+    def power_loss(self, i: int | None = None, down: float | None = None) -> None:
+        """One node loses power: SIGKILL, then its files lose what was not fsync'd."""
+        i = self.rng.randrange(self.cluster.n) if i is None else i
+        down = self.rng.uniform(1, 4) if down is None else down
+        t = run_clock()
+        self.cluster.kill(i)
+        loss = self._lose_power(i)
+        self._sleep(down)
+        self._restart(i, t, "power_loss", {"signal": "KILL", **loss})
+        self.ops_done.append("power_loss")
+
+    def power_loss_all(self, down: float | None = None) -> None:
+        """Every node loses power at once (injected only with durability = fsync)."""
+        down = self.rng.uniform(1, 4) if down is None else down
+        t = run_clock()
+        for i in range(self.cluster.n):
+            self.cluster.kill(i)
+        losses = [self._lose_power(i) for i in range(self.cluster.n)]
+        self._sleep(down)
+        try:
+            self.cluster.start()
+        finally:
+            now = run_clock()
+            self.faults.write("power_loss_all", None, {"signal": "KILL", "dropped_bytes":
+                                                       sum(x["dropped_bytes"] for x in losses)}, t=t, end=now)
+            self.faults.write("restart_all", None, {}, t=now)
+        self.ops_done.append("power_loss_all")
 
     def kill_all(self, down: float | None = None) -> None:
         down = self.rng.uniform(1, 4) if down is None else down
@@ -414,6 +454,8 @@ class Nemesis:
             (0.5, self.one_way_loss),
             (0.5, self.link_chaos),
             (1, self.kill_all),
+            (1, self.power_loss),
+            *([(0.5, self.power_loss_all)] if self.durability == "fsync" else []),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
             (1, lambda: self.client("bounce_group", clean=self.rng.random() < 0.5)),
@@ -555,6 +597,8 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "partition-bridge": _every_few_seconds(lambda n: n.bridge()),
     "partition-majority": _every_few_seconds(lambda n: n.majority_split()),
     "partition-flapping": _every_few_seconds(lambda n: n.flapping()),
+    "power-loss": _every_few_seconds(lambda n: n.power_loss_all() if n.durability == "fsync" and n.rng.random() < 0.3
+                                     else n.power_loss()),
     "random": _random,
     "bounded": _bounded,
     "eos": _eos,

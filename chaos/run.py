@@ -47,6 +47,7 @@ from chaos.observe import PARTITIONS, TOPIC
 from chaos.proxy import ProxySet
 from chaos.workload import member_name
 from cluster import netns
+from replication.durable import POWER_LOSS_ENV
 
 GROUPS = ["chaos-group-a", "chaos-group-b"]
 WORKLOADS = ("classic", "eos", "both")  # the consumer groups, the exactly-once workers, or both
@@ -459,7 +460,7 @@ def count_events(run_dir: Path) -> dict[str, int]:
 
 def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
         drain_timeout: float = 120.0, net_mode: str = "auto", workload: str = "classic",
-        group_protocol: str = "classic") -> Path:
+        group_protocol: str = "classic", durability: str = "replicated") -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if workload not in WORKLOADS:
@@ -497,6 +498,8 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     reaper = subprocess.Popen([sys.executable, "-m", "chaos.reaper", str(os.getpid()), str(pidfile),
                                *([layout.prefix] if layout else [])], cwd=REPO)
     settings = node_settings()
+    settings["durability"] = durability
+    os.environ[POWER_LOSS_ENV] = "1"  # every node keeps the ledger a simulated power loss needs
     info["node_settings"] = settings
     info["offsets_partitions"] = offsets_partitions(settings)
     proxies: ProxySet | None = None
@@ -545,10 +548,11 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
                           offsets_partitions=info["offsets_partitions"],
                           transactional_ids=[c.instance_id for c in clients.clients
                                              if c.role == "eos-worker" and c.instance_id],
-                          eos_topics=[TOPIC, OUTPUT_TOPIC] if eos else [])
+                          eos_topics=[TOPIC, OUTPUT_TOPIC] if eos else [], durability=durability)
         nemesis.run(scenario, duration)
         info["nemesis_end"] = round(run_clock(), 3)
         info["ops"] = nemesis.ops_done
+        info["power_losses"] = nemesis.power_losses
         log(f"nemesis done ({len(nemesis.ops_done)} ops: {', '.join(nemesis.ops_done)}); healing")
         nemesis.heal_all()
         info["healthy_after_heal"] = wait_healthy(bootstrap, 90)
@@ -690,6 +694,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--drain-timeout", type=float, default=120.0)
     ap.add_argument("--workload", choices=list(WORKLOADS), default="classic",
                     help="classic consumer groups, exactly-once workers (the eos scenarios' default), or both")
+    ap.add_argument("--durability", choices=["replicated", "fsync"], default="replicated",
+                    help="the nodes' durability; power loss of every node at once is injected only with fsync "
+                         "(replicated promises nothing once a majority loses its page cache)")
     ap.add_argument("--group-protocol", choices=["classic", "consumer", "mixed"], default="classic",
                     help="the confluent-kafka consumers' group protocol (consumer: KIP-848; the kafka-python "
                          "members stay classic, so the groups hold both kinds; mixed: KIP-848 in the first "
@@ -701,7 +708,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net,
-                  args.workload, args.group_protocol)
+                  args.workload, args.group_protocol, args.durability)
     print(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     return 0 if info.get("status") == "ok" else 1

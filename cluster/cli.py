@@ -13,6 +13,7 @@ from typing import Any
 
 from cluster.config import ConfigError, NodeConfig, load_config
 from cluster.logfmt import setup_logging
+from replication.durable import POWER_LOSS_ENV, record_syncs
 
 log = logging.getLogger("kcoord.cli")
 
@@ -36,6 +37,8 @@ async def _run_node(config: NodeConfig) -> int:
 
 
 def _run(config: NodeConfig) -> int:
+    if os.environ.get(POWER_LOSS_ENV) == "1":  # tests and the chaos tool: simulated power loss
+        record_syncs(config.data_dir)
     try:
         import uvloop
 

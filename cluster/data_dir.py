@@ -20,6 +20,8 @@ import json
 import os
 from typing import Any
 
+from replication.durable import replace_durably, sync
+
 LOCK_FILE = ".lock"
 IDENTITY_FILE = "node.identity"
 
@@ -69,13 +71,8 @@ def _write(path: str, doc: dict[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
         fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        sync(fh.fileno())
+    replace_durably(tmp, path)
 
 
 def check_identity(data_dir: str, node_id: int, secret: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from replication.durable import remove_dir
+from replication.durable import remove_dir, renamed, sync
 
 log = logging.getLogger("kcoord.incarnation")
 MARKER = ".incarnation"
@@ -36,5 +36,6 @@ def claim_dir(path: str, incarnation: str) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(incarnation)
         fh.flush()
-        os.fsync(fh.fileno())
+        sync(fh.fileno())
     os.replace(tmp, marker)
+    renamed(tmp, marker)

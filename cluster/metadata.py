@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from replication.durable import replace_durably, sync
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
@@ -193,8 +195,8 @@ class ClusterMetadata:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1)
             fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+            sync(fh.fileno())
+        replace_durably(tmp, self.path)
 
     def add_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
         t = TopicMeta(name, partitions, uuid.uuid4(), dict(configs or {}))

@@ -38,7 +38,7 @@ from typing import Any
 import msgpack
 
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
-from replication.durable import append_at
+from replication.durable import append_at, fsync_dir, renamed, sync
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -56,6 +56,7 @@ from replication.txn_index import PartitionTxns, read_marker
 log = logging.getLogger("kcoord.replication.data_log")
 _pread = os.pread  # by name, so tests can watch reads
 
+CLEAN_SHUTDOWN = "clean-shutdown"  # written by a clean close: the active segment was fsync'd
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
 INT32_MAX = (1 << 31) - 1
@@ -92,12 +93,17 @@ class _Segment:
 
     # -- recovery -------------------------------------------------------------------
 
-    def recover(self) -> int:
-        """Load the index, scan the tail, truncate a torn tail. Returns bytes dropped."""
+    def recover(self, verify_all: bool = False) -> int:
+        """Load the index, scan the tail, truncate a torn tail. Returns bytes dropped.
+
+        ``verify_all``: the segment may hold bytes that never reached the disk (the node did not
+        shut down cleanly and the segment was never fsync'd): a power loss can leave zeros or
+        stale pages anywhere after its last fsync, under index entries that did reach it, so the
+        index is rebuilt from a scan that checks every batch's CRC."""
         self.fh.seek(0, os.SEEK_END)
         file_size = self.fh.tell()
         self.idx_fh.seek(0)
-        raw = self.idx_fh.read()
+        raw = b"" if verify_all else self.idx_fh.read()
         n = len(raw) // _IDX.size
         valid = 0
         for i in range(n):
@@ -108,7 +114,7 @@ class _Segment:
             self.idx_positions.append(pos)
             self.idx_maxts.append(mts)
             valid += 1
-        if valid * _IDX.size != len(raw):
+        if verify_all or valid * _IDX.size != len(raw):
             self.idx_fh.truncate(valid * _IDX.size)
         if valid:
             pos, self.max_timestamp, self.next_offset = self.idx_positions[-1], self.idx_maxts[-1], self.idx_offsets[-1]
@@ -120,10 +126,14 @@ class _Segment:
             if hdr is None or hdr.base_offset < self.next_offset:
                 self._refuse_if_corrupt_inside(pos, file_size)
                 break
+            if verify_all:
+                self._index(hdr, pos)
             self._track(hdr)
             pos += hdr.size
+            self.bytes_since_index += hdr.size
         self.size = pos
-        self.bytes_since_index = pos - last_index_pos
+        if not verify_all:
+            self.bytes_since_index = pos - last_index_pos
         dropped = file_size - pos
         if dropped:
             log.warning("event=segment_torn_tail path=%s truncated_bytes=%d", self.log_path, dropped)
@@ -172,6 +182,15 @@ class _Segment:
     def append(self, hdr: BatchHeader, batch: bytes) -> None:
         pos = self.size
         append_at(self.fh.fileno(), batch, pos, "data_log", self.log_path)
+        self._index(hdr, pos)
+        self.size += len(batch)
+        self.bytes_since_index += len(batch)
+        self._track(hdr)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _index(self, hdr: BatchHeader, pos: int) -> None:
+        """A sparse index entry for the batch at ``pos``, every ``index_interval`` bytes."""
         if pos == 0 or self.bytes_since_index >= self.index_interval:
             entry = _IDX.pack(hdr.base_offset, pos, self.max_timestamp)
             append_at(self.idx_fh.fileno(), entry, len(self.idx_offsets) * _IDX.size, "data_log", self.idx_path)
@@ -179,11 +198,10 @@ class _Segment:
             self.idx_positions.append(pos)
             self.idx_maxts.append(self.max_timestamp)
             self.bytes_since_index = 0
-        self.size += len(batch)
-        self.bytes_since_index += len(batch)
-        self._track(hdr)
 
-    # -- reads ---------------------------------------------------------------------------
+    def sync(self) -> None:
+        sync(self.fh.fileno())
+        sync(self.idx_fh.fileno())
 
     def iter_headers(self, from_offset: int) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of batches whose last offset is >= ``from_offset``."""
@@ -393,7 +411,17 @@ class DataLog:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    @property
+    def _clean_path(self) -> str:
+        return os.path.join(self.directory, CLEAN_SHUTDOWN)
+
     def _open(self) -> None:
+        # Rolled segments were fsync'd when they rolled; the active one was only if the last
+        # close was clean (the marker): otherwise every batch of it is checked.
+        clean = os.path.exists(self._clean_path)
+        if clean:
+            os.remove(self._clean_path)
+            fsync_dir(self._clean_path)
         bases = sorted(int(f[:-4]) for f in os.listdir(self.directory) if f.endswith(".log") and f[:-4].isdigit())
         for f in os.listdir(self.directory):  # orphan index files
             if f.endswith(".index") and f[:-6].isdigit() and int(f[:-6]) not in bases:
@@ -408,7 +436,7 @@ class DataLog:
                 for later in bases[i + 1 :]:
                     _Segment(self.directory, later, self.index_interval_bytes).delete()
                 break
-            dropped = seg.recover()
+            dropped = seg.recover(verify_all=not clean and i == len(bases) - 1)
             if dropped:
                 log.warning("event=torn_tail_truncated dir=%s segment=%d dropped_bytes=%d",
                             self.directory, base, dropped)
@@ -426,7 +454,16 @@ class DataLog:
         return seg
 
     def close(self) -> None:
+        """A clean close: the active segment is fsync'd, then marked clean, so the next open
+        trusts its index instead of checking every batch."""
         self._save_producer_state()
+        try:
+            if self._segments:
+                self._segments[-1].sync()
+            with open(self._clean_path, "wb") as fh:
+                sync(fh.fileno())
+        except OSError as e:
+            log.warning("event=clean_close_failed dir=%s error=%r", self.directory, str(e))
         for seg in self._segments:
             seg.close()
 
@@ -442,6 +479,7 @@ class DataLog:
             fh.write(msgpack.packb({"offset": self.log_end_offset, "producers": self.producer_state.to_obj(),
                                     "txns": self.txns.to_obj()}, use_bin_type=True))
         os.replace(tmp, self._snapshot_path)
+        renamed(tmp, self._snapshot_path)  # never fsync'd: a power loss may keep it or not
 
     def _load_producer_state(self) -> None:
         start = self.log_start_offset
@@ -513,6 +551,11 @@ class DataLog:
         self.txns.update(hdr, kind, coordinator_epoch)
 
     def roll(self) -> _Segment:
+        if self._segments:  # a rolled segment is trusted on open: it must be on disk
+            try:
+                self._segments[-1].sync()
+            except OSError as e:
+                fail_stop("data_log", f"{self._segments[-1].log_path}: fsync failed: {type(e).__name__}: {e}")
         seg = self._new_segment(self.log_end_offset)
         self._save_producer_state()
         return seg
@@ -622,8 +665,8 @@ class DataLog:
             if seg is None:
                 return
             try:
-                os.fsync(seg.fh.fileno())
-                os.fsync(seg.idx_fh.fileno())
+                sync(seg.fh.fileno())
+                sync(seg.idx_fh.fileno())
             except OSError as e:
                 fail_stop("data_log", f"{seg.log_path}: fsync failed: {type(e).__name__}: {e}")
 

@@ -9,8 +9,10 @@ the ticker leaves as one frame: one syscall and one wake-up on the other side.
 Security: the cluster secret authenticates both ends in a challenge-response handshake in which
 the dialer proves it first (so anyone may connect and learn nothing that would let them test
 guesses of the secret offline), then the acceptor. Unauthenticated connections are bounded: a few per
-source address, MAX_PENDING in all (the oldest makes room), each given HANDSHAKE_TIMEOUT and
-HANDSHAKE_MAX bytes a frame; a flood of slow handshakes cannot hold the port or the ticker. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
+source address, MAX_PENDING in all from addresses that are not a peer's (the oldest makes room;
+a peer's is never evicted, see ``_accept``), each given HANDSHAKE_TIMEOUT and at most
+HANDSHAKE_MAX bytes buffered; a flood of slow handshakes cannot hold the port, the ticker or a
+peer's handshake. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
 payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
 frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
 secret cannot make a node run code), decoded only once their MAC verified. Frames are
@@ -25,6 +27,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import select
@@ -44,7 +47,7 @@ log = logging.getLogger("kcoord.raft.hub")
 MAGIC = b"KCRH3"  # 3: the dialer proves first (2: the acceptor did; 1 pickled the payloads)
 NONCE_BYTES = 16
 MAC_BYTES = 32
-HANDSHAKE_MAX = 512  # before authentication a peer may not make us buffer more than this
+HANDSHAKE_MAX = 512  # before authentication a connection may not make us buffer more than this
 FRAME_MAX = 256 * 1024 * 1024
 FRAME_SPLIT = 16 * 1024 * 1024  # a pass's messages to a peer leave in frames of about this at most
 PEER_BUFFER_MAX = 64 * 1024 * 1024  # unsent bytes per peer; past it messages are dropped (Raft resends)
@@ -56,7 +59,7 @@ KEEPALIVE_EVERY = 0.5  # an empty frame when nothing else was sent for this long
 SILENT_PEER_TIMEOUT = 2.5
 CONNECT_TIMEOUT = 1.0  # a dial whose SYNs get no answer (a partition): give up, dial again
 HANDSHAKE_TIMEOUT = 5.0
-MAX_PENDING = 32  # accepted connections not yet authenticated; past it the oldest one is closed
+MAX_PENDING = 32  # accepted from strangers, not yet authenticated; past it the oldest one is closed
 MAX_PENDING_PER_HOST = 8  # from one address; past it a new one is closed at once
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
@@ -158,6 +161,7 @@ class RaftHub:
         self._open: dict[str, _Conn] = {}  # peer -> its authenticated connection
         self._dialing: dict[str, _Conn] = {}
         self._next_dial: dict[str, float] = {}
+        self._peer_hosts: set[str] = set()  # the peers' IP addresses (see _accept)
         self._dial_warned: dict[str, str] = {}  # peer -> the dial error last logged (logged once until it changes)
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
         self._lost: set[str] = set()  # groups that lost a peer's connection (take_lost)
@@ -193,9 +197,27 @@ class RaftHub:
         peers = tuple(peers)
         self._groups[gid] = (endpoint, peers)
         for peer in peers:
+            if peer not in self._next_dial:
+                self._learn_peer_host(peer)
             self._next_dial.setdefault(peer, 0.0)
             if peer in self._open:
                 endpoint.on_connected(peer)
+
+    def _learn_peer_host(self, peer: str) -> None:
+        """Note a peer's IP addresses: its hub address's host, resolved once if it is a name (as
+        ``_dial`` does on every dial). One that does not resolve yet is noted when it
+        authenticates (``_opened``)."""
+        host = peer.rsplit(":", 1)[0].strip("[]")
+        try:
+            self._peer_hosts.add(str(ipaddress.ip_address(host)))
+            return
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
+            return
+        self._peer_hosts.update(str(info[4][0]) for info in infos)
 
     def detach(self, gid: str, endpoint: Endpoint) -> None:
         """Any thread: stop delivering ``gid``'s messages to ``endpoint`` from the next pass on
@@ -338,17 +360,20 @@ class RaftHub:
             except OSError as e:
                 log.warning("event=raft_accept_failed error=%r", str(e))
                 return
-            # A handshake flood: one address gets a few pending handshakes at most, and past the
-            # global bound the oldest pending one makes room (a flood from many addresses cannot hold
-            # the port against a peer, whose handshake completes in a round trip).
+            # A handshake flood: one address gets a few pending handshakes at most. Past MAX_PENDING
+            # from strangers the oldest stranger's makes room, and a pending handshake from a peer's
+            # address is never evicted: a flood from any number of other addresses (which cannot
+            # send from a peer's: TCP's handshake proves the source) cannot keep a peer from
+            # completing its own. Peers' addresses hold MAX_PENDING_PER_HOST each at most.
             pending = [c for c in self._conns.values() if not c.dialer and c.state != "open"]
             host = str(source[0])
             if sum(1 for c in pending if c.source == host) >= MAX_PENDING_PER_HOST:
                 sock.close()
                 self._flood_warning(len(pending), host)
                 continue
-            if len(pending) >= MAX_PENDING:
-                self._close(min(pending, key=lambda c: c.born), "evicted by a newer unauthenticated connection")
+            strangers = [c for c in pending if c.source not in self._peer_hosts]
+            if host not in self._peer_hosts and len(strangers) >= MAX_PENDING:
+                self._close(min(strangers, key=lambda c: c.born), "evicted by a newer unauthenticated connection")
                 self._flood_warning(len(pending), host)
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -389,6 +414,8 @@ class RaftHub:
         conn.key = _mac(self._key, b"S", *((conn.nonce, conn.peer_nonce) if conn.dialer
                                            else (conn.peer_nonce, conn.nonce)))
         self._dialing.pop(conn.peer, None)
+        if conn.source:
+            self._peer_hosts.add(conn.source)  # a peer's address, proven by the handshake
         old = self._open.get(conn.peer)
         if old is not None:
             self._close(old, "replaced by a new connection")  # the peer restarted
@@ -433,11 +460,18 @@ class RaftHub:
 
     def _read(self, conn: _Conn, touched: set[str]) -> None:
         while True:
+            # Before authentication no more is read than completes a frame within HANDSHAKE_MAX
+            # bytes buffered, and that frame is handled before reading on: a stranger's bytes
+            # close the connection as soon as they cannot be a handshake.
+            want = _RECV if conn.state == "open" else HANDSHAKE_MAX - len(conn.rbuf)
+            if want <= 0:
+                self._close(conn, "handshake over the limit")
+                return
             try:
                 # into one buffer kept for all reads: recv(n) would allocate n bytes every call
-                n = conn.sock.recv_into(self._recv_buf)
+                n = conn.sock.recv_into(self._recv_buf, want)
             except (BlockingIOError, InterruptedError):
-                break
+                return
             except OSError:
                 self._close(conn, "read failed")
                 return
@@ -446,23 +480,27 @@ class RaftHub:
                 return
             conn.last_recv = time.monotonic()
             conn.rbuf += self._recv_view[:n]
-            if n < _RECV:
-                break
+            if not self._parse(conn, touched) or n < want:
+                return
+
+    def _parse(self, conn: _Conn, touched: set[str]) -> bool:
+        """Handle the complete frames in ``conn.rbuf``; False if that closed the connection."""
         buf = conn.rbuf
         pos = 0
         while len(buf) - pos >= 4:
             (size,) = _LEN.unpack_from(buf, pos)
-            limit = FRAME_MAX if conn.state == "open" else HANDSHAKE_MAX
+            limit = FRAME_MAX if conn.state == "open" else HANDSHAKE_MAX - _LEN.size
             if size > limit:
                 self._close(conn, f"frame of {size} bytes over the limit")
-                return
+                return False
             if len(buf) - pos - 4 < size:
                 break
             frame = bytes(buf[pos + 4:pos + 4 + size])
             pos += 4 + size
             if not self._frame(conn, frame, touched):
-                return
+                return False
         del buf[:pos]
+        return True
 
     def _frame(self, conn: _Conn, frame: bytes, touched: set[str]) -> bool:
         if conn.state == "open":

@@ -41,7 +41,7 @@ from typing import Any
 import crc32c as _crc32c
 import msgpack
 
-from replication.durable import append_at, replace_durably
+from replication.durable import append_at, renamed, replace_durably, sync
 from replication.failstop import EXIT_CORRUPT, fail_stop
 
 log = logging.getLogger("kcoord.journal")
@@ -66,7 +66,7 @@ CORRUPT_ADVICE = ("Keep this node down and keep this directory as it is, for ins
                   "nodes is up; replacing a node whose data is lost is not supported yet.")
 
 
-_fsync = os.fsync  # by name, so tests can fault it (appends: replication.durable._pwrite)
+_fsync = sync  # by name, so tests can fault it (appends: replication.durable._pwrite)
 
 
 def _crc(idx: int, term: int, command: bytes) -> int:
@@ -357,7 +357,7 @@ class SafeJournal:
                     while view:
                         view = view[f.write(view) or 0:]
                     pos += len(chunk)
-                os.fsync(f.fileno())
+                sync(f.fileno())
             replace_durably(tmp, self._path)
         except OSError as e:
             _unlink_quietly(tmp)
@@ -399,7 +399,7 @@ class SafeJournal:
             view = memoryview(data)
             while view:
                 view = view[f.write(view) or 0:]
-            os.fsync(f.fileno())
+            sync(f.fileno())
         return offsets, pos
 
     def _rewrite(self, keep: list[tuple[bytes, int, int]]) -> None:
@@ -551,7 +551,7 @@ class SafeJournal:
                 view = memoryview(data)
                 while view:
                     view = view[f.write(view) or 0:]
-                os.fsync(f.fileno())
+                sync(f.fileno())
             replace_durably(tmp, self._meta_path)
         except OSError as e:
             fail_stop("journal", f"{self._meta_path}: writing term and vote failed: {type(e).__name__}: {e}")
@@ -578,6 +578,7 @@ class SafeJournal:
             with open(tmp, "wb", buffering=0) as f:
                 f.write(struct.pack("<I", int(_crc32c.crc32c(body)) & 0xFFFFFFFF) + body)
             os.replace(tmp, self._commit_path)
+            renamed(tmp, self._commit_path)  # never fsync'd: a power loss may keep it or not
         except OSError as e:
             fail_stop("journal", f"{self._commit_path}: write failed: {type(e).__name__}: {e}")
         self._commit_dirty = False

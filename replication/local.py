@@ -26,7 +26,7 @@ import crc32c as _crc32c
 import msgpack
 
 from replication.api import CoordinatorLog, LeadershipChange, LeadershipListener, LogEntry, StaleEpochError
-from replication.durable import append_at, replace_durably
+from replication.durable import append_at, replace_durably, sync
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.journal import flush_policy
 
@@ -128,7 +128,7 @@ class LocalLog:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            sync(fh.fileno())
         replace_durably(tmp, self._path)
         return len(data)
 
@@ -217,7 +217,7 @@ class LocalLog:
         with open(self._compact_path, "wb") as fh:
             fh.write(out)
             fh.flush()
-            os.fsync(fh.fileno())
+            sync(fh.fileno())
         return len(out), len(kept)
 
     def _swap(self, fut: asyncio.Future[tuple[int, int]], upto: int, count: int) -> None:
@@ -242,7 +242,7 @@ class LocalLog:
                 tail = fh.read(self._end - upto)
             fd = os.open(self._compact_path, os.O_WRONLY)
             append_at(fd, tail, size, "local_log", self._compact_path)
-            os.fsync(fd)
+            sync(fd)
             replace_durably(self._compact_path, self._path)
         except OSError as e:
             fail_stop("local_log", f"{self._path}: compaction swap failed: {type(e).__name__}: {e}")
@@ -260,7 +260,7 @@ class LocalLog:
 
     def sync(self) -> None:
         try:
-            os.fsync(self._fd)
+            sync(self._fd)
         except OSError as e:
             fail_stop("local_log", f"{self._path}: fsync failed: {type(e).__name__}: {e}")
         self._unsynced = 0

@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from chaos.check.model import INVARIANTS, Options, Verdict
+from chaos.check.model import INVARIANTS, TOTAL_OUTAGES, Options, Verdict
 from chaos.check.tables import KEY, Tables, _tp
 
 
@@ -279,7 +279,7 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
     heartbeats every 3 s) and it reconnects with a back-off after it, so such a cut can end the
     session of a member whose group still committed through a faster one.
     """
-    windows = [w for w in tb.faults if w["type"] in ("kill_all", "partition")]
+    windows = [w for w in tb.faults if w["type"] in (*TOTAL_OUTAGES, "partition")]
     if not windows:
         return {}
     oks: dict[str, list[float]] = {}
@@ -475,7 +475,7 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
     # member whose join completed but whose generation was not yet written comes back unknown
     # and rejoins, revoking the others for a reason that is not the bounce.
     groups = [r["group"] for r in b.select("group").distinct().collect()]
-    outages += [(g, w["start"], w["end"] + opts.fault_grace) for w in tb.faults if w["type"] == "kill_all"
+    outages += [(g, w["start"], w["end"] + opts.fault_grace) for w in tb.faults if w["type"] in TOTAL_OUTAGES
                 for g in groups]
     if outages:
         out_df = ev.sparkSession.createDataFrame(outages, "o_group string, o_start double, o_end double")

@@ -8,18 +8,24 @@ and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft.pysynco
 
 - **Pre-vote**: a node whose timer ran out first asks the others whether they would vote for it
   at ``term + 1``, without changing any term. It campaigns only when a majority says yes.
-- **Sticky voters**: a node that heard from its leader within the minimum election timeout, and
-  is still connected to it, refuses pre-votes and ignores higher-term RequestVotes (without
-  adopting the term); a leader does both too (check-quorum makes it step down when it lost its
-  majority). A leadership transfer's election is marked and passes.
+- **Sticky voters**: a node that heard from its leader within the minimum election timeout
+  refuses pre-votes and ignores higher-term RequestVotes (without adopting the term), and does
+  not campaign itself; a leader does both too (check-quorum makes it step down when it lost its
+  majority). A dropped link does not end it early: the drop may be on this side only, and the
+  leader may still count this node's last acknowledgements in its lease. A leadership
+  transfer's election is marked and passes, unless the voter has heard a message the leader
+  sent after it gave that transfer up.
 - **Term notices**: a node answers an AppendEntries of an older term with its own term, so a
   leader that fell behind (say, cut off while the rest elected someone) steps down at once.
 - **A leader lease**: every AppendEntries carries its send time (``lts``, stamped by the
   transport) and a follower's answer echoes the last one it got. While a majority (the leader
   counted at "now") has echoed a send time newer than ``lease`` ago, and those followers are
   still connected, no other leader can have been elected: the voters are sticky for the
-  minimum election timeout after hearing the leader, and ``lease`` is shorter than that. Reads
-  are answered only under it (``lease_valid``).
+  minimum election timeout after hearing the leader, and ``lease`` is shorter than that
+  (``settings.lease_for``). Reads are answered only under it (``lease_valid``). A leader that
+  sent TimeoutNow has no lease: its followers may elect the target at once. Only when the
+  transfer has failed (it still leads the longest election timeout later) do echoes count
+  again, and only of messages sent after that.
 
 Only pysyncobj's state is used, through the instance ``__dict__`` and its private methods
 (``_SyncObj__…``); this module does not import pysyncobj (only ``pysyncobj_adapter`` does).
@@ -30,25 +36,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from replication.raft.settings import lease_for
+
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2  # pysyncobj's _RAFT_STATE
 
 
 class ElectionGuard:
-    """Mix in before ``SyncObj``; call ``_election_init(clock, min_timeout)`` before its init."""
+    """Mix in before ``SyncObj``; call ``_election_init(clock, min_timeout, max_timeout)`` before
+    its init (``clock`` is pysyncobj's: election deadlines are compared with it)."""
 
-    def _election_init(self, clock: Callable[[], float], min_timeout: float) -> None:
+    def _election_init(self, clock: Callable[[], float], min_timeout: float, max_timeout: float) -> None:
         self._clock = clock
-        self._min_timeout = min_timeout
+        self.sticky = min_timeout  # and the lease, below, derives from it (settings.lease_for)
+        self.lease = lease_for(min_timeout)
+        self._transfer_timeout = max_timeout  # a transfer not done by then has failed
         self._pv_term = -1  # the term this node is pre-voting for
         self._pv_votes: set[str] = set()
         self._pv_won = False  # a majority said yes: campaign on the next tick
         self._leader_heard = -1.0  # when an AppendEntries of the current leader last arrived
         self.campaign_is_transfer = False  # read by the transport while this node campaigns
-        # Lease: 90 % of the minimum election timeout (clock drift), less a margin for the read.
-        self.lease = max(min_timeout * 0.9 - 0.05, 0.0)
+        self._transfer_from: str | None = None  # the leader whose TimeoutNow this node follows...
+        self._transfer_until: float | None = None  # ...and when it gives the transfer up (its clock)
         self.lts_from: dict[str, float] = {}  # follower: the last send time each leader stamped
         self._acked_lts: dict[str, float] = {}  # leader: the newest echoed send time per follower
-        self._leader_since = float("inf")
+        self._lease_floor = float("inf")  # leader: only echoes of messages sent at or after this count
         self.prevotes_started = 0  # counters for tests and logs
         self.votes_ignored = 0
 
@@ -61,6 +72,11 @@ class ElectionGuard:
                and d["_SyncObj__raftElectionDeadline"] < now and self._SyncObj__connectedToAnyone())  # type: ignore[attr-defined]
         if due and d["_SyncObj__transferInProgress"]:
             self.campaign_is_transfer = True  # TimeoutNow from the leader: campaign at once
+        elif due and self._sticky():
+            # Whoever moved the deadline (the quick election when the leader's link drops), this
+            # node does not campaign while its own acknowledgements may hold up a lease.
+            self._pv_won = False
+            d["_SyncObj__raftElectionDeadline"] = now + self.sticky_left()
         elif due and self._pv_won:
             self._pv_won = False  # the base campaigns on this tick
         elif due:
@@ -91,7 +107,7 @@ class ElectionGuard:
             d["_SyncObj__raftElectionDeadline"] = 0.0
 
     def _SyncObj__onBecomeLeader(self) -> None:  # noqa: N802
-        self._leader_since = self._clock()
+        self._lease_floor = self._clock()
         self._acked_lts = {}
         super()._SyncObj__onBecomeLeader()  # type: ignore[misc]
 
@@ -101,6 +117,8 @@ class ElectionGuard:
         if d["_SyncObj__raftState"] != LEADER:
             return False
         now = self._clock()
+        if now < self._lease_floor:
+            return False  # a leadership transfer in flight
         connected = {n.id for n in d["_SyncObj__connectedNodes"]}
         acked = sorted((t for peer, t in list(self._acked_lts.items()) if peer in connected), reverse=True)
         need = (len(d["_SyncObj__otherNodes"]) + 1) // 2  # followers needed besides this node
@@ -111,9 +129,31 @@ class ElectionGuard:
     def leader_heard_within(self, seconds: float) -> bool:
         return self._clock() - self._leader_heard < seconds
 
-    def drop_lease(self) -> None:
-        """Handing leadership over (TimeoutNow): the next leader will not wait for our lease."""
+    def sticky_left(self) -> float:
+        """How long this node stays sticky to the leader it last heard (0: not any more)."""
+        return max(0.0, self._leader_heard + self.sticky - self._clock())
+
+    def outgoing(self, node_id: str, message: dict[str, Any]) -> dict[str, Any]:
+        """The transport's hook: ``message`` to ``node_id`` as the lease and transfers need it."""
+        kind = message.get("type")
+        if kind == "append_entries":
+            return dict(message, lts=self._clock())  # the lease's anchor
+        if kind == "next_node_idx":
+            return dict(message, lts=self.lts_from.get(node_id))  # echo the leader's last send time
+        if kind == "request_vote" and self.campaign_is_transfer:
+            return dict(message, transfer=True, transfer_from=self._transfer_from, transfer_until=self._transfer_until)
+        if kind == "timeout_now":
+            return dict(message, until=self._hand_over())
+        return message
+
+    def _hand_over(self) -> float:
+        """Sending TimeoutNow: the followers may elect the target at once, so no lease until the
+        transfer has failed (still leading ``_transfer_timeout`` from now) and a majority echoed
+        messages sent after that. Echoes of earlier ones, before or during the transfer, say
+        nothing of whether the target won meanwhile. Returns when the transfer is given up."""
+        self._lease_floor = self._clock() + self._transfer_timeout
         self._acked_lts = {}
+        return self._lease_floor
 
     # ---------------------------------------------------------------- messages
 
@@ -135,8 +175,13 @@ class ElectionGuard:
                 self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
                 d["_SyncObj__raftLeader"] = None
             return
-        if kind == "request_vote" and message.get("term", 0) > term and not message.get("transfer") \
-                and self._sticky():
+        if kind == "timeout_now":
+            super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+            if d["_SyncObj__transferInProgress"]:
+                self._transfer_from, self._transfer_until = node.id, message.get("until")
+            return
+        if kind == "request_vote" and message.get("term", 0) > term and self._sticky() \
+                and not self._transfer_passes(message):
             self.votes_ignored += 1
             return  # a healthy leader exists: neither adopt the term nor vote
         if kind == "append_entries":
@@ -148,7 +193,7 @@ class ElectionGuard:
                     self.lts_from[node.id] = message["lts"]
         elif kind == "next_node_idx" and d["_SyncObj__raftState"] == LEADER:
             echoed = message.get("lts")
-            if echoed is not None and echoed >= self._leader_since and echoed > self._acked_lts.get(node.id, 0.0):
+            if echoed is not None and echoed >= self._lease_floor and echoed > self._acked_lts.get(node.id, 0.0):
                 self._acked_lts[node.id] = echoed
         super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
 
@@ -162,10 +207,20 @@ class ElectionGuard:
                                              "granted": granted})
 
     def _sticky(self) -> bool:
-        """This node has a leader it trusts: itself, or one heard from lately and still connected."""
+        """This node has a leader it trusts: itself, or one heard from within ``sticky``, still
+        connected or not (see the module's sticky voters)."""
         d = self.__dict__
         if d["_SyncObj__raftState"] == LEADER:
             return True  # check-quorum steps it down when its majority is gone
-        leader = d["_SyncObj__raftLeader"]
-        return (leader is not None and leader in d["_SyncObj__connectedNodes"]
-                and self._clock() - self._leader_heard < self._min_timeout)
+        return d["_SyncObj__raftLeader"] is not None and self.sticky_left() > 0.0
+
+    def _transfer_passes(self, message: dict[str, Any]) -> bool:
+        """A transfer's RequestVote passes a sticky voter while the leader that asked for it may
+        still wait for its outcome: the voter has heard nothing that leader sent after giving the
+        transfer up (the leader counts echoes of exactly those messages toward its new lease)."""
+        leader = self.__dict__["_SyncObj__raftLeader"]
+        until = message.get("transfer_until")
+        if not message.get("transfer") or leader is None or leader.id != message.get("transfer_from") \
+                or not isinstance(until, (int, float)):
+            return False
+        return self.lts_from.get(leader.id, float("-inf")) < until

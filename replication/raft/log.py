@@ -34,7 +34,14 @@ from replication.raft.pysyncobj_adapter import (
     make_serializer,
     monotonic,
 )
-from replication.raft.settings import APPLY_FAILED, EPOCH_STRIDE, FENCED, GUESS_PERIOD_S, RaftTimings
+from replication.raft.settings import (
+    APPLY_FAILED,
+    EPOCH_STRIDE,
+    FENCED,
+    GUESS_PERIOD_S,
+    RANKED_MARGIN_S,
+    RaftTimings,
+)
 
 log = logging.getLogger("kcoord.raft")
 
@@ -277,6 +284,7 @@ class RaftLog:
         term = g.raftCurrentTerm
         if not leader:
             self._hasten_election_if_leader_gone()
+            self._tick_by_election()
         if leader and self._announcing != term and self._announced // EPOCH_STRIDE != term:
             self._announcing = term
             self._announce(term * EPOCH_STRIDE, term)
@@ -307,8 +315,10 @@ class RaftLog:
 
     def _hasten_election_if_leader_gone(self) -> None:
         """The leader's connection dropped (its process died or closed): elect soon instead of
-        waiting out the full election timeout. Elections are always safe in Raft; this only
-        moves the first one earlier, once per lost leader."""
+        waiting out the full election timeout, but not before this node's stickiness ends (the
+        drop may be on this side only, and the leader's lease may still count this node's last
+        acknowledgements). Elections are always safe in Raft; this only moves the first one
+        earlier, once per lost leader."""
         leader = self.group._getLeader()
         addr = leader.id if leader is not None else None
         if addr is None or addr == self.self_addr:
@@ -320,16 +330,25 @@ class RaftLog:
             return  # never connected to it (e.g. still starting): keep the normal timeout
         self._leader_seen_connected = None
         # Survivors go in a fixed order (the leader's successors, as for a timeout) so they do
-        # not split the vote; the first one normally wins before the next starts.
+        # not split the vote; the first one normally wins before the next starts. Each waits out
+        # its stickiness and a margin: the others heard the leader's last message a little later
+        # and refuse a pre-vote until their own stickiness ends.
         order = self.group.order
         rank = (order.index(self.self_addr) - order.index(addr) - 1) % len(order)
-        soon = monotonic() + 0.05 + 0.25 * rank + random.uniform(0.0, 0.03)
+        wait = self.group.sticky_left() + RANKED_MARGIN_S + 0.25 * rank + random.uniform(0.0, 0.03)
+        soon = monotonic() + wait
         d = self.group.__dict__
         if d["_SyncObj__raftElectionDeadline"] > soon:
             d["_SyncObj__raftElectionDeadline"] = soon
-            # The round that starts the election, not the next periodic one (pysyncobj's clock is
-            # not time.monotonic, which the host's rounds use).
-            self.host.tick_by(time.monotonic() + (soon - monotonic()) + 0.001)
+
+    def _tick_by_election(self) -> None:
+        """Ticker thread, not leading: the round that starts this node's election comes at its
+        deadline, not at the next periodic one (asked again every pass: a periodic round sets
+        the next one a period later). pysyncobj's clock is not time.monotonic, the rounds' one."""
+        due = self.group.__dict__["_SyncObj__raftElectionDeadline"]
+        wait = due - monotonic()
+        if wait > 0:  # one past is not: it waits for a connection (a round then would spin)
+            self.host.tick_by(time.monotonic() + wait + 0.001)
 
     def _announce(self, epoch: int, term: int) -> None:
         g = self.group

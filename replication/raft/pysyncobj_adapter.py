@@ -12,7 +12,6 @@ accessors this module gives ``RaftLog``.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import select
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import Transport
 
+from replication.durable import renamed, sync
 from replication.failstop import fail_stop
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
@@ -113,7 +113,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         self.addr = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         self._keep_tail = False  # see _append_entries_without_needless_truncation
-        self._election_init(monotonic, conf.raftMinTimeout)
+        self._election_init(monotonic, conf.raftMinTimeout, conf.raftMaxTimeout)
         if transport is None:
             super().__init__(self_addr, peers, conf)
         else:
@@ -331,7 +331,9 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
             with open(path, "wb") as f:  # pysyncobj renames it over the last snapshot
                 f.write(msgpack.packb(blob, use_bin_type=True))
                 f.flush()
-                os.fsync(f.fileno())  # the journal's rewrite, next, fsyncs the directory
+                sync(f.fileno())  # the journal's rewrite, next, fsyncs the directory
+            if path.endswith(".tmp"):
+                renamed(path, path[:-4])  # pysyncobj renames it over the last snapshot next
         except OSError as e:
             fail_stop("snapshot", f"{path}: write failed: {type(e).__name__}: {e}")
 
@@ -378,16 +380,7 @@ class HubTransport(Transport):  # type: ignore[misc]
         pass
 
     def send(self, node: Any, message: Any) -> bool:
-        kind = message.get("type")
-        g = self._sync_obj
-        if kind == "append_entries":
-            message = dict(message, lts=monotonic())  # the lease's anchor (replication/raft/election.py)
-        elif kind == "next_node_idx":
-            message = dict(message, lts=g.lts_from.get(node.id))  # echo the leader's last send time
-        elif kind == "request_vote" and g.campaign_is_transfer:
-            message = dict(message, transfer=True)  # voters let a leadership transfer through
-        elif kind == "timeout_now":
-            g.drop_lease()
+        message = self._sync_obj.outgoing(node.id, message)  # lease and transfer marks (election.py)
         peer = self._hub_of.get(node.id)
         return peer is not None and self._hub.send(peer, self._gid, message)
 

@@ -13,6 +13,26 @@ EPOCH_STRIDE = 1 << 20
 RANKED_MARGIN_S = 0.1  # see RaftGroup._SyncObj__generateRaftTimeout
 GUESS_PERIOD_S = 3.0  # see RaftLog.likely_leader
 
+# The leader lease and sticky voters (replication/raft/election.py) both derive from one setting,
+# the minimum election timeout T. A voter refuses to help elect anyone else for T after the last
+# message it got from its leader (connected or not), and its own election timer never runs out
+# sooner; the leader counts a follower's echo of a message it sent at s as vouching until
+# s + lease. Any other leader needs a vote from one of the followers that vouched, given no
+# sooner than T after it received that message (at s or later), on its own clock. With every
+# clock's rate within MAX_CLOCK_RATE_DRIFT of real time, T on the voter's clock lasts at least
+# T / (1 + d) real seconds and the lease on the leader's at most lease / (1 - d), so
+#     lease <= T * (1 - d) / (1 + d),
+# less LEASE_READ_MARGIN_S, the time a read answered under the lease may still take.
+MAX_CLOCK_RATE_DRIFT = 0.05
+LEASE_READ_MARGIN_S = 0.05
+
+
+def lease_for(min_election_timeout: float) -> float:
+    """The leader lease that a voter stickiness of ``min_election_timeout`` makes safe (above)."""
+    d = MAX_CLOCK_RATE_DRIFT
+    return max(min_election_timeout * (1 - d) / (1 + d) - LEASE_READ_MARGIN_S, 0.0)
+
+
 # A node this many committed entries short of applying everything may still take leadership
 # over by transfer: it applies them before its announce entry, in a tick or two.
 READY_APPLY_LAG = 256
