@@ -279,7 +279,9 @@ def log_events(cluster: LocalCluster) -> dict[str, int]:
 
 
 def _settings(args: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
+    # failover waits for balanced leadership before each kill: a balancing round every second
+    # that hands back any partition led elsewhere (the nodes' default waits out Kafka's 300 s)
+    out: dict[str, str] = {"leader.imbalance.check.interval.seconds": "1", "leader.imbalance.per.broker.percentage": "0"}
     if getattr(args, "fault", "kill") == "isolate":
         out["raft_fault_injection"] = "true"  # cluster/link_control.py
     for item in args.kcoord_set:

@@ -19,7 +19,7 @@ from pathlib import Path
 from cluster.local_cluster import LocalCluster, free_plan, free_port, netns_plan
 from cluster.netns import NetLayout
 
-SECRET = "chaos-cluster-secret-8d2e4b6f1a3c5079"  # >= 128 bits, as a node demands
+SECRET = "chaos-cluster-secret-8d2e4b6f1a3c50796e1f4a2b9c07d35e"  # 128 random bits, as a node demands
 NETNS_KAFKA_PORT = 9092
 NETNS_RAFT_PORT = 9192
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from coordinator.codec import decode_batch
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from replication.journal import SafeJournal
 from replication.raft import replicated_method_names
+from replication.raft.commands import CommandError, decode
 
 _REGULAR = 0  # pysyncobj _COMMAND_TYPE.REGULAR
 
@@ -69,11 +69,10 @@ def partition_payloads(part_dir: Path) -> list[bytes]:
     for command, idx, _term in entries:
         if idx <= last_idx or idx > commit or not command or command[0] != _REGULAR:
             continue
-        call: Any = pickle.loads(command[1:])  # noqa: S301 - our own node's journal
-        args: Any = ()
-        func_id: Any = call
-        if isinstance(call, tuple):
-            func_id, args = call[0], call[1]
+        try:  # both encodings, as the node applies them; never an unpickling of the journal's bytes
+            func_id, args = decode(command[1:])
+        except CommandError:
+            continue  # the node skips it too
         name = names.get(func_id)
         if name == "announce":
             fence = max(fence, int(args[0]))

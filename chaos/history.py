@@ -24,7 +24,9 @@ e.g. ``"ck-consumer-2"``) and ``type``. The types and their fields:
 
 The fault timeline (``faults.jsonl``) has ``t, type, node, detail`` with ``type`` one of
 ``kill, restart, pause, resume, partition, heal, transfer, kill_all, restart_all`` and an
-``end`` time for windowed faults. Offsets log exports (``offsets-node-N.jsonl``) have one
+``end`` time for windowed faults; and ``leader_transfer`` (``node`` handed ``detail.partition``
+to ``detail.to``, for ``detail.reason``, e.g. balance): a move the nodes made on their own,
+read from their logs after the run (``chaos/node_logs.py``). Offsets log exports (``offsets-node-N.jsonl``) have one
 replayed record per line: ``partition, group, topic, topic_partition, offset, metadata,
 commit_timestamp`` or ``group, tombstone: true``.
 """
@@ -46,7 +48,7 @@ EVENT_TYPES = frozenset({
 })
 FAULT_TYPES = frozenset({"kill", "restart", "pause", "resume", "partition", "heal", "transfer",
                          "kill_all", "restart_all", "raft_partition", "raft_heal", "power_loss",
-                         "power_loss_all"})
+                         "power_loss_all", "leader_transfer"})
 
 
 def run_clock() -> float:

@@ -10,7 +10,8 @@ consumers cleanly, stop the exactly-once workers and scan their end state, stop 
 
 The run directory:
 - ``history/<proc>.jsonl``: one file per client process incarnation (``chaos/history.py``);
-- ``faults.jsonl``: the nemesis' faults;
+- ``faults.jsonl``: the nemesis' faults, and the leadership transfers the nodes logged
+  (``leader_transfer``, appended after the run: ``chaos/node_logs.py``);
 - ``offsets-node-N.jsonl`` (and ``groups-node-N.jsonl``): each node's replayed
   ``__consumer_offsets`` records (``chaos/export.py``);
 - ``groups.jsonl``: DescribeGroups + committed offsets sampled by the runner every ~2 s;
@@ -43,6 +44,7 @@ from chaos.eos_workload import EOS_GROUP, OUTPUT_PARTITIONS, OUTPUT_TOPIC
 from chaos.history import HistoryWriter, run_clock
 from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
 from chaos.net import ChaosNet, netns_unavailable
+from chaos.node_logs import leader_transfers
 from chaos.observe import PARTITIONS, TOPIC
 from chaos.proxy import ProxySet
 from chaos.workload import member_name
@@ -634,6 +636,13 @@ def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
     for f in cluster.base_dir.glob("node-*.*"):
         if f.is_file():
             shutil.copy2(f, logs / f.name)
+    # the nodes' own leadership moves join the fault timeline (the checker dates reloads by them)
+    transfers = FaultLog(run_dir / "faults.jsonl")
+    try:
+        for r in leader_transfers(logs, float(info["t0"])):
+            transfers.write("leader_transfer", r["node"], r["detail"], t=r["t"])
+    finally:
+        transfers.close()
     info["events"] = count_events(run_dir)
     faults = run_dir / "faults.jsonl"
     kinds: dict[str, int] = {}

@@ -65,6 +65,9 @@ KAFKA_NAMES: dict[str, str] = {
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "broker_session_timeout_ms": "broker.session.timeout.ms",
+    "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
+    "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
+    "leader_imbalance_per_broker_percentage": "leader.imbalance.per.broker.percentage",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
     "data_dir": "log.dirs",
     "listeners": "listeners",
@@ -93,16 +96,37 @@ AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, "kafka.security.authorizer.Ac
 MAX_TXN_PARTITIONS = 100
 
 
+# A secret's pieces: runs of letters cased as words are (lower, Capitalized, UPPER), runs of
+# digits, and single other characters.
+_SECRET_TOKENS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|[^A-Za-z0-9]")
+_WORD_BITS = 16.0  # a word drawn from a vocabulary of 65,536: more than most people draw from
+_SEPARATORS = frozenset(" -_.,:;/")  # between words they tell a guesser little
+
+
 def secret_bits(secret: str) -> float:
-    """An upper estimate of a secret's strength (a heuristic against the obvious mistakes, not a
-    proof of randomness): its length times the bits of the alphabet its character classes span. A
-    secret of fewer than 8 distinct characters, or a short run repeated, counts as none."""
+    """A conservative estimate of a secret's strength, in bits (a heuristic against the usual
+    mistakes, not a proof of randomness). A secret of hex digits (of one case: `openssl rand -hex`)
+    counts 4 bits a digit. Any other counts each piece for what it could be: a run of three or more
+    letters may be a word (or words run together, one per started 8 letters), counted as a word
+    from a large vocabulary when that is less than as random letters; a separator counts 2 bits.
+    So a passphrase of dictionary words counts about 16 bits a word, not for its length. A secret
+    of fewer than 8 distinct characters, or a short run repeated, counts as none."""
     n = len(secret)
     if len(set(secret)) < 8 or any(secret == (secret[:k] * (n // k + 1))[:n] for k in range(1, n // 2 + 1)):
         return 0.0  # too few symbols, or one short run repeated
-    alphabet = (26 * any(c.islower() for c in secret) + 26 * any(c.isupper() for c in secret)
-                + 10 * any(c.isdigit() for c in secret) + 33 * any(not c.isalnum() for c in secret))
-    return len(secret) * math.log2(alphabet)
+    if re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", secret):
+        return 4.0 * n
+    letter = math.log2(52 if any(c.islower() for c in secret) and any(c.isupper() for c in secret) else 26)
+    bits = 0.0
+    for piece in _SECRET_TOKENS.findall(secret):
+        k = len(piece)
+        if piece[0].isascii() and piece[0].isalpha():
+            bits += min(k * letter, _WORD_BITS * math.ceil(k / 8)) if k >= 3 else k * letter
+        elif piece[0].isdigit() and piece[0].isascii():
+            bits += k * math.log2(10)
+        else:
+            bits += 2.0 if piece in _SEPARATORS else math.log2(33)
+    return bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +238,14 @@ class NodeConfig:
     peers: str = ""
     # A node no longer connected stays listed in Metadata this long (Kafka's broker session).
     broker_session_timeout_ms: int = 9000
-    # Shared secret of the Raft ports (pysyncobj password); required in cluster mode.
+    # Shared secret of the Raft port (it authenticates the hub's connections, replication/hub.py);
+    # required in cluster mode, at least 128 bits as secret_bits counts them.
     cluster_secret: str = ""
+    # TLS on the Raft port, with the node's key and chain (ssl.keystore.location) and the CAs of
+    # ssl.truststore.location, certificates checked both ways (a peer's must name its host). Raft
+    # frames carry the logs, SCRAM stored and server keys among them: without it they are
+    # authenticated (cluster_secret) but readable on the network.
+    raft_tls: bool = False
     raft_election_timeout_ms: int = 700  # minimum; the maximum is twice this
     raft_heartbeat_ms: int = 200
     raft_tick_ms: int = 100
@@ -227,6 +257,11 @@ class NodeConfig:
     # Chaos runs and tests: apply Raft link faults from <data_dir>/raft-faults.json (cluster/link_control.py).
     raft_fault_injection: bool = False
     raft_compaction_bytes: int = 16777216  # a Raft journal (and an offsets tail) this large is compacted at once
+    # Preferred-leader balancing (Kafka's names and defaults): checked every interval, and only a
+    # node with more than this share of its preferred partitions led elsewhere gets them back.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     # Prometheus endpoint (HTTP GET /metrics on `host`); 0 = disabled.
     metrics_port: int = 0
     # Its protection where the port is reachable beyond the host: HTTP Basic "user:password", and
@@ -330,6 +365,9 @@ class NodeConfig:
              "expected user:password, neither empty")
         need(not self.metrics_tls or bool(self.ssl_keystore_location), "metrics_tls",
              "HTTPS needs the node's key and certificate chain (ssl.keystore.location)")
+        need(not self.raft_tls or bool(self.ssl_keystore_location and self.ssl_truststore_location), "raft_tls",
+             "TLS on the Raft port needs the node's key and chain (ssl.keystore.location) and the CAs that "
+             "signed its peers' (ssl.truststore.location)")
         try:
             names = {x.name for x in self.listener_list()}
             advertised = parse_listeners(self.advertised_listeners) if self.advertised_listeners else []
@@ -430,8 +468,8 @@ class NodeConfig:
             need(len(peers) >= 3 and len(peers) % 2 == 1, "peers", "a cluster needs an odd number (>= 3) of nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
-                 "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits): the Raft port's "
-                 "handshake and every frame's MAC are only as strong as it")
+                 "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits; words count for "
+                 "little): the Raft port's handshake and every frame's MAC are only as strong as it")
         need(self.raft_heartbeat_ms >= 5, "raft_heartbeat_ms", "must be >= 5")
         need(self.raft_election_timeout_ms > 3 * self.raft_heartbeat_ms, "raft_election_timeout_ms",
              "must be more than 3 x raft_heartbeat_ms")
@@ -440,6 +478,10 @@ class NodeConfig:
         need(self.raft_compaction_entries >= 100, "raft_compaction_entries", "must be >= 100")
         need(self.raft_compaction_interval_s >= 1, "raft_compaction_interval_s", "must be >= 1")
         need(self.raft_compaction_bytes >= 1024 * 1024, "raft_compaction_bytes", "must be >= 1048576")
+        need(self.leader_imbalance_check_interval_seconds >= 1, "leader_imbalance_check_interval_seconds",
+             "must be >= 1")
+        need(0 <= self.leader_imbalance_per_broker_percentage <= 100, "leader_imbalance_per_broker_percentage",
+             "must be 0..100")
         return self
 
     @property

@@ -72,6 +72,7 @@ class CoordinatorDriver:
             lg.subscribe(self._listener(p))
             if self._prereplay_interval_s > 0:
                 lg.set_ready_to_lead(self._ready_check(p))
+            lg.set_busy(self._busy_check(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
         if self._prereplay_interval_s > 0:
@@ -174,6 +175,23 @@ class CoordinatorDriver:
             return image is not None and lg.committed_offset() - image.next_offset <= READY_LAG_ENTRIES
 
         return ready
+
+    def _busy_check(self, partition: int) -> Callable[[], bool]:
+        """For the Raft ticker: leadership balancing leaves this partition here while it loads or
+        while one of its groups rebalances (a move would start that rebalance over)."""
+
+        def busy() -> bool:
+            if self.runtime.epoch_of(partition) is None:
+                return False  # not serving it: a move costs nothing here
+            shard = self.runtime.shard(partition)
+            if shard is None:
+                return True  # loading
+            try:
+                return shard.rebalancing()
+            except RuntimeError:  # the thread driver asked while the loop changed the groups
+                return True
+
+        return busy
 
     async def _prereplay_loop(self) -> None:
         """Keep every followed partition's durable image current, so that a new leader replays

@@ -6,9 +6,14 @@ under a name whose log it does not have. Both are refused at start-up with one c
 
 - ``<data_dir>/.lock``: ``flock``-ed for the life of the process (the kernel drops it when the
   process dies, however it dies); it holds the owner's pid for the message.
-- ``<data_dir>/node.identity``: the node id, a fingerprint of the cluster secret (which
-  cluster this directory's logs belong to, known before the cluster forms) and, once the
-  cluster has formed, its cluster id. Written at the first start, checked at every later one.
+- ``<data_dir>/node.identity``: the node id, a check of the cluster secret (which cluster this
+  directory's logs belong to, known before the cluster forms) and, once the cluster has formed,
+  its cluster id. Written at the first start, checked at every later one.
+
+The check is scrypt of the secret with a random salt, costly in time and memory by design: the
+file must not let whoever reads it test guesses of the secret cheaply offline (the secret
+authenticates the Raft port). Files of earlier versions hold a 64-bit HMAC of it instead, which
+costs a guesser nothing: it is checked once, then replaced.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 from typing import Any
 
 from replication.durable import replace_durably, sync
@@ -46,8 +52,41 @@ def lock(data_dir: str) -> int:
     return fd
 
 
-def secret_fingerprint(secret: str) -> str:
-    """Names the cluster a directory belongs to without storing its secret."""
+# scrypt's cost: about 0.1 s and 32 MiB per try on one core (n = 2**15, r = 8)
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
+_SCRYPT_MAXMEM = 256 * 1024 * 1024  # bounds what a check written with other parameters may cost
+
+
+def _scrypt(secret: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, n=n, r=r, p=p, maxmem=_SCRYPT_MAXMEM, dklen=32)
+
+
+def secret_check(secret: str) -> dict[str, Any] | None:
+    """What the identity file keeps to recognise the cluster's secret (None: no secret)."""
+    if not secret:
+        return None
+    salt = secrets.token_bytes(16)
+    digest = _scrypt(secret, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P)
+    return {"kdf": "scrypt", "n": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P, "salt": salt.hex(), "digest": digest.hex()}
+
+
+def _matches(check: Any, secret: str, path: str) -> bool:
+    if check is None:
+        return not secret
+    if not secret:
+        return False
+    try:
+        n, r, p = (int(check[k]) for k in ("n", "r", "p"))
+        salt, digest = bytes.fromhex(check["salt"]), bytes.fromhex(check["digest"])
+        if check["kdf"] != "scrypt" or not (2 <= n <= 2**20 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
+            raise ValueError("unknown kind of check")
+        return hmac.compare_digest(_scrypt(secret, salt, n, r, p), digest)
+    except (KeyError, TypeError, ValueError, MemoryError) as e:
+        raise DataDirError(f"{path}: its cluster secret check cannot be read ({e})") from None
+
+
+def _old_fingerprint(secret: str) -> str:
+    """The earlier versions' record of the secret (a fast 64-bit HMAC), checked once and replaced."""
     if not secret:
         return ""
     return hmac.new(secret.encode(), b"kcoord data_dir identity", hashlib.sha256).hexdigest()[:16]
@@ -79,14 +118,20 @@ def check_identity(data_dir: str, node_id: int, secret: str) -> None:
     """Refuse a directory written by another node id or for another cluster; record ours if new."""
     path = os.path.join(data_dir, IDENTITY_FILE)
     doc = _read(path)
-    fingerprint = secret_fingerprint(secret)
     if doc is None:
-        _write(path, {"node_id": node_id, "cluster_secret_fingerprint": fingerprint, "cluster_id": None})
+        _write(path, {"node_id": node_id, "cluster_secret_check": secret_check(secret), "cluster_id": None})
         return
     if doc.get("node_id") != node_id:
         raise DataDirError(f"data_dir {data_dir} belongs to node {doc.get('node_id')}, not node {node_id}")
-    if doc.get("cluster_secret_fingerprint", "") != fingerprint:
+    old = doc.get("cluster_secret_fingerprint")
+    if "cluster_secret_check" in doc or old is None:
+        if not _matches(doc.get("cluster_secret_check"), secret, path):
+            raise DataDirError(f"data_dir {data_dir} belongs to another cluster (its cluster secret differs)")
+        return
+    if not isinstance(old, str) or not hmac.compare_digest(old, _old_fingerprint(secret)):
         raise DataDirError(f"data_dir {data_dir} belongs to another cluster (its cluster secret differs)")
+    doc = {k: v for k, v in doc.items() if k != "cluster_secret_fingerprint"}
+    _write(path, {**doc, "cluster_secret_check": secret_check(secret)})
 
 
 def record_cluster_id(data_dir: str, cluster_id: str) -> None:

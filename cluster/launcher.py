@@ -29,7 +29,7 @@ def cluster_secret(data_dir: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     data_dir.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_urlsafe(32)
+    secret = secrets.token_hex(32)  # hex: what the node's strength estimate counts in full (cluster.config)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")

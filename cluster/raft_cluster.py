@@ -45,6 +45,7 @@ from cluster.metadata import (
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
+from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
@@ -223,8 +224,12 @@ class RaftCluster:
             compaction_min_entries=cfg.raft_compaction_entries,
             compaction_min_time=float(cfg.raft_compaction_interval_s),
             compaction_bytes=cfg.raft_compaction_bytes,
+            auto_leader_rebalance=cfg.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval=float(cfg.leader_imbalance_check_interval_seconds),
+            leader_imbalance_per_broker_percentage=float(cfg.leader_imbalance_per_broker_percentage),
         )
-        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me), driver=cfg.raft_driver)
+        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me), driver=cfg.raft_driver,
+                             tls=raft_tls(cfg))
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
         self._last_seen: dict[int, float] = {}  # when each peer was last connected (Metadata's grace)
@@ -280,6 +285,7 @@ class RaftCluster:
         hubs = {a: self.hub_addr(p) for p, a in zip(self.peers, addrs, strict=True)}
         lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm,
                            hubs)
+        lg.set_node_names({a: str(p.node_id) for p, a in zip(self.peers, addrs, strict=True)})
         lg.subscribe(lambda change: metrics.set_partition_leadership(
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         lg.subscribe(lambda change: self._state_changed())  # its lease holds by the time it announces

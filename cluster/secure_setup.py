@@ -2,6 +2,8 @@
 ``<data>/secure``: a CA of its own, the nodes' key and certificate (for 127.0.0.1 and localhost),
 an admin user with a random password, and the settings that use them.
 
+The Raft port speaks TLS too (``raft_tls``), with the same CA and node certificate, so Raft
+traffic (the metadata log holds SCRAM stored and server keys) is not readable on the network.
 Each node gets two listeners: INTERNAL (SSL, client certificates required: the nodes' own requests,
 mutual TLS with the nodes' certificate) on its usual port, and CLIENT (SASL_SSL, SCRAM) on that
 port + 100, the one clients are told about. ACLs are on (StandardAuthorizer rules) with the admin
@@ -99,7 +101,8 @@ def prepare(root: Path, layout: list[LocalNode]) -> SecureSetup:
         "listener.security.protocol.map": "INTERNAL:SSL,CLIENT:SASL_SSL",
         "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(ca), "ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
-        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:admin;User:CN={NODE_NAME}"}
+        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:admin;User:CN={NODE_NAME}",
+        "raft_tls": "true"}
     per_node: dict[int, dict[str, object]] = {
         n.node_id: {"listeners": f"INTERNAL://{n.host}:{n.kafka_port},CLIENT://{n.host}:{client_ports[n.node_id]}"}
         for n in layout}

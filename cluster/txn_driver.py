@@ -84,6 +84,7 @@ class TxnDriver:
         for p in range(self.num_partitions):
             lg = self._logs(p)
             lg.subscribe(self._listener(p))
+            lg.set_busy(self._busy_check(p))
             if lg.is_leader():
                 self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
 
@@ -95,6 +96,18 @@ class TxnDriver:
                 self._run(self.runtime.unload(p, epoch))
         for t in list(self._tasks):
             t.cancel()
+
+    def _busy_check(self, partition: int) -> Callable[[], bool]:
+        """For the Raft ticker: leadership balancing leaves this partition here while it loads or
+        holds open transactions (a move would stall them behind the new owner's load)."""
+
+        def busy() -> bool:
+            if self.runtime.epoch_of(partition) is None:
+                return False
+            shard = self.runtime.shard(partition)
+            return shard is None or shard.open > 0
+
+        return busy
 
     def _listener(self, partition: int) -> Callable[[LeadershipChange], None]:
         return lambda change: self._on_leadership(partition, change)

@@ -24,6 +24,7 @@ from . import commands as c
 from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
 from .consumer_group.group import ConsumerGroup
+from .consumer_group.group import GroupState as ConsumerGroupState
 from .consumer_groups import ConsumerGroupHandlers
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Token
@@ -132,6 +133,14 @@ class GroupCoordinatorShard:
             group.transition_to(S.DEAD, self.w.now)
         self.timers.clear()
         return tokens
+
+    def rebalancing(self) -> bool:
+        """Some group here is between assignments (classic: PreparingRebalance or
+        CompletingRebalance; consumer protocol: Assigning or Reconciling). A coordinator move now
+        would lose the rebalance's progress: every member would join again."""
+        return (any(g.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) for g in self.groups.values())
+                or any(g.state in (ConsumerGroupState.ASSIGNING, ConsumerGroupState.RECONCILING)
+                       for g in self.consumer_groups.values()))
 
     def parked_tokens(self) -> list[Token]:
         out: list[Token] = []

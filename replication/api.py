@@ -111,6 +111,10 @@ class CoordinatorLog(ReplicatedLog, Protocol):
         """Take leadership over by transfer only while ``ready()`` (called from any thread)."""
         ...
 
+    def set_busy(self, busy: Callable[[], bool]) -> None:
+        """Never hand leadership over (to balance it) while ``busy()`` (called from any thread)."""
+        ...
+
 
 class PeerLog(ReplicatedLog, Protocol):
     """A log replicated between nodes (Raft): its leadership and its links, as the cluster's

@@ -12,12 +12,15 @@ guesses of the secret offline), then the acceptor. Unauthenticated connections a
 source address, MAX_PENDING in all from addresses that are not a peer's (the oldest makes room;
 a peer's is never evicted, see ``_accept``), each given HANDSHAKE_TIMEOUT and at most
 HANDSHAKE_MAX bytes buffered; a flood of slow handshakes cannot hold the port, the ticker or a
-peer's handshake. Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
+peer's handshake (with TLS, its handshake comes first and buffers what OpenSSL holds of one
+handshake message at most). Every frame after it carries an HMAC-SHA256 over a per-direction sequence number and the
 payload, keyed by a session key derived from both ends' nonces, and a replayed or reordered
 frame fails its MAC. Payloads are msgpack (data only: no pickle, so even a peer that knows the
-secret cannot make a node run code), decoded only once their MAC verified. Frames are
-authenticated, not encrypted: Raft traffic carries no secret, and the port listens only on the
-node's own host.
+secret cannot make a node run code), decoded only once their MAC verified; the log commands
+they carry are data too (``replication/raft/commands.py``). Without TLS frames are authenticated,
+not encrypted, and Raft traffic carries what the logs hold (the metadata log: SCRAM credentials'
+stored and server keys, ACLs): with ``tls`` (``RaftTLS``) every connection is TLS with the
+certificates checked both ways, and the handshake above runs inside it.
 
 Threading: everything runs on the Raft ticker thread except ``detach``, which only queues.
 """
@@ -32,10 +35,12 @@ import logging
 import os
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgpack
@@ -44,7 +49,9 @@ from replication.link_faults import LinkFaults
 
 log = logging.getLogger("kcoord.raft.hub")
 
-MAGIC = b"KCRH3"  # 3: the dialer proves first (2: the acceptor did; 1 pickled the payloads)
+# 4: log commands are msgpack, which a node of 3 would fail to apply (3: the dialer proves first;
+# 2: the acceptor did; 1 pickled the payloads)
+MAGIC = b"KCRH4"
 NONCE_BYTES = 16
 MAC_BYTES = 32
 HANDSHAKE_MAX = 512  # before authentication a connection may not make us buffer more than this
@@ -64,6 +71,15 @@ MAX_PENDING_PER_HOST = 8  # from one address; past it a new one is closed at onc
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
 _RECV = 256 * 1024
+
+
+@dataclass(frozen=True)
+class RaftTLS:
+    """TLS of the Raft port: ``server`` must require the dialer's certificate (CERT_REQUIRED),
+    ``client`` checks the acceptor's certificate and host name and shows this node's own."""
+
+    server: ssl.SSLContext
+    client: ssl.SSLContext
 
 
 class Endpoint(Protocol):
@@ -115,7 +131,8 @@ class _Conn:
     Acceptor: accept -> challenged (sent its nonce) -> open (checked the dialer's proof, sent its own)."""
 
     __slots__ = ("sock", "fd", "peer", "source", "dialer", "state", "rbuf", "wbuf", "nonce", "peer_nonce",
-                 "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing", "last_recv", "last_sent")
+                 "key", "send_seq", "recv_seq", "out_tag", "in_tag", "born", "writing", "last_recv", "last_sent",
+                 "tls", "tls_in", "tls_out", "tls_pending")
 
     def __init__(self, sock: socket.socket, peer: str, dialer: bool, state: str) -> None:
         self.sock = sock
@@ -137,12 +154,19 @@ class _Conn:
         self.writing = False
         self.last_recv = self.born  # when the peer last sent anything (silent-peer check)
         self.last_sent = self.born
+        # TLS (RaftHub's ``tls``): the socket's bytes go through memory BIOs, so the epoll loop
+        # stays as it is; ``wbuf`` then holds what TLS made of the frames
+        self.tls: ssl.SSLObject | None = None
+        self.tls_in = ssl.MemoryBIO()
+        self.tls_out = ssl.MemoryBIO()
+        self.tls_pending = False  # the TLS handshake is not done yet
 
 
 class RaftHub:
-    def __init__(self, listen: str, secret: str, retry: float = 0.5) -> None:
+    def __init__(self, listen: str, secret: str, retry: float = 0.5, tls: RaftTLS | None = None) -> None:
         self.listen = listen
         self._key = derive_key(secret)
+        self._tls = tls
         self._retry = retry
         self.epoll = select.epoll()
         host, port = listen.rsplit(":", 1)
@@ -274,12 +298,21 @@ class RaftHub:
 
     def _write_frame(self, conn: _Conn, payload: bytes, raw: bool = False) -> None:
         if raw:
-            conn.wbuf += _LEN.pack(len(payload)) + payload
+            frame = _LEN.pack(len(payload)) + payload
         else:
             mac = _mac(conn.key, conn.out_tag, _SEQ.pack(conn.send_seq), payload)
             conn.send_seq += 1
             conn.last_sent = time.monotonic()
-            conn.wbuf += _LEN.pack(MAC_BYTES + len(payload)) + mac + payload
+            frame = _LEN.pack(MAC_BYTES + len(payload)) + mac + payload
+        if conn.tls is not None:  # frames are written only once its handshake is done
+            try:
+                conn.tls.write(frame)
+            except ssl.SSLError as e:
+                self._close(conn, f"TLS: {e}")
+                return
+            conn.wbuf += conn.tls_out.read()
+        else:
+            conn.wbuf += frame
         self._try_write(conn)
 
     def _try_write(self, conn: _Conn) -> None:
@@ -381,6 +414,8 @@ class RaftHub:
             conn.source = host
             self._conns[conn.fd] = conn
             self.epoll.register(conn.fd, select.EPOLLIN)
+            if self._tls is not None:
+                self._start_tls(conn)
 
     def _flood_warning(self, pending: int, host: str) -> None:
         now = time.monotonic()
@@ -451,14 +486,94 @@ class RaftHub:
                         self._close(conn, "connect failed")
                         continue
                     conn.state = "hello"
-                    self._write_frame(conn, MAGIC + conn.nonce + self.listen.encode(), raw=True)
+                    if self._tls is None:
+                        self._write_frame(conn, MAGIC + conn.nonce + self.listen.encode(), raw=True)
+                    else:  # the hello follows once TLS is up (_tls_handshake)
+                        self._start_tls(conn)
                 else:
                     self._try_write(conn)
             if ev & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR) and fd in self._conns:
                 self._read(conn, touched)
         return touched
 
+    def _start_tls(self, conn: _Conn) -> None:
+        assert self._tls is not None
+        if conn.dialer:
+            host = conn.peer.rsplit(":", 1)[0].strip("[]")
+            conn.tls = self._tls.client.wrap_bio(conn.tls_in, conn.tls_out, server_side=False, server_hostname=host)
+        else:
+            conn.tls = self._tls.server.wrap_bio(conn.tls_in, conn.tls_out, server_side=True)
+        conn.tls_pending = True
+        self._tls_handshake(conn)
+
+    def _tls_handshake(self, conn: _Conn) -> bool:
+        """Take the TLS handshake a step on; False if that closed the connection. Once it is done
+        the dialer sends its hello, and the hub's own handshake runs inside TLS."""
+        assert conn.tls is not None
+        try:
+            conn.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.wbuf += conn.tls_out.read()
+            self._try_write(conn)
+            return conn.fd in self._conns
+        except (ssl.SSLError, ValueError) as e:  # a certificate refused, not TLS at all, ...
+            log.warning("event=raft_tls_refused peer=%s error=%r", conn.peer or conn.source, str(e))
+            self._close(conn, "TLS handshake failed")
+            return False
+        conn.tls_pending = False
+        conn.wbuf += conn.tls_out.read()
+        if conn.dialer:
+            self._write_frame(conn, MAGIC + conn.nonce + self.listen.encode(), raw=True)
+        else:
+            self._try_write(conn)
+        return conn.fd in self._conns
+
+    def _read_tls(self, conn: _Conn, touched: set[str]) -> None:
+        """``_read`` for a TLS connection: what TLS yields goes to ``rbuf`` (a connection not yet
+        authenticated is closed once more than HANDSHAKE_MAX bytes of it wait there)."""
+        assert conn.tls is not None
+        while True:
+            try:
+                n = conn.sock.recv_into(self._recv_buf, _RECV)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._close(conn, "read failed")
+                return
+            if not n:
+                self._close(conn, "closed by peer")
+                return
+            conn.last_recv = time.monotonic()
+            conn.tls_in.write(self._recv_view[:n])
+            if conn.tls_pending and not self._tls_handshake(conn):
+                return
+            if not conn.tls_pending:
+                try:
+                    while chunk := conn.tls.read(_RECV):
+                        conn.rbuf += chunk
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError as e:  # SSLZeroReturnError included: the peer closed TLS
+                    self._close(conn, f"TLS: {e}")
+                    return
+                out = conn.tls_out.read()  # e.g. a TLS 1.3 key update's answer
+                if out:
+                    conn.wbuf += out
+                    self._try_write(conn)
+                    if conn.fd not in self._conns:
+                        return
+                if not self._parse(conn, touched):
+                    return
+                if conn.state != "open" and len(conn.rbuf) > HANDSHAKE_MAX:
+                    self._close(conn, "handshake over the limit")
+                    return
+            if n < _RECV:
+                return
+
     def _read(self, conn: _Conn, touched: set[str]) -> None:
+        if conn.tls is not None:
+            self._read_tls(conn, touched)
+            return
         while True:
             # Before authentication no more is read than completes a frame within HANDSHAKE_MAX
             # bytes buffered, and that frame is handled before reading on: a stranger's bytes

@@ -196,6 +196,9 @@ class LocalLog:
     def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
         pass  # always leader: leadership is never handed over
 
+    def set_busy(self, busy: Callable[[], bool]) -> None:
+        pass  # always leader: leadership is never handed over
+
     # -- compaction ------------------------------------------------------------------------------
 
     def _maybe_compact(self) -> None:

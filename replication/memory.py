@@ -33,6 +33,7 @@ class InMemoryLog:
         self._waiters: list[tuple[int, asyncio.Future[int]]] = []
         self._listeners: list[LeadershipListener] = []
         self.ready_to_lead: Callable[[], bool] = lambda: True
+        self.busy: Callable[[], bool] = lambda: False
 
     @property
     def name(self) -> str:
@@ -102,6 +103,9 @@ class InMemoryLog:
 
     def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
         self.ready_to_lead = ready  # nobody hands leadership over here; kept for tests to call
+
+    def set_busy(self, busy: Callable[[], bool]) -> None:
+        self.busy = busy  # nothing balances leadership here; kept for tests to call
 
     def set_leadership(self, is_leader: bool, epoch: int | None = None) -> None:
         """Change leadership (tests); pending appends fail with NotLeaderError on loss."""

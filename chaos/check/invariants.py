@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from chaos.check.model import INVARIANTS, TOTAL_OUTAGES, Options, Verdict
+from chaos.check.model import INVARIANTS, TOTAL_OUTAGES, Options, Verdict, offsets_partition, touches
 from chaos.check.tables import KEY, Tables, _tp
 
 
@@ -308,6 +308,25 @@ def session_breaking(tb: Tables, opts: Options) -> dict[str, list[tuple[float, f
     return out
 
 
+def coordinator_loads(tb: Tables, opts: Options, group: str) -> list[float]:
+    """When a new leader of the group's ``__consumer_offsets`` partition loaded it: the elections
+    the node logs name, and the transfers of the fault log."""
+    part = offsets_partition(group, opts)
+    moves = [w["start"] for w in tb.faults if w["type"] == "leader_transfer" and touches(w, group, opts)]
+    return sorted([*tb.leaderships.get(part, []), *moves])
+
+
+def session_end(start: float, loads: list[float], expiry: float) -> float:
+    """The latest a member whose session timer started at ``start`` (and that sent nothing since)
+    is expired, plus the grace (``expiry``): a coordinator that loads its group meanwhile restarts
+    every member's timer (Kafka's does too), so each load before then moves it."""
+    end = start + expiry
+    for t in loads:
+        if start < t <= end:
+            end = t + expiry
+    return end
+
+
 def _generations(tb: Tables) -> list[dict[str, Any]]:
     g = (tb.ev.where(F.col("type") == "assign").groupBy("group", "generation")
          .agg(F.min("t").alias("t"), F.array_sort(F.collect_set("member")).alias("members"),
@@ -346,8 +365,11 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         if any(p["t"] < tc <= g["t"] for tc in churn_by_group.get(g["group"], [])):
             continue
         # A member that crashed just before (or while) generation p formed may have joined it
-        # without ever recording an assignment; its session expiry then starts this generation.
-        if any(p["t"] - expiry <= tc <= g["t"] <= max(tc, p["t"]) + expiry for tc in crashes.get(g["group"], [])):
+        # without ever recording an assignment; its session expiry then starts this generation,
+        # later by every coordinator move in between (the load restarts the timer).
+        loads = coordinator_loads(tb, opts, g["group"])
+        if any(p["t"] - expiry <= tc <= g["t"] <= session_end(max(tc, p["t"]), loads, expiry)
+               for tc in crashes.get(g["group"], [])):
             continue
         if p.get("assigned") == 0:
             # The leader assigned nothing (a freshly started client leader without the topic's
@@ -359,7 +381,8 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         if any(a <= began <= b for a, b in outages.get(g["group"], [])):
             excused_outage += 1
             continue
-        hit = [w for w in tb.faults if w["start"] <= began <= w["end"] + opts.fault_grace]
+        hit = [w for w in tb.faults
+               if touches(w, g["group"], opts) and w["start"] <= began <= w["end"] + opts.fault_grace]
         if not hit:
             quiet_elsewhere += 1
             continue
@@ -373,7 +396,9 @@ def check_i6(tb: Tables, opts: Options, gens: list[dict[str, Any]]) -> Verdict:
         excused_outage += mexcused
     notes = ["a rebalance is dated by its first revocation (else by its new generation)",
              f"a fault window counts until {opts.fault_grace:g} s after it ends",
-             f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation",
+             f"a crashed member's session expiry is churn until {expiry:g} s after the crash or the next generation, "
+             "or after the last coordinator load before then (a load restarts session timers)",
+             "a leader_transfer (a move the nodes made) concerns only the groups of the partition it moved",
              "a generation that assigned no partition at all is completed by the next one (client leader)",
              "not judged: rebalances after a kill_all that kept a group from its coordinator for "
              f">= {opts.session_timeout - opts.heartbeat_interval:g} s (last commit before to first after)"]
@@ -405,8 +430,10 @@ def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str],
              .select("group", "member", "t", "type").collect())
     windows: dict[str, list[tuple[float, float]]] = {g: [] for g in groups}
     gone: dict[tuple[str, str], list[float]] = {}
+    loads = {g: coordinator_loads(tb, opts, g) for g in groups}
     for r in churn:
-        windows[r["group"]].append((r["t"], r["t"] + (expiry if r["type"] == "crash" else opts.fault_grace)))
+        end = session_end(r["t"], loads[r["group"]], expiry) if r["type"] == "crash" else r["t"] + opts.fault_grace
+        windows[r["group"]].append((r["t"], end))
         gone.setdefault((r["group"], r["member"]), []).append(r["t"])
     for r in joins:
         windows[r["group"]].append((r["t"], r["t"] + opts.fault_grace))
@@ -423,7 +450,7 @@ def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str],
         if any(a <= r["t"] <= b for a, b in outages.get(r["group"], [])):
             excused += 1
             continue
-        hit = [w for w in tb.faults if w["start"] <= r["t"] <= w["end"] + opts.fault_grace]
+        hit = [w for w in tb.faults if touches(w, r["group"], opts) and w["start"] <= r["t"] <= w["end"] + opts.fault_grace]
         if not hit:
             quiet += 1
             continue
@@ -558,6 +585,8 @@ def check_i9(spark: SparkSession, tb: Tables, opts: Options) -> tuple[Verdict, l
         byw.setdefault(r["wid"], []).append(r)
     for w in tb.faults:
         rows = byw.get(w["id"], [])
+        if w["type"] == "leader_transfer":  # the nodes' own move of one partition: its groups only
+            rows = [r for r in rows if r["group"] != "<producers>" and touches(w, r["group"], opts)]
         fo = [r["first_after_start"] - w["start"] for r in rows
               if r["group"] != "<producers>" and r["first_after_start"] is not None]
         durations.append({"id": w["id"], "type": w["type"], "node": w["node"], "start": w["start"],

@@ -24,6 +24,7 @@ tables: fault windows, generations, counterexamples and a sample of commit laten
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -50,7 +51,7 @@ from chaos.check.invariants import (
     check_i9,
 )
 from chaos.check.model import INVARIANTS, Options, Report, Verdict
-from chaos.check.tables import Tables, load, spark_session
+from chaos.check.tables import Tables, load, run_info, spark_session
 
 # ----------------------------------------------------------------------------------------- driver
 
@@ -59,6 +60,9 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
               opts: Options | None = None, write: bool = True) -> Report:
     """Check a chaos run; write RUN_DIR/report (or ``out_dir``) unless ``write`` is false."""
     opts = opts or Options()
+    partitions = run_info(str(run_dir)).get("offsets_partitions")
+    if partitions:
+        opts = dataclasses.replace(opts, offsets_partitions=int(partitions))
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     spark = spark_session(master)

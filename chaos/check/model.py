@@ -4,8 +4,11 @@ writer (chaos/check/report.py) imports only this."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from coordinator.partitioner import partition_for
 
 INVARIANTS = {
     "I1": "committed offsets never regress",
@@ -24,6 +27,10 @@ WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_
                "raft_partition": "raft_heal", "power_loss": "restart", "power_loss_all": "restart_all"}
 # a power loss is a kill that also loses what the disk did not have: judged as the kill it is
 TOTAL_OUTAGES = ("kill_all", "power_loss_all")
+# Faults of a moment, windows with ``end`` = ``start`` unless given one: the nemesis' transfer
+# storm, and a move the nodes made on their own (``leader_transfer``: ``detail.partition``). A
+# ``leader_transfer`` concerns only the groups of that partition (``touches``).
+INSTANT = ("transfer", "leader_transfer")
 
 
 @dataclass
@@ -61,6 +68,7 @@ class Options:
     fault_grace: float = 15.0       # a fault's effects may outlast its window by this much (I6, I7)
     liveness_bound: float = 35.0    # I9: max(35 s, 2 x session timeout), Kafka's harness default
     session_timeout: float = 10.0   # I6/I7: the workload's session timeout
+    offsets_partitions: int = 16    # the nodes' __consumer_offsets partitions (run.json): which is a group's
     heartbeat_interval: float = 1.0  # I6/I7: the workload's heartbeat interval
     latency_sample: int = 20000
     progress: bool = False          # one stderr line per phase (the CLI sets it)
@@ -73,10 +81,10 @@ def fault_windows(rows: list[dict[str, Any]], t_end: float) -> list[dict[str, An
     open_: dict[tuple[str, str | None], dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["t"]):
         typ, node = r["type"], r.get("node")
-        if typ in WINDOW_ENDS or typ == "transfer":
+        if typ in WINDOW_ENDS or typ in INSTANT:
             w = {"id": len(out), "type": typ, "node": node, "detail": r.get("detail"), "start": r["t"],
                  "end": r.get("end"), "open": False}
-            if w["end"] is None and typ == "transfer":
+            if w["end"] is None and typ in INSTANT:
                 w["end"] = r["t"]
             out.append(w)
             if w["end"] is None:
@@ -93,3 +101,26 @@ def fault_windows(rows: list[dict[str, Any]], t_end: float) -> list[dict[str, An
         if w["end"] is None:
             w["end"], w["open"] = t_end, True
     return out
+
+
+def detail_of(w: dict[str, Any]) -> dict[str, Any]:
+    """A window's ``detail`` as a dict (faults.jsonl read by Spark gives it as a JSON string; a
+    plain string says nothing structured)."""
+    d = w.get("detail")
+    if isinstance(d, str):
+        try:
+            d = json.loads(d)
+        except ValueError:
+            return {}
+    return d if isinstance(d, dict) else {}
+
+
+def offsets_partition(group: str, opts: Options) -> str:
+    """The ``__consumer_offsets`` partition (Raft group name) that coordinates ``group``."""
+    return f"__consumer_offsets-{partition_for(group, opts.offsets_partitions)}"
+
+
+def touches(w: dict[str, Any], group: str, opts: Options) -> bool:
+    """Whether fault window ``w`` can have affected ``group``: every node and network fault
+    does; a ``leader_transfer`` only if it moved the group's own coordinator partition."""
+    return w["type"] != "leader_transfer" or detail_of(w).get("partition") == offsets_partition(group, opts)

@@ -3,8 +3,10 @@ copies), the Spark session, and ``load``, which derives the tables the invariant
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -95,6 +97,9 @@ class Tables:
     divergent: DataFrame | None
     t_end: float
     faults: list[dict[str, Any]]
+    # per Raft group (e.g. "__consumer_offsets-3"), when a node took its leadership over (from
+    # the node logs): a coordinator that loads a group restarts its members' session timers
+    leaderships: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _tp(arr: Column, i: int) -> Column:
@@ -133,6 +138,30 @@ def offsets_records(spark: SparkSession, root: str, parquet: bool = True) -> tup
     return (spark.read.schema(OFFSETS_SCHEMA).json(opath)
             .withColumn("node", F.regexp_extract(F.input_file_name(), r"offsets-node-([^/]+)\.jsonl$", 1))
             .withColumn("seq", F.monotonically_increasing_id())), nodes
+
+
+def run_info(run_dir: str) -> dict[str, Any]:
+    """run.json of a run on the local file system ({} elsewhere or without one)."""
+    local = run_dir.removeprefix("file://")
+    path = Path(local, "run.json")
+    if "://" in local or not path.exists():
+        return {}
+    info: dict[str, Any] = json.loads(path.read_text())
+    return info
+
+
+def leaderships(run_dir: str) -> dict[str, list[float]]:
+    """Per Raft group, the run-clock times a node was elected its leader (``event=leader_elected``
+    in the copied node logs); {} without local logs or run.json's ``t0``."""
+    from chaos.check.fault_times import leadership_events
+
+    t0 = float(run_info(run_dir).get("t0", 0.0))
+    out: dict[str, list[float]] = {}
+    if t0:
+        for t, _node, kind, part in leadership_events(run_dir.removeprefix("file://"), t0):
+            if kind == "elected":
+                out.setdefault(part, []).append(t)
+    return out
 
 
 def load(spark: SparkSession, run_dir: str) -> Tables:
@@ -188,7 +217,8 @@ def load(spark: SparkSession, run_dir: str) -> Tables:
         # transactions (no commit events), and I10 judges it
         classic = ev.where(F.col("type").isin("commit.invoke", "assign")).select("group").distinct()
         final, divergent = final.join(classic, "group", "left_semi"), divergent.join(classic, "group", "left_semi")
-    return Tables(ev, commits, reads, assign_x, poll_x, produced, final, divergent, float(t_end), faults)
+    return Tables(ev, commits, reads, assign_x, poll_x, produced, final, divergent, float(t_end), faults,
+                  leaderships(root))
 
 
 

@@ -18,6 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from cluster.config import NodeConfig
 from cluster.security.principal_mapper import PrincipalMapper
+from replication.hub import RaftTLS
 
 ANONYMOUS = "User:ANONYMOUS"
 HANDSHAKE_TIMEOUT_S = 10.0  # an unauthenticated connection is not held longer than this in the handshake
@@ -48,6 +49,18 @@ def client_context(config: NodeConfig) -> ssl.SSLContext:
 def peer_context(config: NodeConfig) -> ssl.SSLContext | None:
     """How this node reaches the others' first listener (the one in ``peers``): TLS if it is SSL."""
     return client_context(config) if config.listener_protocol(config.listener_list()[0].name) == "SSL" else None
+
+
+def raft_tls(config: NodeConfig) -> RaftTLS | None:
+    """TLS of the Raft port (``raft_tls``): mutual, the peers' certificates checked against the
+    truststore, each dialed peer's against its host."""
+    if not config.raft_tls:
+        return None
+    server = server_context(config, "required")
+    server.minimum_version = ssl.TLSVersion.TLSv1_3  # both ends are kcoord nodes: nothing older to speak
+    client = client_context(config)
+    client.minimum_version = ssl.TLSVersion.TLSv1_3
+    return RaftTLS(server=server, client=client)
 
 
 _RFC2253_KEYWORDS = frozenset({NameOID.COMMON_NAME, NameOID.LOCALITY_NAME, NameOID.STATE_OR_PROVINCE_NAME,

@@ -14,6 +14,8 @@ What kcoord adds to the library, by module:
   takes effect. Also the leader lease, the likely leader of a cut-off node, and **leadership
   balancing** (each group has a preferred node; a leader hands leadership back to it once it
   is connected and caught up, pausing new appends so the target can match its log).
+- ``balance``: when balancing happens: in rounds, every check interval, only for a node past
+  the imbalance threshold, never for a group its owner says is busy (Kafka's settings).
 - ``host``: ``RaftHost``, **one driver** ticking every group of the process (``autoTick=False``),
   on the asyncio event loop by default. A **cluster secret** is mandatory.
 - ``election``: election hastening and guards; ``entry_store``: the offsets and metadata state

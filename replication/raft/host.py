@@ -15,7 +15,7 @@ from replication.api import (
 )
 from replication.durable import remove_dir
 from replication.failstop import fail_stop, guarded
-from replication.hub import RaftHub
+from replication.hub import RaftHub, RaftTLS
 from replication.journal import sync_due
 from replication.raft.entry_store import StateMachine
 from replication.raft.log import RaftLog
@@ -51,13 +51,14 @@ class RaftHost:
     against: the node setting ``raft_driver``)."""
 
     def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0,
-                 listen: str | None = None, driver: str = "loop") -> None:
+                 listen: str | None = None, driver: str = "loop", tls: RaftTLS | None = None) -> None:
         if not secret:
-            raise ValueError("a cluster secret is required: the Raft port would run anyone's pickles")
+            raise ValueError("a cluster secret is required: it authenticates the Raft port's connections")
         self.driver = driver
         if self.driver not in ("loop", "thread"):
             raise ValueError(f"unknown Raft driver {self.driver!r} (loop or thread)")
         self.secret = secret
+        self.tls = tls  # TLS on the Raft port (replication/hub.py)
         self.timings = timings or RaftTimings()
         self._listen = listen
         self._hub: RaftHub | None = None
@@ -84,7 +85,7 @@ class RaftHost:
         if self._hub is None:
             assert self._listen is not None
             try:
-                self._hub = RaftHub(self._listen, self.secret, self.timings.connection_retry)
+                self._hub = RaftHub(self._listen, self.secret, self.timings.connection_retry, self.tls)
             except OSError as e:
                 raise RaftPortInUse(f"Raft port {self._listen} is not available: {e}") from None
         return self._hub

@@ -24,6 +24,7 @@ from replication.api import (
 )
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
+from replication.raft.balance import rounds_of
 from replication.raft.entry_store import StateMachine
 from replication.raft.pysyncobj_adapter import (
     FAIL_REASON,
@@ -73,6 +74,10 @@ class RaftLog:
         self.preferred = preferred
         self.sm = sm
         self._preferred_since: float | None = None
+        self._hubs = hubs  # member address -> its node's hub address: the node, for balancing
+        self._node_names: dict[str, str] = {}  # member address -> the node's name in log lines
+        self._busy: Callable[[], bool] = lambda: False
+        self._tried_round = 0  # the last balancing round that handed this group over (or tried)
         os.makedirs(data_dir, exist_ok=True)
         holder: dict[str, RaftGroup] = {}
         ser, deser = make_serializer(lambda: holder.get("g"))
@@ -141,6 +146,8 @@ class RaftLog:
         # that steps down (a lost quorum) fails them at once: pysyncobj would resolve them only
         # when it learns the new leader's commit index, i.e. after the cut heals.
         self._in_flight: set[asyncio.Future[int]] = set()
+        self._rounds = rounds_of(host)
+        self._rounds.join(self)
 
     # ---------------------------------------------------------------- ReplicatedLog
 
@@ -392,21 +399,51 @@ class RaftLog:
         leadership handed over by a transfer now."""
         self.group.ready_to_lead = check
 
-    def wants_transfer(self) -> bool:
-        """Ticker thread: leader here, preferred node elsewhere and connected for a while
-        (a node that just came back first catches up, then takes its partitions back)."""
+    def set_busy(self, busy: Callable[[], bool]) -> None:
+        """``busy()`` (called on the ticker thread) says whether the partition's owner needs its
+        leadership to stay here now (a rebalance in progress, open transactions): balancing
+        then leaves the group where it is until a later round."""
+        self._busy = busy
+
+    def set_node_names(self, names: dict[str, str]) -> None:
+        """How log lines name the node of each member address (e.g. node ids)."""
+        self._node_names = dict(names)
+
+    def _node_of(self, addr: str) -> str:
+        return self._hubs.get(addr, addr)
+
+    def _named(self, addr: str) -> str:
+        return self._node_names.get(addr) or self._node_of(addr)
+
+    def balance_view(self) -> tuple[str, str | None]:
+        """Ticker thread: (preferred node, leading node or None) for the balancing rounds."""
+        leader = self.leader_address()
+        return self._node_of(self.preferred), None if leader is None else self._node_of(leader)
+
+    def wants_transfer(self, now: float | None = None) -> bool:
+        """Ticker thread: hand leadership to the preferred node now? Only in a balancing round
+        (``replication/raft/balance.py``) that found the preferred node past the imbalance
+        threshold, once per round, with the preferred node connected for ``transfer_settle``
+        (a node that just came back first catches up) and the owner not busy."""
+        now = time.monotonic() if now is None else now
+        t = self.host.timings
+        current = self._rounds.advance(now, t)
         g = self.group
-        if not g._isLeader() or self.preferred == self.self_addr:
+        if not t.auto_leader_rebalance or not g._isLeader() or self.preferred == self.self_addr:
             self._preferred_since = None
             return False
         status = g.getStatus()
         if status.get("partner_node_status_server_" + self.preferred) != 2:
             self._preferred_since = None
             return False
-        now = time.monotonic()
         if self._preferred_since is None:
             self._preferred_since = now
-        return now - self._preferred_since >= self.host.timings.transfer_settle
+        if current == self._tried_round or self._node_of(self.preferred) not in self._rounds.imbalanced:
+            return False
+        if now - self._preferred_since < t.transfer_settle or self._busy():
+            return False  # asked again at the ticker's next balancing pass of this round
+        self._tried_round = current
+        return True
 
     def start_transfer(self, now: float) -> None:
         """Quiesce new appends for a moment so the preferred node can match our log."""
@@ -432,11 +469,14 @@ class RaftLog:
         def transferred(result: Any, error: int) -> None:
             if error == FAIL_REASON.SUCCESS:
                 self._transfer_sent = True
-                log.debug("event=leadership_transfer partition=%s to=%s", self._name, self.preferred)
+                # every move is recorded (the chaos run's fault timeline is read from these lines)
+                log.info("event=leadership_transfer partition=%s from=%s to=%s reason=balance", self._name,
+                         self._named(self.self_addr), self._named(self.preferred))
 
         g.transferLeadership(self.preferred, callback=transferred)
 
     def destroy(self) -> None:
+        self._rounds.leave(self)
         try:
             self.group.destroy()
             self.group._destroy()

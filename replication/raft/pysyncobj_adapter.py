@@ -4,7 +4,9 @@ Everything kcoord changes in the library is here, each with a test: the crash-sa
 (``SafeJournal`` plugged in through ``createJournal``) and dump loader, an epoll poller so that
 one driver waits on every group, the follower-side append without needless truncation, ranked
 election timeouts and election guards, fenced appends and announces, snapshots written by our
-own serializer, and the transport that carries a group's messages over the node's hub.
+own serializer, the transport that carries a group's messages over the node's hub, and log
+commands encoded as data (``commands``): pysyncobj's pickled calls are neither written nor
+unpickled.
 Private pysyncobj names (``_SyncObj__...``) are touched only here and in ``log`` through the
 accessors this module gives ``RaftLog``.
 """
@@ -18,8 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import pysyncobj.journal as _pso_journal
+import pysyncobj.pickle as _pso_pickle
 import pysyncobj.syncobj as _pso
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
 from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import Transport
@@ -28,6 +32,7 @@ from replication.durable import renamed, sync
 from replication.failstop import fail_stop
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
+from replication.raft import commands
 from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
 from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG
@@ -36,6 +41,17 @@ log = logging.getLogger("kcoord.raft")
 
 # What ``log`` uses of pysyncobj, named here so that it imports no pysyncobj itself.
 __all__ = ["FAIL_REASON", "FOLLOWER", "HubTransport", "RaftGroup", "SyncObjConf", "make_serializer", "monotonic"]
+
+
+def _never_unpickle(*_args: Any, **_kwargs: Any) -> Any:
+    raise ValueError("kcoord unpickles nothing (see replication/raft/commands.py)")
+
+
+# Every path by which pysyncobj unpickles is overridden or refused below (applied commands,
+# membership and version commands, chunked transmissions); should one be missed, or a new
+# version add one, it fails here instead of running a peer's pickle.
+_pso_pickle.load = _pso_pickle.loads = _never_unpickle
+_pso_journal.loads = _never_unpickle
 
 _original_create_journal = _pso.createJournal
 
@@ -100,6 +116,8 @@ _pso.createPoller = lambda poller_type: _EpollPoller()
 
 
 FOLLOWER = _pso._RAFT_STATE.FOLLOWER
+_REGULAR = _pso._COMMAND_TYPE.REGULAR
+_NO_OP = _pso._COMMAND_TYPE.NO_OP
 
 class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
     """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
@@ -181,6 +199,9 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         # a leader fails are not affected.
         if isinstance(message, dict) and message.get("type") == "timeout_now" and not self._ready():
             return
+        if isinstance(message, dict) and message.get("type") == "apply_command" and not self._valid_command(
+                message.get("command")):
+            return  # a follower forwards only commands it encoded: only a hostile peer sends another
         if isinstance(message, dict) and "transmission" in message:
             # pysyncobj's chunked transfer of one large entry, pickled: our leaders never send it
             # (every entry is below appendEntriesBatchSizeBytes), so only a hostile peer would.
@@ -261,22 +282,58 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         commit = max(d.get("_SyncObj__raftCommitIndex", 0), d.get("_SyncObj__leaderCommitIndex") or 0)
         return bool(d.get("_SyncObj__raftLastApplied", 0) + READY_APPLY_LAG >= commit and self.ready_to_lead())
 
-    @replicated  # type: ignore[untyped-decorator]
-    def announce(self, epoch: int) -> int:
-        if epoch > self.fence:
-            self.fence = epoch
-        return self.fence
+    # The replicated calls. pysyncobj's ``@replicated`` pickles them, and its apply unpickles
+    # whatever an entry holds: they are proposed and applied here instead (``commands``).
+    def announce(self, epoch: int, callback: Callable[[Any, Any], None] | None = None) -> None:
+        self._propose(callback, commands.ANNOUNCE, epoch)
 
-    @replicated  # type: ignore[untyped-decorator]
-    def append(self, epoch: int, payload: bytes) -> int:
-        if epoch != self.fence:
-            return FENCED
-        return self._apply(epoch, payload)
+    def append(self, epoch: int, payload: bytes, callback: Callable[[Any, Any], None] | None = None) -> None:
+        self._propose(callback, commands.APPEND, epoch, payload)
 
-    @replicated  # type: ignore[untyped-decorator]
-    def submit(self, payload: bytes) -> int:
+    def submit(self, payload: bytes, callback: Callable[[Any, Any], None] | None = None) -> None:
         """Unfenced: any node may submit (pysyncobj forwards it to the leader)."""
-        return self._apply(self.fence, payload)
+        self._propose(callback, commands.SUBMIT, payload)
+
+    def _propose(self, callback: Callable[[Any, Any], None] | None, command: int, *args: Any) -> None:
+        self._applyCommand(commands.encode(command, *args), callback, _REGULAR)
+
+    def _valid_command(self, command: Any) -> bool:
+        """A command as a follower forwards it (type byte included) that this node would apply."""
+        try:
+            if not isinstance(command, bytes) or command[:1] != bytes((_REGULAR,)):
+                raise commands.CommandError("not a regular command")
+            commands.decode(command[1:])
+        except commands.CommandError as e:
+            log.warning("event=raft_command_refused group=%s bytes=%d reason=%r source=forwarded", self.name,
+                        len(command) if isinstance(command, bytes) else -1, str(e))
+            return False
+        return True
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802
+        """Apply one committed entry: a no-op, or one of our commands. Anything else is skipped
+        alike on every replica, with one line in the log: pysyncobj would unpickle it, and its
+        membership and code-version commands are not used here."""
+        kind = command[0] if command else -1
+        if kind == _NO_OP:
+            return None
+        try:
+            if kind != _REGULAR:
+                raise commands.CommandError(f"command type {kind}")
+            cmd, args = commands.decode(command[1:])
+        except commands.CommandError as e:
+            log.warning("event=raft_command_refused group=%s bytes=%d reason=%r source=log action=skipped",
+                        self.name, len(command), str(e))
+            return APPLY_FAILED
+        if cmd == commands.ANNOUNCE:
+            if args[0] > self.fence:
+                self.fence = args[0]
+            return self.fence
+        if cmd == commands.APPEND and args[0] != self.fence:
+            return FENCED
+        return self._apply(self.fence if cmd == commands.SUBMIT else args[0], args[-1])
+
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:  # noqa: N802
+        return None  # membership is static (dynamicMembershipChange off): never unpickle one
 
     def _apply(self, epoch: int, payload: bytes) -> int:
         """Applying is total: pysyncobj retries an entry whose apply raised on every tick, after
@@ -408,11 +465,5 @@ class HubTransport(Transport):  # type: ignore[misc]
 
 
 def replicated_method_names() -> dict[int, str]:
-    """How pysyncobj numbers ``RaftGroup``'s replicated methods in its journal and snapshots (by
-    sorted version and name of the versioned aliases), for tools that read them offline."""
-    found = []
-    for m in dir(RaftGroup):
-        fn = getattr(RaftGroup, m)
-        if getattr(fn, "replicated", False) and m != getattr(fn, "origName", m):
-            found.append((getattr(fn, "ver", 0), m, fn.origName))
-    return {i: orig for i, (_, _, orig) in enumerate(sorted(found))}
+    """The command ids of ``RaftGroup``'s log entries and their names, for tools that read them offline."""
+    return dict(commands.NAMES)

@@ -52,6 +52,14 @@ class RaftTimings:
     compaction_bytes: int = 16 * 1024 * 1024  # a journal this large is compacted now, whatever the above
     compaction_split: bool = True  # nodes compact in turns, never all at once
     transfer_settle: float = 5.0  # a preferred node must be connected this long before it is handed leadership
+    # Preferred-leader balancing as Kafka's controller does it (auto.leader.rebalance.enable,
+    # leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage): a node
+    # checks every interval, and hands partitions back only to a node whose share of its
+    # preferred partitions led elsewhere exceeds the percentage. Every move reloads a
+    # coordinator's groups, so it must be rare (replication/raft/balance.py).
+    auto_leader_rebalance: bool = True
+    leader_imbalance_check_interval: float = 300.0
+    leader_imbalance_per_broker_percentage: float = 10.0
     # Check-quorum: a leader that has heard from no majority of its group for this long steps
     # down (0 = the longest election timeout). pysyncobj's default of 30 s let a leader cut off
     # from its followers but not from its clients answer them from stale state for 30 s.

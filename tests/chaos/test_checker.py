@@ -235,10 +235,10 @@ def test_aborted_read_and_duplicate(spark: Any, tmp_path: Path) -> None:
     assert (g1a["value"], g1a["produce_error"]) == ("vfail", "NOT_ENOUGH_REPLICAS")
 
 
-def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float, float]],
-        commits: tuple[float, ...] = ()) -> Any:
-    """check_i6 on assign/crash events, fault windows ``(type, start, end)`` and the times of
-    the group's acknowledged commits."""
+def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[Any, ...]],
+        commits: tuple[float, ...] = (), leaderships: dict[str, list[float]] | None = None) -> Any:
+    """check_i6 on assign/crash events, fault windows ``(type, start, end[, detail])``, the times
+    of the group's acknowledged commits and the elections the node logs name."""
     from types import SimpleNamespace
 
     from chaos.check.invariants import _generations, check_i6
@@ -250,9 +250,9 @@ def _i6(spark: Any, events: list[dict[str, Any]], windows: list[tuple[str, float
                                      "partitions array<array<string>>, protocol string, lost boolean")
     oks = spark.createDataFrame([(G, t, "ok") for t in commits] or [(G, 0.0, "fail")],
                                 "`group` string, t_res double, status string")
-    faults = [{"id": i, "type": ty, "node": 1, "start": s, "end": e, "open": False}
-              for i, (ty, s, e) in enumerate(windows)]
-    tb = SimpleNamespace(ev=ev, commits=oks, faults=faults, t_end=100.0)
+    faults = [{"id": i, "type": w[0], "node": 1, "start": w[1], "end": w[2], "open": False,
+               "detail": w[3] if len(w) > 3 else None} for i, w in enumerate(windows)]
+    tb = SimpleNamespace(ev=ev, commits=oks, faults=faults, t_end=100.0, leaderships=leaderships or {})
     return check_i6(tb, Options(), _generations(tb))  # type: ignore[arg-type]
 
 
@@ -273,6 +273,13 @@ KILL = [("kill", 30.0, 34.0)]
 def test_i6_consumer_protocol_flags_a_revocation_in_a_failover(spark: Any) -> None:
     v = _i6(spark, _modern({"t": 32.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}), KILL)
     assert v.status == "fail" and v.counterexamples[0]["revocation_without_churn"]
+
+
+def test_i6_consumer_protocol_a_crashed_members_expiry_moves_with_each_load(spark: Any) -> None:
+    revoke = {"t": 32.0, "type": "revoke", "member": "m1", "partitions": [[T, "0"]]}
+    crashed = {"t": 2.0, "type": "crash", "member": "m2"}  # its expiry was due by 17 (10 s + grace)
+    assert _i6(spark, _modern(revoke, crashed), KILL).status == "fail"
+    assert _i6(spark, _modern(revoke, crashed), KILL, leaderships={OWN: [8.0, 16.0]}).status == "pass"
 
 
 def test_i6_consumer_protocol_a_revocation_explained_by_membership_passes(spark: Any) -> None:
@@ -298,6 +305,37 @@ def test_i6_a_crashed_members_session_expiry_is_churn(spark: Any) -> None:
     crash = [{"t": 9.5, "type": "crash", "member": "m3"}]
     assert _i6(spark, _gens(1.0, 10.0, 21.0), [("kill", 18.0, 19.0)]).status == "fail"
     assert _i6(spark, _gens(1.0, 10.0, 21.0) + crash, [("kill", 18.0, 19.0)]).status == "pass"
+
+
+# the group's own __consumer_offsets partition (16 by default) and another one
+OWN = f"__consumer_offsets-{partition_for(G, 16)}"
+OTHER = f"__consumer_offsets-{(partition_for(G, 16) + 1) % 16}"
+
+
+def _moved(t: float, partition: str) -> tuple[str, float, float, str]:
+    """A leader_transfer record as faults.jsonl holds it (detail: a JSON string)."""
+    return ("leader_transfer", t, t, json.dumps({"partition": partition, "to": 2, "reason": "balance"}))
+
+
+def test_i6_a_transfer_is_a_failover_of_its_own_partitions_groups_only(spark: Any) -> None:
+    v = _i6(spark, _gens(1.0, 12.0), [_moved(10.0, OWN)])
+    assert v.status == "fail" and v.counterexamples[0]["fault"]["type"] == "leader_transfer"
+    v = _i6(spark, _gens(1.0, 12.0), [_moved(10.0, OTHER)])  # another partition moved: not this group's cause
+    assert v.status == "pass" and v.stats["same_membership_rebalances_outside_faults"] == 1
+
+
+def test_i6_a_crashed_members_expiry_moves_with_each_load_of_its_group(spark: Any) -> None:
+    # m3 crashed at 9.5 in generation 2 (10.0); generation 3 forms at 40, in a kill's window, 30 s
+    # after generation 2: past the 25 s its expiry takes (session 10 s + grace), unless the group's
+    # coordinator loaded it meanwhile (each load restarts the session timers)
+    events = _gens(1.0, 10.0, 40.0) + [{"t": 9.5, "type": "crash", "member": "m3"}]
+    kill = ("kill", 38.0, 39.0)
+    assert _i6(spark, events, [kill]).status == "fail"
+    assert _i6(spark, events, [kill, _moved(15.0, OWN), _moved(22.0, OWN)]).status == "pass"
+    assert _i6(spark, events, [kill], leaderships={OWN: [15.0, 22.0]}).status == "pass"  # from the node logs
+    assert _i6(spark, events, [kill, _moved(15.0, OTHER), _moved(22.0, OTHER)]).status == "fail"
+    # a load after the member's expiry was due (35) cannot have restarted its timer
+    assert _i6(spark, events, [kill], leaderships={OWN: [36.0]}).status == "fail"
 
 
 def test_i6_a_total_outage_longer_than_a_session_is_not_judged(spark: Any) -> None:
@@ -342,6 +380,30 @@ def test_i9_bound_counts_fault_free_time_only() -> None:
     assert _fault_free_deadline(faults[0], faults, 35.0) == 55.0  # 10 s of the bound were under fault 1
     assert _fault_free_deadline(faults[1], faults, 35.0) == 65.0  # fault 2 ended inside fault 1
     assert _fault_free_deadline(faults[3], faults, 35.0) == 145.0  # nothing after it
+
+
+def test_i9_charges_a_stall_to_a_transfer_only_for_the_groups_it_moved(spark: Any) -> None:
+    """A kill at 5-6 s; the group's commits (and the produces) stop from 2 s to 80 s; a partition
+    moves at 10 s: the stall is the kill's, and the move's only if it was the group's own."""
+    from types import SimpleNamespace
+
+    from chaos.check.invariants import check_i9
+
+    times = (1.0, 2.0, 80.0)
+    commits = spark.createDataFrame([(G, f"c{i}", t - 0.1, t, "ok") for i, t in enumerate(times)],
+                                    "`group` string, op string, t_inv double, t_res double, status string")
+    produced = spark.createDataFrame([(t,) for t in times], "t double")
+
+    def charged(moved: str) -> set[tuple[int, str]]:
+        kind, start, end, detail = _moved(10.0, moved)
+        faults = [{"id": 0, "type": "kill", "node": 1, "start": 5.0, "end": 6.0, "open": False, "detail": None},
+                  {"id": 1, "type": kind, "node": 0, "start": start, "end": end, "open": False, "detail": detail}]
+        tb = SimpleNamespace(faults=faults, commits=commits, produced=produced, t_end=120.0)
+        v, _ = check_i9(spark, tb, Options())  # type: ignore[arg-type]
+        return {(b["fault"]["id"], b["group"]) for b in v.counterexamples}
+
+    assert charged(OTHER) == {(0, G), (0, "<producers>")}
+    assert charged(OWN) == {(0, G), (0, "<producers>"), (1, G)}
 
 
 def _i7(spark: Any, windows: list[tuple[str, float, float]], before: tuple[tuple[Any, ...], ...] = (),

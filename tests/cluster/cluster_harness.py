@@ -16,7 +16,12 @@ import pytest
 from cluster import netns
 from cluster.local_cluster import LocalCluster, free_plan, netns_plan
 
-SECRET = "test-cluster-secret-5f1c9a7e2b4d8036"  # >= 128 bits, as a node demands
+SECRET = "test-cluster-secret-5f1c9a7e2b4d80364be1a7c2d9f03e68"  # 128 random bits, as a node demands
+# For tests that check where leadership returns after a restart or a heal: a balancing round
+# every second that hands back any partition led elsewhere (by default a node waits out Kafka's
+# 300 s and a 10 % imbalance).
+FAST_LEADER_BALANCE: dict[str, object] = {"leader.imbalance.check.interval.seconds": 1,
+                                          "leader.imbalance.per.broker.percentage": 0}
 
 
 class Cluster(LocalCluster):

@@ -19,7 +19,7 @@ from cluster.config import _FIELDS, load_config, parse_peers
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
-SECRET = "test-secret-0123456789"
+SECRET = "test-secret-9b3e0c7a51d4f28e6a0b1c93d7e5f402"
 
 pytestmark = pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 

@@ -3,6 +3,9 @@ another cluster), exits at start with one clear message and exit code 2."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +60,37 @@ def test_the_lock_is_held_until_released(tmp_path: Path) -> None:
     assert probe.returncode != 0 and "in use by another kcoord process" in probe.stderr
     os.close(fd)
     lock(str(tmp_path))
+
+
+def test_the_identity_file_holds_nothing_that_tests_a_guess_of_the_secret_cheaply(tmp_path: Path) -> None:
+    """Only a slow, salted check of the secret (scrypt): a 64-bit HMAC of it tested guesses at
+    the speed of SHA-256."""
+    secret = "guessable-secret"
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        check_identity(str(tmp_path / d), 1, secret)
+    docs = [json.loads((tmp_path / d / "node.identity").read_text()) for d in ("a", "b")]
+    fast = hmac.new(secret.encode(), b"kcoord data_dir identity", hashlib.sha256).hexdigest()
+    for doc in docs:
+        assert set(doc) == {"node_id", "cluster_secret_check", "cluster_id"}, doc
+        check = doc["cluster_secret_check"]
+        assert check["kdf"] == "scrypt" and check["n"] >= 2**15 and check["r"] >= 8 and len(check["salt"]) == 32
+        assert fast[:16] not in json.dumps(doc)
+    assert docs[0]["cluster_secret_check"]["salt"] != docs[1]["cluster_secret_check"]["salt"]  # salted at random
+
+
+def test_an_identity_file_of_an_earlier_version_is_checked_once_then_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "node.identity"
+    old = hmac.new(b"secret-a", b"kcoord data_dir identity", hashlib.sha256).hexdigest()[:16]
+    path.write_text(json.dumps({"node_id": 3, "cluster_secret_fingerprint": old, "cluster_id": "abc"}))
+    with pytest.raises(DataDirError, match="another cluster"):
+        check_identity(str(tmp_path), 3, "secret-b")
+    assert json.loads(path.read_text())["cluster_secret_fingerprint"] == old  # a refusal rewrites nothing
+    check_identity(str(tmp_path), 3, "secret-a")
+    doc = json.loads(path.read_text())
+    assert "cluster_secret_fingerprint" not in doc and doc["cluster_id"] == "abc" and doc["node_id"] == 3
+    check_identity(str(tmp_path), 3, "secret-a")
+    with pytest.raises(DataDirError, match="another cluster"):
+        check_identity(str(tmp_path), 3, "secret-b")
+    with pytest.raises(DataDirError, match="another cluster"):
+        check_identity(str(tmp_path), 3, "")

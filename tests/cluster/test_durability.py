@@ -20,14 +20,14 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.partitioner import partition_for
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
 
 pytestmark = pytest.mark.cluster
 PARTITIONS = 6
 N = 16
 # Compact the Raft logs constantly: every 100 entries, and every 2 s when anything changed.
 SETTINGS = {"group.initial.rebalance.delay.ms": 0, "raft_compaction_entries": 100,
-            "raft_compaction_interval_s": 2}
+            "raft_compaction_interval_s": 2, **FAST_LEADER_BALANCE}
 
 
 @pytest.fixture

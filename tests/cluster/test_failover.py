@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.partitioner import partition_for
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
 
 pytestmark = pytest.mark.cluster
 PARTITIONS = 6
@@ -29,7 +29,7 @@ PARTITIONS = 6
 
 @pytest.fixture
 def cluster(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    c = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 500}).start()
+    c = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE}).start()
     yield c
     c.kill_all()
     rep = getattr(request.node, "rep_call", None)

@@ -34,7 +34,7 @@ import pytest
 from cluster import link_control, netns, netns_faults
 from cluster.config import NodeConfig
 from coordinator.partitioner import partition_for
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
 from tests.wire.raw import RawConn
 
 pytestmark = pytest.mark.cluster
@@ -243,8 +243,8 @@ def _read_all(bootstrap: str, want: dict[tuple[int, int], bytes]) -> dict[tuple[
 def _scenario(tmp_path: Path, kind: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true"},
-                      netns=NETNS).start()
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true",
+                                          **FAST_LEADER_BALANCE}, netns=NETNS).start()
     rec = Recorder()
     cutter = Cutter(cluster)
     try:

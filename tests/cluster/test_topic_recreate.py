@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -62,7 +62,7 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
 def test_a_recreated_topic_starts_empty_on_every_node(tmp_path: Path) -> None:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, **FAST_LEADER_BALANCE}).start()
     try:
         admin = _admin(cluster.bootstrap)
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(20)

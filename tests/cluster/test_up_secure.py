@@ -1,12 +1,14 @@
 """``kcoord up --secure`` (issue 17): one command starts a 3-node cluster that clients reach over
 SASL_SSL, with a CA it generated, an admin user and ACLs on. The admin's settings file works with
 the tools and librdkafka as written; a wrong password and a user without ACLs are refused; the
-nodes' own listener takes only certificates of the cluster's CA."""
+nodes' own listener takes only certificates of the cluster's CA, and their Raft port speaks only TLS."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import uuid
@@ -97,6 +99,23 @@ def test_up_secure_starts_a_sasl_ssl_cluster_with_acls(tmp_path: Path) -> None:
                                 "ssl.ca.location": admin_conf["ssl.ca.location"], "error_cb": errors.append})
         with pytest.raises(KafkaException):
             internal.list_topics(timeout=2)
+        # the Raft port: TLS, and only with a certificate of the cluster's CA
+        tls = ssl.create_default_context(cafile=admin_conf["ssl.ca.location"])
+        tls.load_cert_chain(str(secure / "node.pem"))
+        with socket.create_connection(("127.0.0.1", raft), timeout=5) as s, \
+                tls.wrap_socket(s, server_hostname="127.0.0.1") as t:
+            assert t.version() == "TLSv1.3"
+        anonymous = ssl.create_default_context(cafile=admin_conf["ssl.ca.location"])
+        with socket.create_connection(("127.0.0.1", raft), timeout=5) as s:
+            try:
+                with anonymous.wrap_socket(s, server_hostname="127.0.0.1") as t:
+                    t.sendall(b"x")
+                    got = t.recv(1)  # TLS 1.3: the refusal comes after the client's handshake
+            except TimeoutError:
+                pytest.fail("a client without a certificate stayed connected")
+            except (ssl.SSLError, ConnectionError):
+                got = b""
+            assert got == b""
     finally:
         proc.send_signal(signal.SIGINT)
         try:

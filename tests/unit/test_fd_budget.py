@@ -15,7 +15,7 @@ PEERS = "127.0.0.1:9092:19092,127.0.0.1:9093:20092,127.0.0.1:9094:21092"
 
 
 def _config(**settings: object) -> NodeConfig:
-    return load_config(None, env={}, overrides={"cluster_secret": "test-cluster-secret-5f1c9a7e2b4d8036",
+    return load_config(None, env={}, overrides={"cluster_secret": "test-cluster-secret-5f1c9a7e2b4d80364be1a7c2d9f03e68",
                                                 **settings})
 
 

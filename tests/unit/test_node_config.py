@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.config import ConfigError, NodeConfig, load_config
+from cluster.config import ConfigError, NodeConfig, load_config, secret_bits
 
 
 def test_defaults_toml_env_and_overrides(tmp_path) -> None:
@@ -25,11 +25,24 @@ def test_defaults_toml_env_and_overrides(tmp_path) -> None:
     ({"no.such.setting": 1}, "no.such.setting"),
     ({"auto_create_topics": "maybe"}, "auto_create_topics"),
     ({"raft_driver": "fibers"}, "raft_driver"),
+    ({"leader.imbalance.check.interval.seconds": 0}, "leader_imbalance_check_interval_seconds"),
+    ({"leader.imbalance.per.broker.percentage": 101}, "leader_imbalance_per_broker_percentage"),
 ])
 def test_bad_values_name_the_setting(src, needle) -> None:
     with pytest.raises(ConfigError) as ei:
         load_config(None, env={}, overrides=src)
     assert needle in str(ei.value)
+
+
+def test_leader_balancing_takes_kafkas_names_and_defaults() -> None:
+    cfg = load_config(None, env={})
+    assert (cfg.auto_leader_rebalance_enable, cfg.leader_imbalance_check_interval_seconds,
+            cfg.leader_imbalance_per_broker_percentage) == (True, 300, 10)
+    cfg = load_config(None, env={}, overrides={"auto.leader.rebalance.enable": "false",
+                                               "leader.imbalance.check.interval.seconds": "5",
+                                               "leader.imbalance.per.broker.percentage": "0"})
+    assert (cfg.auto_leader_rebalance_enable, cfg.leader_imbalance_check_interval_seconds,
+            cfg.leader_imbalance_per_broker_percentage) == (False, 5, 0)
 
 
 def test_bad_env_value(tmp_path) -> None:
@@ -69,5 +82,15 @@ def test_a_cluster_secret_under_128_bits_is_refused_at_start(secret: str) -> Non
 def test_generated_secrets_pass() -> None:
     import secrets
 
-    for secret in (secrets.token_hex(16), secrets.token_urlsafe(32), "test-cluster-secret-5f1c9a7e2b4d8036"):
+    for secret in (secrets.token_hex(16), secrets.token_hex(32), secrets.token_urlsafe(32), "test-cluster-secret-5f1c9a7e2b4d80364be1a7c2d9f03e68"):
         assert load_config(None, env={}, overrides={"peers": PEERS, "cluster_secret": secret}).cluster_secret == secret
+
+
+@pytest.mark.parametrize("secret", ["correct horse battery staple", "CorrectHorseBatteryStaple42",
+                                    "Correct-Horse-Battery-Staple-2024!", "correct horse battery staple orange banana",
+                                    "test-cluster-secret-5f1c9a7e2b4d8036"])  # the last: 64 random bits
+def test_a_passphrase_of_words_does_not_count_as_128_bits(secret: str) -> None:
+    """Words count as drawn from a large vocabulary (about 16 bits each), not as their letters."""
+    assert secret_bits(secret) < 128
+    with pytest.raises(ConfigError, match="cluster_secret.*128 bits"):
+        load_config(None, env={}, overrides={"peers": PEERS, "cluster_secret": secret})

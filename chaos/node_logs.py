@@ -1,0 +1,43 @@
+"""What a chaos run learns from its nodes' logs after the run: the leadership transfers the
+nodes made on their own (preferred-leader balancing), which the nemesis did not cause and its
+fault log does not hold. Each becomes a ``leader_transfer`` record of ``faults.jsonl``
+(``chaos/history.py``): a coordinator partition that moves reloads its groups on the new leader,
+so the checker must know when that happened.
+
+Node logs carry wall-clock timestamps (``cluster/logfmt.py``); run.json's ``t0`` puts them on
+the run clock.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+_TRANSFER = re.compile(r"^ts=(\S+) .*event=leadership_transfer partition=(\S+) from=(\S+) to=(\S+) reason=(\S+)")
+
+
+def _node(name: str) -> int | str:
+    return int(name) if name.isdigit() else name
+
+
+def leader_transfers(log_dir: Path, t0: float) -> list[dict[str, Any]]:
+    """Every ``event=leadership_transfer`` of the ``node-N.log`` files in ``log_dir``, in time
+    order: ``t`` (run clock), ``node`` (the one that handed leadership over) and ``detail``
+    (``partition``, ``to``, ``reason``)."""
+    out: list[dict[str, Any]] = []
+    for f in sorted(log_dir.glob("node-*.log")):
+        node = int(f.stem.split("-")[1])
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "event=leadership_transfer" not in line:
+                    continue
+                m = _TRANSFER.match(line)
+                if m is None:
+                    continue
+                t = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0
+                sender = _node(m.group(3))
+                out.append({"t": round(t, 3), "node": sender if isinstance(sender, int) else node,
+                            "detail": {"partition": m.group(2), "to": _node(m.group(4)), "reason": m.group(5)}})
+    return sorted(out, key=lambda r: float(r["t"]))
