@@ -44,7 +44,11 @@ from chaos.history import HistoryWriter
 
 OUTPUT_TOPIC, OUTPUT_PARTITIONS = "chaos-output", 3
 EOS_GROUP = "chaos-eos"
-HANG_S = 120.0
+# Every call inside a transaction is bounded by 30 s, so a minute without progress is a hang:
+# librdkafka's transactional requests can wait for ever once their coordinator's broker went away
+# (its issues #5456, #5511). The worker then dumps its stacks and exits, and the run restarts it,
+# as an operator's liveness probe would, soon enough for a bounded run to drain.
+HANG_S = 60.0
 PRODUCER_DEBUG = "eos,broker"  # librdkafka debug contexts (2.x): the transaction manager, connections
 CONSUMER_DEBUG = "cgrp,eos,broker"  # and the group's joins, heartbeats and commits
 HOLD_S = 0.3
