@@ -42,9 +42,13 @@ PRODUCE_KEY = 0
 UNAUTHENTICATED_MAX_BYTES = 524288
 # Frames up to this size may use the last ``SMALL_FRAME_ROOM`` of queued.max.request.bytes, which
 # larger frames (Produce batches, partial or not) may not: clients that hold large frames half
-# sent, or do not read their answers, cannot keep a commit or a heartbeat from being read.
+# sent, or do not read their answers, cannot keep a commit or a heartbeat from being read. (A frame
+# larger than the rest of the budget, the large-frame cap, may: it is let in below the cap.)
 SMALL_FRAME_BYTES = 65536
 SMALL_FRAME_ROOM = 16 * 1024 * 1024
+# A closed connection's answers may take this long to drain: a client that does not read them would
+# otherwise keep the connection half open, and its unsent bytes counted, for ever.
+CLOSE_LINGER_S = 10.0
 AUTO_MAX_CONNECTIONS = 10000  # each may hold a read's worth of a frame waiting for room (~256 KiB)
 _CLOSE = object()  # a slot's answer: close the connection once the earlier answers are written
 
@@ -163,7 +167,8 @@ class WireServer:
         else:
             self._per_ip.pop(conn.info.host, None)
         self._starved.discard(conn)
-        self._waiting.pop(conn, None)
+        if self._waiting.pop(conn, None) is not None:
+            self._grant_waiting()  # it may have been the head: the frame behind it may fit now
 
     def frame_limit(self, api_key: int) -> int:
         return self.limits.max_request_bytes if api_key == PRODUCE_KEY else self.limits.non_produce_max_bytes
@@ -173,9 +178,8 @@ class WireServer:
 
     def reserve(self, conn: _Connection, size: int) -> bool:
         """Count a frame's declared size when its header arrives, before its body (Kafka's memory
-        pool): granted while it fits the budget (a small frame may use the room kept for small
-        ones; a frame larger than the whole budget only when nothing else is held), otherwise
-        the connection waits, not reading, until bytes are freed."""
+        pool): granted while it fits the budget (see ``_fits``), otherwise the connection waits,
+        not reading, until bytes are freed; large frames are granted in the order they came."""
         if (not self._waiting or size <= SMALL_FRAME_BYTES) and self._fits(size):
             self.queued_bytes += size
             return True
@@ -183,9 +187,17 @@ class WireServer:
         return False
 
     def _fits(self, size: int) -> bool:
+        """A small frame fits the whole budget, a larger one the budget less the room kept for small
+        ones (its cap). A frame larger than its cap, which can never fit (queued.max.request.bytes
+        set to socket.request.max.bytes), is let in as soon as less than the cap is held, as Kafka's
+        non-strict memory pool does: waiting for nothing to be held would starve it, and every
+        large frame behind it, under constant small traffic. The node then holds at most the cap
+        and one such frame."""
         budget = self.limits.queued_max_bytes
         cap = budget if size <= SMALL_FRAME_BYTES else budget - min(SMALL_FRAME_ROOM, budget // 4)
-        return self.queued_bytes + size <= cap or self.queued_bytes == 0
+        if size > cap:
+            return self.queued_bytes < cap
+        return self.queued_bytes + size <= cap
 
     def room(self) -> int:
         """What a large answer (a Fetch's) may still take of the budget before it is sent."""
@@ -198,7 +210,11 @@ class WireServer:
             starved, self._starved = self._starved, set()
             for conn in starved:
                 conn.unstarve()
-        while self._waiting:  # the oldest waiting frame first, and only once it fits: O(1) per free
+        self._grant_waiting()
+
+    def _grant_waiting(self) -> None:
+        """Count in the waiting frames that fit now."""
+        while self._waiting:  # the oldest waiting frame first, and only once it fits: O(1) per call
             conn, size = next(iter(self._waiting.items()))
             if not self._fits(size):
                 break
@@ -215,7 +231,8 @@ class WireServer:
 
     async def _close_idle(self) -> None:
         """connections.max.idle.ms: close connections with nothing read or written for that long
-        and no request in flight."""
+        and no request in flight; abort those whose client has not read its answers (a close would
+        wait for it to, holding their bytes in the budget)."""
         idle_s = self.limits.idle_ms / 1000
         loop = asyncio.get_running_loop()
         while True:
@@ -223,9 +240,14 @@ class WireServer:
             cutoff = loop.time() - idle_s
             for conn in list(self._conns.values()):
                 if conn.last_active < cutoff and not conn.slots:
-                    log.info("event=connection_idle_closed conn=%d peer=%s:%d idle_ms=%d", conn.info.connection_id,
-                             conn.info.host, conn.info.port, self.limits.idle_ms)
-                    conn.close()
+                    unread = conn.has_unsent()
+                    log.info("event=connection_idle_closed conn=%d peer=%s:%d idle_ms=%d action=%s",
+                             conn.info.connection_id, conn.info.host, conn.info.port, self.limits.idle_ms,
+                             "abort" if unread else "close")
+                    if unread:
+                        conn.abort()
+                    else:
+                        conn.close()
 
 
 class _Slot:
@@ -263,6 +285,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = 0.0  # loop time of the last read or write (connections.max.idle.ms)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.handshake: asyncio.Task[Any] | None = None  # a TLS listener's handshake, while it lasts
+        self.linger: asyncio.TimerHandle | None = None  # closed with answers unsent: aborted when it fires
 
     # ---------------------------------------------------------------- transport events
 
@@ -353,6 +376,9 @@ class _Connection(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.linger is not None:
+            self.linger.cancel()
+            self.linger = None
         if self.handshake is not None:  # the raw connection went during the handshake: _handshake_done says so
             return
         self.closing = True
@@ -617,12 +643,23 @@ class _Connection(asyncio.Protocol):
                   self.info.port, f"{type(e).__name__}: {e}")
         self.abort()
 
+    def has_unsent(self) -> bool:
+        """Whether the transport still holds answer bytes the client has not read."""
+        transport = self.transport
+        return self.write_paused or (transport is not None and transport.get_write_buffer_size() > 0)
+
     def close(self) -> None:
-        """Close after writing what is answered (later answers are dropped, as Kafka does)."""
+        """Close after writing what is answered (later answers are dropped, as Kafka does). The
+        transport closes once they are written; a client that does not read them is aborted after
+        ``CLOSE_LINGER_S``, so its connection does not stay half open holding the budget."""
         self._write_out()
         self.closing = True
-        if self.transport is not None:
-            self.transport.close()
+        if self.transport is None:
+            return
+        unsent = self.has_unsent()
+        self.transport.close()
+        if unsent and self.linger is None and self.loop is not None:
+            self.linger = self.loop.call_later(CLOSE_LINGER_S, self.abort)
 
     def abort(self) -> None:
         self.closing = True

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import shutil
 import struct
 import threading
 import time
@@ -66,6 +67,24 @@ class OffsetOutOfRangeError(Exception):
     pass
 
 
+INSTALL_SUFFIX = ".install"  # a snapshot being installed, beside the partition's directory
+OLD_SUFFIX = ".replaced"  # the partition's directory while an installed one takes its place
+
+
+def _settle_install(directory: str) -> None:
+    """After a crash during a snapshot install, one whole log stays: a staging copy goes; a swap
+    cut between its two renames is undone (the Raft snapshot naming the new copy is written only
+    after the swap, so the old log still matches the snapshot on disk); one cut after them
+    keeps the new log (which holds everything the old snapshot names)."""
+    shutil.rmtree(directory + INSTALL_SUFFIX, ignore_errors=True)
+    old = directory + OLD_SUFFIX
+    if os.path.isdir(old):
+        if not os.path.isdir(directory):
+            os.replace(old, directory)  # cut before the installed copy was renamed in: keep the old one
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -99,7 +118,9 @@ class _Segment:
         ``verify_all``: the segment may hold bytes that never reached the disk (the node did not
         shut down cleanly and the segment was never fsync'd): a power loss can leave zeros or
         stale pages anywhere after its last fsync, under index entries that did reach it, so the
-        index is rebuilt from a scan that checks every batch's CRC."""
+        index is rebuilt from a scan that checks every batch's CRC, and the log ends at the first
+        bad batch whatever follows it (as Kafka recovers a segment after an unclean shutdown;
+        a replica's journal holds what came after, and its leader the rest)."""
         self.fh.seek(0, os.SEEK_END)
         file_size = self.fh.tell()
         self.idx_fh.seek(0)
@@ -124,7 +145,8 @@ class _Segment:
         while pos < file_size:
             hdr = self._read_valid_header(pos, file_size)
             if hdr is None or hdr.base_offset < self.next_offset:
-                self._refuse_if_corrupt_inside(pos, file_size)
+                if not verify_all:  # unsynced pages reach the disk in any order: a hole may have valid batches after it
+                    self._refuse_if_corrupt_inside(pos, file_size)
                 break
             if verify_all:
                 self._index(hdr, pos)
@@ -406,6 +428,7 @@ class DataLog:
         self.lock = threading.RLock()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
+        _settle_install(directory)
         os.makedirs(directory, exist_ok=True)
         self._open()
 
@@ -730,11 +753,59 @@ class DataLog:
                 hdr = parse_header(batches, pos)
                 self._append_unlocked(batches[pos : pos + hdr.size])
                 pos += hdr.size
+            self.load_state(producers, txns)
+
+    def load_state(self, producers: Any, txns: Any) -> None:
+        """The producer state and transactions a snapshot names (they replace what the batches said)."""
+        with self.lock:
             self.producer_state = ProducerStateManager()
             self.producer_state.load_obj(producers)
             if txns is not None:  # a snapshot from before transactions: what the batches said
                 self.txns = PartitionTxns.from_obj(txns)
             self._save_producer_state()
+
+    def manifest(self) -> dict[str, Any]:
+        """A Raft snapshot of this partition without its bytes: the segments as they are on disk
+        (each only ever grows, so ``[0, size)`` stays what it is while the segment exists), the
+        producer state and the transactions. The active segment is fsync'd first: the journal
+        entries this snapshot replaces are about to be dropped."""
+        with self.lock:
+            self._segments[-1].sync()
+            return {"start": self.log_start_offset, "end": self.log_end_offset,
+                    "segments": [[seg.base, seg.size] for seg in self._segments],
+                    "producers": self.producer_state.to_obj(), "txns": self.txns.to_obj()}
+
+    def read_segment(self, base: int, pos: int, n: int) -> bytes | None:
+        """Up to ``n`` bytes of segment ``base`` from ``pos``; None once retention deleted it."""
+        with self.lock:
+            i = bisect.bisect_left(self._bases, base)
+            if i == len(self._bases) or self._bases[i] != base:
+                return None
+            seg = self._segments[i]
+            return _pread(seg.fh.fileno(), max(0, min(n, seg.size - pos)), pos)
+
+    def settings(self) -> dict[str, Any]:
+        """What a copy of this log (an installed snapshot's staging log) is opened with."""
+        return {"segment_bytes": self.segment_bytes, "retention_ms": self.retention_ms,
+                "retention_bytes": self.retention_bytes, "index_interval_bytes": self.index_interval_bytes,
+                "clock": self.clock}
+
+    def adopt(self, staging: str) -> None:
+        """Become the log in ``staging`` (a complete, cleanly closed copy: an installed snapshot).
+        The directories are swapped by renames, so a crash leaves one whole log or the other
+        (``_settle_install`` finishes or undoes the swap on the next open)."""
+        with self.lock:
+            for seg in self._segments:
+                seg.close()
+            old = self.directory + OLD_SUFFIX
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(self.directory, old)
+            os.replace(staging, self.directory)
+            fsync_dir(self.directory)
+            shutil.rmtree(old, ignore_errors=True)
+            self._segments, self._bases = [], []
+            self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
+            self._open()
 
     def snapshot(self) -> tuple[int, bytes, Any, Any]:
         """``(log start offset, every retained batch, producer state, transactions)`` for a Raft

@@ -1,5 +1,6 @@
 """A data partition's replicated state machine: Raft applies each produced batch to the
-partition's ``DataLog`` (segments, producer state) and snapshots it whole.
+partition's ``DataLog`` (segments, producer state); its snapshot names the segments, which a
+lagging follower is sent from disk (``replication.data_install``).
 
 ``apply`` returns the batch's base offset, or -2 for a batch it refuses (another batch already
 holds that offset, or a gap): its producer then gets an error, never an acknowledgement for
@@ -13,7 +14,10 @@ from collections.abc import Callable
 
 import msgpack
 
+from replication.data_install import SnapshotInstall, decode, next_chunk
 from replication.data_log import DataLog
+from replication.failstop import EXIT_CORRUPT, fail_stop
+from replication.raft.snapshot_transfer import InstallError, StreamCursor
 from replication.record_batch import parse_header
 
 log = logging.getLogger("kcoord.cluster")
@@ -25,6 +29,7 @@ class DataStateMachine:
     def __init__(self, data: DataLog, on_applied: Callable[[], None]) -> None:
         self.data = data
         self._on_applied = on_applied
+        self._install: SnapshotInstall | None = None  # a leader's snapshot being received
 
     def apply(self, epoch: int, payload: bytes) -> int:
         base = parse_header(payload).base_offset
@@ -51,12 +56,58 @@ class DataStateMachine:
         self._on_applied()
         return hdr.base_offset
 
+    # -- snapshots: the segments as they are on disk (replication.data_install) ------------------
+
     def snapshot(self) -> bytes:
-        start, batches, producers, txns = self.data.snapshot()
-        return bytes(msgpack.packb({"start": start, "batches": batches, "producers": producers, "txns": txns},
-                                   use_bin_type=True))
+        """The partition's manifest: the journal entries it replaces are in the segments, fsync'd."""
+        return bytes(msgpack.packb(self.data.manifest(), use_bin_type=True))
 
     def restore(self, blob: bytes) -> None:
+        """Load a snapshot at start, or after an install. The segments are the state: they must
+        hold everything the snapshot names (an installed copy does; a restarted node's own log
+        does, fsync'd before the snapshot was written), or acknowledged data is gone from disk."""
         state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-        self.data.reset_to(int(state["start"]), state["batches"], state["producers"], state.get("txns"))
+        if "batches" in state:  # a snapshot written before snapshots named segments
+            self.data.reset_to(int(state["start"]), state["batches"], state["producers"], state.get("txns"))
+        elif self.data.log_end_offset < int(state["end"]):
+            fail_stop("data_log", f"{self.data.directory}: the log ends at offset {self.data.log_end_offset} but "
+                      f"its Raft snapshot covers offsets up to {state['end']}: acknowledged data is missing "
+                      "from the disk; refusing to start", EXIT_CORRUPT)
         self._on_applied()
+
+    def stream_next(self, snapshot: bytes, cursor: StreamCursor) -> bytes | None:
+        """The leader's next message of a follower's install, up to the segment sizes ``snapshot``
+        names; None when all is sent (InstallError: start again)."""
+        state = msgpack.unpackb(snapshot, raw=False, strict_map_key=False)
+        if "segments" not in state:
+            raise InstallError("the snapshot names no segments")
+        return next_chunk(self.data, state["segments"], cursor)
+
+    def install(self, message: bytes) -> None:
+        """A follower's part of an install: ``begin`` starts a staging copy, ``seg`` adds to it."""
+        kind, *fields = decode(message)
+        if kind == "begin":
+            self.install_abort()
+            self._install = SnapshotInstall(self.data, int(fields[0]))
+        elif kind == "seg" and self._install is not None:
+            self._install.feed(int(fields[0]), int(fields[1]), fields[2])
+        elif kind == "seg":
+            raise InstallError("a chunk without its stream's beginning")
+        else:
+            raise InstallError(f"unknown snapshot stream message {kind!r}")
+
+    def install_end(self, snapshot: bytes) -> None:
+        """The stream's end, with the leader's snapshot: the copy replaces the log if it matches."""
+        if self._install is None:
+            raise InstallError("the end of a stream this node did not follow")
+        install, self._install = self._install, None
+        try:
+            install.finish(msgpack.unpackb(snapshot, raw=False, strict_map_key=False))
+        except BaseException:
+            install.abort()
+            raise
+
+    def install_abort(self) -> None:
+        if self._install is not None:
+            install, self._install = self._install, None
+            install.abort()

@@ -278,6 +278,11 @@ class RaftHub:
             box.append((gid, message))
         return True
 
+    def backlog(self, peer: str) -> int:
+        """Bytes written to ``peer`` that its socket has not taken yet."""
+        conn = self._open.get(peer)
+        return len(conn.wbuf) if conn is not None else 0
+
     def flush(self) -> None:
         faults = self.faults
         if faults is not None:

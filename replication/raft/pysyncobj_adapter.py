@@ -36,6 +36,7 @@ from replication.raft import commands
 from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
 from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG
+from replication.raft.snapshot_transfer import StreamingSerializer
 
 log = logging.getLogger("kcoord.raft")
 
@@ -137,6 +138,9 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         else:
             super().__init__(self_addr, peers, conf, transportClass=transport)
         self._commit_within_journal()
+        self._SyncObj__serializer = StreamingSerializer(
+            self.__dict__["_SyncObj__serializer"], conf.fullDumpFile, sm, self._snapshot_last, self._link_backlog,
+            lambda: self.name)
 
     def _commit_within_journal(self) -> None:
         """The stored commit index is a hint written without fsync, and the journal's tail may not
@@ -192,6 +196,24 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         """The node that stands first when ``addr``, as leader, fails or is cut off."""
         return self.order[(self.order.index(addr) + 1) % len(self.order)]
 
+    def _SyncObj__sendAppendEntries(self) -> None:  # noqa: N802
+        # A snapshot stream takes a bounded share of each pass (see snapshot_transfer).
+        serializer = self.__dict__["_SyncObj__serializer"]
+        serializer.pace(self.__dict__["_SyncObj__connectedNodes"])
+        try:
+            super()._SyncObj__sendAppendEntries()
+        finally:
+            serializer.resume()
+
+    def _snapshot_last(self) -> tuple[int, int]:
+        """(index, term) of the journal's snapshot entry: a follower sent this snapshot goes on from it."""
+        journal = self.__dict__["_SyncObj__raftLog"]
+        return (int(journal[1][1]), int(journal[1][2])) if len(journal) > 1 else (-1, -1)
+
+    def _link_backlog(self, node: Any) -> int:
+        transport = self.__dict__.get("_SyncObj__transport")
+        return transport.backlog(node) if isinstance(transport, HubTransport) else 0
+
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
         # A leadership transfer (TimeoutNow) is a courtesy, not a need: decline it until this
         # node could serve at once (e.g. its coordinator state is caught up), so balancing never
@@ -210,7 +232,15 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         if isinstance(message, dict) and message.get("type") == "append_entries" and "prevLogIdx" in message:
             self._append_entries_without_needless_truncation(node, message)
             return
+        serializer = self.__dict__["_SyncObj__serializer"]
+        if isinstance(message, dict) and message.get("type") == "snapshot_refused":
+            if isinstance(message.get("sid"), int):
+                serializer.refused(node, message["sid"])
+            return
         super()._SyncObj__onMessageReceived(node, message)
+        refused = serializer.take_refusal() if isinstance(message, dict) and "serialized" in message else None
+        if refused is not None:  # a piece of a snapshot stream did not fit: its leader starts over
+            self.__dict__["_SyncObj__transport"].send(node, {"type": "snapshot_refused", "sid": refused})
 
     def _append_entries_without_needless_truncation(self, node: Any, message: dict[str, Any]) -> None:
         """Raft's rule, where pysyncobj 0.3.17 truncates everything after ``prevLogIdx`` whatever
@@ -437,9 +467,22 @@ class HubTransport(Transport):  # type: ignore[misc]
         pass
 
     def send(self, node: Any, message: Any) -> bool:
+        streamed = isinstance(message, dict) and "serialized" in message
+        if streamed and message["serialized"] is None:
+            return True  # a snapshot stream's pause: nothing to send
         message = self._sync_obj.outgoing(node.id, message)  # lease and transfer marks (election.py)
         peer = self._hub_of.get(node.id)
-        return peer is not None and self._hub.send(peer, self._gid, message)
+        delivered = peer is not None and self._hub.send(peer, self._gid, message)
+        if streamed:
+            serializer = self._sync_obj.__dict__.get("_SyncObj__serializer")
+            if isinstance(serializer, StreamingSerializer):
+                serializer.sent(node, delivered)
+        return delivered
+
+    def backlog(self, node: Any) -> int:
+        """Bytes waiting on the link to ``node``'s node (all groups)."""
+        peer = self._hub_of.get(node.id)
+        return self._hub.backlog(peer) if peer is not None else 0
 
     def destroy(self) -> None:
         self._hub.detach(self._gid, self)

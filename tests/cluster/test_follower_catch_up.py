@@ -3,7 +3,8 @@ its copy of every data partition and of the group offsets becomes the leaders' a
 
 Its whole backlog used to be sent as one hub frame: over the receiver's 256 MiB frame limit
 the connection was closed, redialled and the same frame sent again, for ever. The default run
-keeps node 2 down for 25 s under a produce and commit load; ``-m slow`` for 10 minutes."""
+keeps node 2 down for 15 s under a produce and commit load; ``-m slow`` for 10 minutes, and
+2 GB into one partition (every node's peak RSS under 400 MB while node 2 installs it)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,43 @@ def _segments(node_dir: Path) -> dict[str, bytes]:
     return out
 
 
-def _catch_up(tmp_path: Path, down_s: float) -> None:
+def _flood(bootstrap: str, total: int, stop: threading.Event, acked: list[int]) -> None:
+    """``total`` bytes into partition 0 as fast as the cluster takes them."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 50, "batch.size": 1 << 20,
+                  "queue.buffering.max.kbytes": 131072, "message.max.bytes": 1 << 20})
+    value = b"f" * 16000
+
+    def done(err: object, _msg: object) -> None:
+        if err is None:
+            acked[0] += 1
+
+    sent = 0
+    while sent < total and not stop.is_set():
+        try:
+            p.produce(TOPIC, value=value, partition=0, on_delivery=done)
+            sent += len(value)
+        except BufferError:
+            p.poll(0.05)
+    p.flush(300)
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _catch_up(tmp_path: Path, down_s: float, flood: int = 0) -> None:
+    """Node 2 is down while the others take ``down_s`` seconds of load (or ``flood`` bytes into
+    one partition); journals are compacted every MiB, so it catches up through snapshot installs."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0,
+                                          "raft_compaction_bytes": 1 << 20}).start()
     stop = threading.Event()
     acked = [0]
     try:
@@ -72,11 +106,14 @@ def _catch_up(tmp_path: Path, down_s: float) -> None:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(20)
         live = f"{cluster.address(0)},{cluster.address(1)}"
         cluster.kill(2)
-        worker = threading.Thread(target=_load, args=(live, stop, acked), daemon=True)
-        worker.start()
-        time.sleep(down_s)
-        stop.set()
-        worker.join(120)
+        if flood:
+            _flood(live, flood, stop, acked)
+        else:
+            worker = threading.Thread(target=_load, args=(live, stop, acked), daemon=True)
+            worker.start()
+            time.sleep(down_s)
+            stop.set()
+            worker.join(120)
         assert acked[0] > 100, f"the load made no progress ({acked[0]} produces acknowledged)"
         backlog = sum(len(b) for b in _segments(tmp_path / "node-0").values())
         cluster.start(2)
@@ -90,7 +127,13 @@ def _catch_up(tmp_path: Path, down_s: float) -> None:
         behind = {k: (len(v), len(follower.get(k, b""))) for k, v in lead.items() if follower.get(k) != v}
         assert not behind, f"node 2 did not catch up ({backlog} bytes of backlog): {behind}"
         assert cluster.procs[2] is not None and cluster.procs[2].poll() is None
-        print(f"caught up: {acked[0]} produces, {backlog} bytes of data")
+        installed = (tmp_path / "node-2.log").read_text(errors="replace").count("event=snapshot_installed")
+        assert installed, "node 2 caught up without a snapshot install: the test did not test it"
+        peaks = [_peak_rss_mb(p.pid) for p in cluster.procs if p is not None]
+        print(f"caught up: {acked[0]} produces, {backlog} bytes of data, {installed} snapshot installs, "
+              f"peak RSS per node (MB): {[round(x) for x in peaks]}")
+        if flood:
+            assert max(peaks) < 400, f"peak RSS over 400 MB: {peaks}"
     finally:
         stop.set()
         cluster.kill_all()
@@ -104,3 +147,9 @@ def test_a_follower_down_for_a_while_catches_up(tmp_path: Path) -> None:
 @pytest.mark.timeout(1800)  # 10 minutes down, then up to 10 minutes to catch up
 def test_a_follower_down_for_ten_minutes_catches_up(tmp_path: Path) -> None:
     _catch_up(tmp_path, 600)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_follower_catches_up_two_gigabytes_in_bounded_memory(tmp_path: Path) -> None:
+    _catch_up(tmp_path, 0, flood=2 << 30)

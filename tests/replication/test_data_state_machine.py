@@ -7,6 +7,7 @@ from pathlib import Path
 from replication.data_log import DataLog
 from replication.data_state_machine import DataStateMachine
 from replication.record_batch import build_batch
+from tests.replication.snapshot_stream import install
 
 
 def _machine(path: Path) -> tuple[DataStateMachine, list[int]]:
@@ -37,6 +38,6 @@ def test_a_snapshot_restores_the_log_elsewhere(tmp_path: Path) -> None:
     sm.apply(1, build_batch([(b"k", b"a")], base_offset=0))
     sm.apply(1, build_batch([(b"k", b"b")], base_offset=1))
     other, applied = _machine(tmp_path / "b")
-    other.restore(sm.snapshot())
+    install(sm, other)
     assert other.data.log_end_offset == 2 and applied == [1]
     assert other.apply(1, build_batch([(b"k", b"c")], base_offset=2)) == 2

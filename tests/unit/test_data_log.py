@@ -248,15 +248,20 @@ def test_idle_producers_expire_and_their_next_batch_is_a_new_producers(tmp_path)
     reopened.close()
 
 
-def test_after_a_power_loss_no_batch_under_the_index_is_trusted_unchecked(tmp_path) -> None:
-    """Without a clean close, a segment's pages may not have reached the disk while its index's
-    did: here the log keeps its length but its last 2 KiB are zeros, under index entries. Every
-    batch is checked on open: the log ends at the last whole batch and serves no zeros."""
+def _sixty_batches(tmp_path):
+    """A log of 60 small batches, never closed (as a node that lost power left it), and its bytes."""
     d = tmp_path / "p"
     log = DataLog(str(d), index_interval_bytes=128)
     for _ in range(60):
         put(log, 2, size=20)
-    good = log.read(0, 1 << 30)
+    return d, log.read(0, 1 << 30)
+
+
+def test_after_a_power_loss_no_batch_under_the_index_is_trusted_unchecked(tmp_path) -> None:
+    """Without a clean close, a segment's pages may not have reached the disk while its index's
+    did: here the log keeps its length but its last 2 KiB are zeros, under index entries. Every
+    batch is checked on open: the log ends at the last whole batch and serves no zeros."""
+    d, good = _sixty_batches(tmp_path)
     path = d / "00000000000000000000.log"
     size = os.path.getsize(path)
     # the node loses power: no close, and the log's last 2 KiB never reached the disk
@@ -273,3 +278,19 @@ def test_after_a_power_loss_no_batch_under_the_index_is_trusted_unchecked(tmp_pa
     # after a clean close the index is trusted again, and the log reads the same
     log3 = DataLog(str(d), index_interval_bytes=128)
     assert log3.log_end_offset == end and offsets(log3.read(0, 1 << 30)) == list(range(end))
+
+
+def test_after_a_power_loss_a_hole_ends_the_log_even_with_valid_batches_after_it(tmp_path) -> None:
+    """Unsynced pages reach the disk in any order: a page in the middle may be zeros while later
+    ones hold whole batches. After an unclean stop the log ends at the hole (as Kafka recovers a
+    segment), instead of refusing to start as it does for a clean log damaged in the middle."""
+    d, good = _sixty_batches(tmp_path)
+    path = d / "00000000000000000000.log"
+    middle = [pos for pos, _hdr in iter_batches(good)][30]
+    with open(path, "r+b") as fh:  # zeros in the 31st batch's records; whole batches after it
+        fh.seek(middle + 64)
+        fh.write(b"\0" * 8)
+    log2 = DataLog(str(d), index_interval_bytes=128)
+    kept = log2.read(0, 1 << 30)
+    assert kept == good[:middle]
+    assert put(log2, 1) == log2.log_end_offset - 1

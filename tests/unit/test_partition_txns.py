@@ -11,6 +11,7 @@ from replication.data_log import DataLog, SeqResult
 from replication.data_state_machine import DataStateMachine
 from replication.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch
 from replication.txn_index import ABORT, COMMIT, AbortedTxn, control_type, marker_record
+from tests.replication.snapshot_stream import install
 
 P1, P2, PLAIN = 101, 202, -1
 
@@ -129,7 +130,7 @@ def test_a_raft_snapshot_carries_the_transactions(tmp_path: Path) -> None:
     log = Log(tmp_path / "a")
     _history(log)
     other = DataStateMachine(DataLog(str(tmp_path / "b")), lambda: None)
-    other.restore(DataStateMachine(log.data, lambda: None).snapshot())
+    install(DataStateMachine(log.data, lambda: None), other)
     assert (other.data.txns.ongoing, other.data.txns.aborted) == (log.data.txns.ongoing, log.data.txns.aborted)
 
 

@@ -9,8 +9,11 @@ import socket
 import struct
 from collections.abc import Callable
 
-from cluster.dispatch import ApiRegistry, ConnInfo, Dispatcher
-from cluster.server import ConnectionLimits, WireServer
+import pytest
+
+from cluster import server as server_module
+from cluster.dispatch import ApiRegistry, CloseConnection, ConnInfo, Dispatcher
+from cluster.server import ConnectionLimits, WireServer, _Connection
 
 
 class ParkingDispatcher(Dispatcher):
@@ -22,6 +25,17 @@ class ParkingDispatcher(Dispatcher):
         if frame.startswith(b"park"):
             await self.release.wait()
         return struct.pack(">i", 4) + frame[:4]
+
+
+class BigAnswers(ParkingDispatcher):
+    """Answers with 8 MB, more than the kernel buffers for a client that does not read; a "bye"
+    request's answer is the last before the connection is closed."""
+
+    async def handle(self, frame: bytes, conn: ConnInfo) -> bytes | None:
+        answer = struct.pack(">i", 8_000_000) + b"z" * 8_000_000
+        if frame.startswith(b"bye"):
+            raise CloseConnection(answer)
+        return answer
 
 
 def _frame(payload: bytes) -> bytes:
@@ -81,6 +95,17 @@ async def _settle(check: Callable[[], bool], timeout: float = 3.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def _non_reader(port: int) -> socket.socket:
+    """A client that reads none of its answers (and has the kernel buffer little of them)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    return sock
+
+
+def _server_side(server: WireServer, writer: asyncio.StreamWriter) -> _Connection:
+    return next(c for c in server._conns.values() if c.info.port == writer.get_extra_info("sockname")[1])
+
+
 def test_a_partial_frame_counts_its_declared_size_and_waits_for_room() -> None:
     """A frame's declared size is counted when its header arrives, before its body: clients that
     send the start of large frames and never the rest cannot make the node hold more than its
@@ -132,18 +157,13 @@ def test_answers_a_client_does_not_read_count_against_the_budget() -> None:
     """An answer the client does not read stays in the node's write buffer: it is counted, so
     it shrinks the room large answers (a Fetch's) may take, and it is freed when the client goes."""
 
-    class BigAnswers(ParkingDispatcher):
-        async def handle(self, frame: bytes, conn: ConnInfo) -> bytes | None:
-            return struct.pack(">i", 8_000_000) + b"z" * 8_000_000
-
     async def run() -> None:
         limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
                                   queued_max_bytes=64 << 20)
         server = WireServer(BigAnswers(), "127.0.0.1", 0, limits=limits)
         await server.start()
         room = server.room()
-        sock = socket.create_connection(("127.0.0.1", server.port))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock = _non_reader(server.port)
         try:
             sock.sendall(_frame(b"big1") + _frame(b"big2"))
             await _settle(lambda: server.queued_bytes >= 4_000_000)  # beyond what the kernel buffers
@@ -179,6 +199,119 @@ def test_before_authentication_a_frame_is_small() -> None:
             assert await _answer(r, 2) == b"ping"
             w.close()
         finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_the_idle_sweep_aborts_a_client_that_does_not_read() -> None:
+    """connections.max.idle.ms: a graceful close would wait for a client that does not read its
+    answers to read them, leaving the connection half open and its unsent bytes in the budget
+    for ever; the sweep aborts such a connection instead."""
+
+    async def run() -> None:
+        limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
+                                  queued_max_bytes=64 << 20, idle_ms=300)
+        server = WireServer(BigAnswers(), "127.0.0.1", 0, limits=limits)
+        await server.start()
+        sock = _non_reader(server.port)
+        try:
+            sock.sendall(_frame(b"big1"))
+            await _settle(lambda: server.queued_bytes >= 4_000_000)
+            await _settle(lambda: not server._conns and server.queued_bytes == 0)
+        finally:
+            sock.close()
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_close_whose_answers_are_not_read_is_aborted_after_a_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any close (here one after a last answer) waits for the answers to be read only so long:
+    then the connection is aborted, and what it held of the budget is freed."""
+    monkeypatch.setattr(server_module, "CLOSE_LINGER_S", 0.5)
+
+    async def run() -> None:
+        limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
+                                  queued_max_bytes=64 << 20)
+        server = WireServer(BigAnswers(), "127.0.0.1", 0, limits=limits)
+        await server.start()
+        sock = _non_reader(server.port)
+        try:
+            sock.sendall(_frame(b"bye!"))
+            await _settle(lambda: server.queued_bytes >= 4_000_000)
+            assert all(c.closing for c in server._conns.values())
+            await _settle(lambda: not server._conns and server.queued_bytes == 0)
+        finally:
+            sock.close()
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_frame_over_the_large_frame_cap_is_read_while_less_than_the_cap_is_held() -> None:
+    """queued.max.request.bytes = socket.request.max.bytes: a frame larger than the large-frame cap
+    (the budget less the room kept for small frames) can never fit under it. It is let in once less
+    than the cap is held, not only once nothing is (which constant small traffic never allows)."""
+
+    async def run() -> None:
+        dispatcher = ParkingDispatcher()
+        limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
+                                  queued_max_bytes=1 << 20)  # the cap: 768 KiB
+        server = WireServer(dispatcher, "127.0.0.1", 0, limits=limits)
+        await server.start()
+        r1, w1 = await asyncio.open_connection("127.0.0.1", server.port)
+        r2, w2 = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            w1.write(_frame(b"park" + b"x" * 1000))  # small traffic: the node never holds nothing
+            await _settle(lambda: server.queued_bytes == 1004)
+            w2.write(_frame(b"ping" + b"x" * 900_000))
+            assert await _answer(r2, 3) == b"ping"
+            assert server.queued_bytes == 1004
+            dispatcher.release.set()
+            assert await _answer(r1, 2) == b"park"
+        finally:
+            w1.close()
+            w2.close()
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_waiter_that_goes_away_lets_the_frame_behind_it_in() -> None:
+    """A waiting connection that holds nothing frees nothing when it goes (here swept as idle): the
+    frame that waited behind it, and fits, is let in then, not at some later, unrelated free."""
+
+    async def run() -> None:
+        dispatcher = ParkingDispatcher()
+        limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
+                                  queued_max_bytes=1 << 20, idle_ms=300)  # the large-frame cap: 768 KiB
+        server = WireServer(dispatcher, "127.0.0.1", 0, limits=limits)
+        await server.start()
+        clients = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+        (ra, wa), (_, wb), (rc, wc) = clients
+        try:
+            wa.write(_frame(b"park" + b"x" * 600_000))  # parked: holds 600 KB, never idle
+            await _settle(lambda: server.queued_bytes == 600_004)
+            wb.write(struct.pack(">i", 700_000) + b"x" * 1000)  # does not fit: waits, holding nothing
+            await _settle(lambda: len(server._waiting) == 1)
+            waiter = _server_side(server, wb)
+            assert waiter.held == 0
+            # a parked request (never idle), then a frame that fits but waits behind the first
+            wc.write(_frame(b"park") + struct.pack(">i", 100_004) + b"ping" + b"x" * 1000)
+            await _settle(lambda: len(server._waiting) == 2)
+            behind = _server_side(server, wc)
+            wc.write(b"x" * 99_000)
+            await _settle(lambda: waiter.info.connection_id not in server._conns)  # swept as idle
+            await _settle(lambda: behind not in server._waiting)
+            assert server.queued_bytes == 600_004 + 4 + 100_004
+            dispatcher.release.set()
+            assert await _answer(ra, 2) == b"park"
+            assert await _answer(rc, 2) == b"park"
+            assert await _answer(rc, 2) == b"ping"
+        finally:
+            for _, w in clients:
+                w.close()
             await server.stop()
 
     asyncio.run(run())

@@ -1,0 +1,32 @@
+"""Test helper: a data partition's snapshot streamed from a leader's state machine to a follower's,
+as ``replication.raft.snapshot_transfer`` carries it between nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from replication.data_install import decode, encode
+from replication.data_state_machine import DataStateMachine
+from replication.raft.snapshot_transfer import StreamCursor
+
+
+def stream(leader: DataStateMachine, cursor: StreamCursor | None = None) -> Iterator[bytes]:
+    """The leader's stream, its snapshot taken now: the pieces, then the snapshot that ends it."""
+    cursor = cursor or StreamCursor()
+    while True:
+        snapshot = leader.snapshot()
+        piece = leader.stream_next(snapshot, cursor)
+        if piece is None:
+            yield encode("end", snapshot)
+            return
+        yield piece
+
+
+def install(leader: DataStateMachine, follower: DataStateMachine) -> None:
+    for piece in stream(leader):
+        kind, *fields = decode(piece)
+        if kind == "end":
+            follower.install_end(fields[0])
+        else:
+            follower.install(piece)
+    follower.restore(leader.snapshot())
