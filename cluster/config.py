@@ -401,6 +401,13 @@ class NodeConfig:
         need(not self.peers or main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
              "in a cluster the first listener carries the nodes' own requests to each other: PLAINTEXT or SSL, "
              f"not {main_protocol} (put a SASL listener after it)")
+        main_name = self.listener_list()[0].name
+        need(not self.peers or not self.authorizer_class_name
+             or (main_protocol == "SSL" and self.client_auth_for(main_name) == "required"), "authorizer_class_name",
+             "with an authorizer, the first listener carries the nodes' own requests (transaction markers need "
+             "CLUSTER_ACTION on the cluster): make it SSL with ssl.client.auth=required and name the nodes' "
+             "certificate principal in super.users; over PLAINTEXT (or without client certificates) every client "
+             "that reaches it would be ANONYMOUS with the nodes' rights")
         tls = any(p in ("SSL", "SASL_SSL") for p in protocols.values())
         need(not tls or bool(self.ssl_keystore_location), "ssl_keystore_location",
              "an SSL or SASL_SSL listener needs the node's key and certificate chain (a PEM file)")

@@ -49,6 +49,7 @@ from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
+from replication.data_log import settle_install
 from replication.data_state_machine import DataStateMachine
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
 
@@ -540,6 +541,7 @@ class RaftCluster:
         # incarnation's directories: they must not be replayed into the new topic.
         incarnation = f"slot-{slot}"
         claim_dir(os.path.join(self.root, f"{topic}-{partition}"), incarnation)
+        settle_install(self.partitions.directory(topic, partition))  # before the claim re-creates it
         claim_dir(self.partitions.directory(topic, partition), incarnation)
         part = self.partitions.open(topic, partition, configs)
         sm = DataStateMachine(part.data, lambda: self.host.call_in_loop(part.applied))

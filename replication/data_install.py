@@ -7,14 +7,15 @@ chunks read from disk (``next_chunk``), and builds a staging copy of the log bes
 written, at most one chunk plus one batch is held in memory, and only a copy that ends exactly
 where the snapshot says replaces the partition's log.
 
-A stream is ``begin`` (the first segment's base offset), then ``seg`` chunks in order (segment base,
-position, bytes), then ``end`` with the snapshot's own bytes. The leader reads segments as they are
-now, up to the sizes its *current* snapshot names, so a stream outlives the snapshots taken while it
-runs (a 2 GB catch-up takes longer than the journal takes to fill).
+A stream is ``begin`` (the first segment's base offset, the bytes to come), then ``seg`` chunks in
+order (segment base, position, bytes), then ``end`` with the snapshot's own bytes. The leader reads
+its segments as they are now, up to the offset its *current* snapshot ends at, so a stream outlives
+the snapshots taken while it runs (a 2 GB catch-up takes longer than the journal takes to fill).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from replication.raft.snapshot_transfer import InstallError, StreamCursor
 from replication.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, crc32c, parse_header
 
 CHUNK_BYTES = 1 << 20  # one message of a stream
+MAX_BATCH_BYTES = 128 << 20  # no batch is larger (a request's bound): what a piece may leave unfinished
+DISK_MARGIN = 256 << 20
 
 
 def encode(kind: str, *fields: Any) -> bytes:
@@ -39,23 +42,27 @@ def decode(data: bytes) -> list[Any]:
     return value
 
 
-def next_chunk(data: DataLog, segments: list[list[int]], cursor: StreamCursor) -> bytes | None:
+def next_chunk(data: DataLog, end: int, cursor: StreamCursor) -> bytes | None:
     """The stream's next ``begin`` or ``seg`` message for ``cursor`` (advanced), reading at most
-    ``CHUNK_BYTES`` from disk; None once every byte ``segments`` names was sent (the caller then
-    sends ``end``). Raises InstallError when retention deleted the segment being sent."""
+    ``CHUNK_BYTES`` from disk, of this log's segments up to offset ``end`` (the snapshot's); None
+    once all of it was sent (the caller then sends ``end``). Raises InstallError when retention
+    deleted the segment being sent."""
+    bounds = data.stream_bounds(end)
+    if not bounds:
+        raise InstallError(f"the log holds nothing below offset {end}")
     if cursor.base is None:
-        cursor.base, cursor.pos = segments[0][0], 0
-        return encode("begin", cursor.base)
-    bases = [base for base, _ in segments]
+        cursor.base, cursor.pos = bounds[0][0], 0
+        return encode("begin", cursor.base, sum(size for _, size in bounds))
+    bases = [base for base, _ in bounds]
     if cursor.base not in bases:
-        raise InstallError(f"segment {cursor.base} is no longer in the snapshot")
+        raise InstallError(f"segment {cursor.base} was deleted while it was sent")
     i = bases.index(cursor.base)
-    while cursor.pos >= segments[i][1]:
-        if i + 1 == len(segments):
+    while cursor.pos >= bounds[i][1]:
+        if i + 1 == len(bounds):
             return None
         i += 1
-        cursor.base, cursor.pos = segments[i][0], 0
-    chunk = data.read_segment(cursor.base, cursor.pos, min(CHUNK_BYTES, segments[i][1] - cursor.pos))
+        cursor.base, cursor.pos = bounds[i][0], 0
+    chunk = data.read_segment(cursor.base, cursor.pos, min(CHUNK_BYTES, bounds[i][1] - cursor.pos))
     if not chunk:
         raise InstallError(f"segment {cursor.base} was deleted while it was sent")
     message = encode("seg", cursor.base, cursor.pos, chunk)
@@ -69,6 +76,7 @@ class SnapshotInstall:
 
     target: DataLog
     first_base: int
+    total: int  # the bytes to come: refused at once if the disk cannot hold them twice over
     staging: DataLog = field(init=False)
     _base: int = field(init=False)  # the segment the next chunk must continue, and where
     _pos: int = field(init=False, default=0)
@@ -77,6 +85,9 @@ class SnapshotInstall:
     def __post_init__(self) -> None:
         path = self.target.directory + INSTALL_SUFFIX
         shutil.rmtree(path, ignore_errors=True)
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        if free < self.total + DISK_MARGIN:  # a full disk would stop the node (and again after it restarts)
+            raise InstallError(f"{free} bytes free, the copy needs {self.total} and {DISK_MARGIN} to spare")
         self.staging = DataLog(path, **self.target.settings())
         self.staging.reset_to(self.first_base, b"", {}, None)
         self._base = self.first_base
@@ -94,7 +105,7 @@ class SnapshotInstall:
         at = 0
         while len(carry) - at >= HEADER_SIZE:
             hdr = parse_header(bytes(carry[at : at + HEADER_SIZE]))
-            if hdr.magic != 2 or hdr.size < HEADER_SIZE:
+            if hdr.magic != 2 or not HEADER_SIZE <= hdr.size <= MAX_BATCH_BYTES:
                 raise InstallError(f"segment {base}: not a batch at byte {self._pos - len(carry) + at}")
             if len(carry) - at < hdr.size:
                 break
@@ -114,6 +125,7 @@ class SnapshotInstall:
             raise InstallError(f"the copy ends at {self.staging.log_end_offset} with {len(self._carry)} bytes "
                                f"left over; the snapshot at {manifest['end']}")
         self.staging.load_state(manifest["producers"], manifest.get("txns"))
+        self.staging.sync()  # (rolled segments were at their roll) a failed fsync stops the node
         self.staging.close()
         self.target.adopt(self.staging.directory)
 

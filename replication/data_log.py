@@ -71,18 +71,33 @@ INSTALL_SUFFIX = ".install"  # a snapshot being installed, beside the partition'
 OLD_SUFFIX = ".replaced"  # the partition's directory while an installed one takes its place
 
 
-def _settle_install(directory: str) -> None:
+def settle_install(directory: str) -> None:
     """After a crash during a snapshot install, one whole log stays: a staging copy goes; a swap
     cut between its two renames is undone (the Raft snapshot naming the new copy is written only
-    after the swap, so the old log still matches the snapshot on disk); one cut after them
-    keeps the new log (which holds everything the old snapshot names)."""
+    after the swap, so the old log still matches the snapshot on disk), even when the partition's
+    directory was made again meanwhile (it then holds no segment); one cut after them keeps the
+    new log (which holds everything the old snapshot names). Called before anything else opens
+    or claims the directory."""
     shutil.rmtree(directory + INSTALL_SUFFIX, ignore_errors=True)
     old = directory + OLD_SUFFIX
-    if os.path.isdir(old):
-        if not os.path.isdir(directory):
-            os.replace(old, directory)  # cut before the installed copy was renamed in: keep the old one
-        else:
-            shutil.rmtree(old, ignore_errors=True)
+    if not os.path.isdir(old):
+        return
+    has_log = os.path.isdir(directory) and any(f.endswith(".log") for f in os.listdir(directory))
+    if has_log:
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(old, directory)  # cut before the installed copy was renamed in: keep the old one
+    fsync_dir(directory)
+
+
+def _copy_durably(src: str, dst: str) -> None:
+    with open(src, "rb") as fh:
+        data = fh.read()
+    with open(dst, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        sync(fh.fileno())
 
 
 def _now_ms() -> int:
@@ -428,7 +443,7 @@ class DataLog:
         self.lock = threading.RLock()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
-        _settle_install(directory)
+        settle_install(directory)
         os.makedirs(directory, exist_ok=True)
         self._open()
 
@@ -770,7 +785,10 @@ class DataLog:
         producer state and the transactions. The active segment is fsync'd first: the journal
         entries this snapshot replaces are about to be dropped."""
         with self.lock:
-            self._segments[-1].sync()
+            try:
+                self._segments[-1].sync()
+            except OSError as e:  # retried, a failed fsync "succeeds" over pages already lost
+                fail_stop("data_log", f"{self._segments[-1].log_path}: fsync failed: {type(e).__name__}: {e}")
             return {"start": self.log_start_offset, "end": self.log_end_offset,
                     "segments": [[seg.base, seg.size] for seg in self._segments],
                     "producers": self.producer_state.to_obj(), "txns": self.txns.to_obj()}
@@ -791,21 +809,54 @@ class DataLog:
                 "clock": self.clock}
 
     def adopt(self, staging: str) -> None:
-        """Become the log in ``staging`` (a complete, cleanly closed copy: an installed snapshot).
-        The directories are swapped by renames, so a crash leaves one whole log or the other
-        (``_settle_install`` finishes or undoes the swap on the next open)."""
+        """Become the log in ``staging`` (a complete, fsync'd, cleanly closed copy: an installed
+        snapshot). The directory's own files that are not the log's (``.incarnation``) go with it;
+        the directories are swapped by renames, so a crash leaves one whole log or the other
+        (``settle_install``). A failure part way stops the node: it must not go on applying to a
+        log whose files are closed, and its next start settles the swap."""
         with self.lock:
+            for name in os.listdir(self.directory):
+                if name.startswith("."):
+                    _copy_durably(os.path.join(self.directory, name), os.path.join(staging, name))
             for seg in self._segments:
                 seg.close()
             old = self.directory + OLD_SUFFIX
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(self.directory, old)
-            os.replace(staging, self.directory)
-            fsync_dir(self.directory)
-            shutil.rmtree(old, ignore_errors=True)
-            self._segments, self._bases = [], []
-            self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
-            self._open()
+            try:
+                shutil.rmtree(old, ignore_errors=True)
+                moved = os.listdir(staging)
+                os.replace(self.directory, old)
+                os.replace(staging, self.directory)
+                fsync_dir(self.directory)
+                for name in moved:  # the power-loss ledger follows the files (replication.durable)
+                    renamed(os.path.join(staging, name), os.path.join(self.directory, name))
+                shutil.rmtree(old, ignore_errors=True)
+                self._segments, self._bases = [], []
+                self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
+                self._open()
+            except OSError as e:
+                fail_stop("data_log", f"{self.directory}: installing a snapshot failed: {type(e).__name__}: {e}")
+
+    def stream_bounds(self, end: int) -> list[tuple[int, int]]:
+        """``(segment base, bytes)`` of this log's segments up to offset ``end`` (exclusive): what a
+        follower is sent of it for a snapshot that ends there, whatever segments that snapshot's
+        own manifest named (retention may have deleted some; an installed copy may roll at other
+        sizes)."""
+        with self.lock:
+            out = []
+            for seg in self._segments:
+                if seg.base >= end:
+                    break
+                if seg.next_offset <= end:
+                    out.append((seg.base, seg.size))
+                    continue
+                pos = seg.size
+                for at, hdr in seg.iter_headers(end):  # the first batch that reaches ``end`` starts at ``pos``
+                    if hdr.base_offset >= end:
+                        pos = at
+                        break
+                out.append((seg.base, pos))
+                break
+            return out
 
     def snapshot(self) -> tuple[int, bytes, Any, Any]:
         """``(log start offset, every retained batch, producer state, transactions)`` for a Raft

@@ -79,17 +79,17 @@ class DataStateMachine:
         """The leader's next message of a follower's install, up to the segment sizes ``snapshot``
         names; None when all is sent (InstallError: start again)."""
         state = msgpack.unpackb(snapshot, raw=False, strict_map_key=False)
-        if "segments" not in state:
-            raise InstallError("the snapshot names no segments")
-        return next_chunk(self.data, state["segments"], cursor)
+        if "end" not in state:
+            raise InstallError("a snapshot from before snapshots named segments (the next one will)")
+        return next_chunk(self.data, int(state["end"]), cursor)
 
     def install(self, message: bytes) -> None:
         """A follower's part of an install: ``begin`` starts a staging copy, ``seg`` adds to it."""
         kind, *fields = decode(message)
-        if kind == "begin":
+        if kind == "begin" and len(fields) == 2:
             self.install_abort()
-            self._install = SnapshotInstall(self.data, int(fields[0]))
-        elif kind == "seg" and self._install is not None:
+            self._install = SnapshotInstall(self.data, int(fields[0]), int(fields[1]))
+        elif kind == "seg" and len(fields) == 3 and isinstance(fields[2], bytes) and self._install is not None:
             self._install.feed(int(fields[0]), int(fields[1]), fields[2])
         elif kind == "seg":
             raise InstallError("a chunk without its stream's beginning")

@@ -190,6 +190,7 @@ class RaftHub:
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
         self._lost: set[str] = set()  # groups that lost a peer's connection (take_lost)
         self._outbox: dict[str, list[tuple[str, Any]]] = {}
+        self._queued: dict[str, int] = {}  # large bytes in the outbox, per peer (``backlog``)
         self._lock = threading.Lock()
         self._detached: list[tuple[str, Endpoint]] = []
         self._recv_buf = bytearray(_RECV)
@@ -279,9 +280,14 @@ class RaftHub:
         return True
 
     def backlog(self, peer: str) -> int:
-        """Bytes written to ``peer`` that its socket has not taken yet."""
+        """Bytes for ``peer`` that its socket has not taken yet: written, or queued this pass (as far
+        as ``note_queued`` was told)."""
         conn = self._open.get(peer)
-        return len(conn.wbuf) if conn is not None else 0
+        return (len(conn.wbuf) if conn is not None else 0) + self._queued.get(peer, 0)
+
+    def note_queued(self, peer: str, n: int) -> None:
+        """A large message (a snapshot's piece) was queued for ``peer`` this pass."""
+        self._queued[peer] = self._queued.get(peer, 0) + n
 
     def flush(self) -> None:
         faults = self.faults
@@ -292,6 +298,7 @@ class RaftHub:
                     self._outbox[peer] = []
             self._outbox = {peer: faults.shape(peer, batch, now) for peer, batch in self._outbox.items()}
             self._outbox = {peer: batch for peer, batch in self._outbox.items() if batch}
+        self._queued.clear()
         if not self._outbox:
             return
         boxes, self._outbox = self._outbox, {}

@@ -140,7 +140,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         self._commit_within_journal()
         self._SyncObj__serializer = StreamingSerializer(
             self.__dict__["_SyncObj__serializer"], conf.fullDumpFile, sm, self._snapshot_last, self._link_backlog,
-            lambda: self.name)
+            lambda: self.name, self._needs_snapshot)
 
     def _commit_within_journal(self) -> None:
         """The stored commit index is a hint written without fsync, and the journal's tail may not
@@ -210,6 +210,12 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         journal = self.__dict__["_SyncObj__raftLog"]
         return (int(journal[1][1]), int(journal[1][2])) if len(journal) > 1 else (-1, -1)
 
+    def _needs_snapshot(self, node: Any) -> bool:
+        """Whether ``node``'s next entry is gone from the journal (it can only be sent the snapshot)."""
+        journal = self.__dict__["_SyncObj__raftLog"]
+        nxt = self.__dict__["_SyncObj__raftNextIndex"].get(node)
+        return self._isLeader() and nxt is not None and len(journal) > 0 and nxt <= journal[0][1]
+
     def _link_backlog(self, node: Any) -> int:
         transport = self.__dict__.get("_SyncObj__transport")
         return transport.backlog(node) if isinstance(transport, HubTransport) else 0
@@ -237,10 +243,20 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
             if isinstance(message.get("sid"), int):
                 serializer.refused(node, message["sid"])
             return
+        streamed = isinstance(message, dict) and message.get("type") == "append_entries" and "serialized" in message
+        if streamed:
+            # A piece says nothing of this node's log matching the leader's: it must not commit
+            # (and apply) entries of its own that the leader may not have.
+            message = dict(message, commit_index=min(message.get("commit_index", 0),
+                                                     self.__dict__["_SyncObj__raftCommitIndex"]))
         super()._SyncObj__onMessageReceived(node, message)
-        refused = serializer.take_refusal() if isinstance(message, dict) and "serialized" in message else None
+        if not streamed or not isinstance(serializer, StreamingSerializer):
+            return
+        refused = serializer.take_refusal()
         if refused is not None:  # a piece of a snapshot stream did not fit: its leader starts over
             self.__dict__["_SyncObj__transport"].send(node, {"type": "snapshot_refused", "sid": refused})
+        elif serializer.accepted:  # answered, so the leader keeps hearing from a follower that installs
+            self._SyncObj__sendNextNodeIdx(node, reset=False, success=False)
 
     def _append_entries_without_needless_truncation(self, node: Any, message: dict[str, Any]) -> None:
         """Raft's rule, where pysyncobj 0.3.17 truncates everything after ``prevLogIdx`` whatever
@@ -473,6 +489,8 @@ class HubTransport(Transport):  # type: ignore[misc]
         message = self._sync_obj.outgoing(node.id, message)  # lease and transfer marks (election.py)
         peer = self._hub_of.get(node.id)
         delivered = peer is not None and self._hub.send(peer, self._gid, message)
+        if streamed and delivered and peer is not None:
+            self._hub.note_queued(peer, len(message["serialized"][0]))
         if streamed:
             serializer = self._sync_obj.__dict__.get("_SyncObj__serializer")
             if isinstance(serializer, StreamingSerializer):

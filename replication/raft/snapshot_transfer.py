@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -59,18 +60,21 @@ class StreamingSerializer:
     """pysyncobj's ``Serializer`` with the transfer of a ``StreamedState``'s snapshot replaced."""
 
     def __init__(self, inner: Any, path: str, sm: Any, snapshot_last: Callable[[], tuple[int, int]],
-                 backlog: Callable[[Any], int], name: Callable[[], str]) -> None:
+                 backlog: Callable[[Any], int], name: Callable[[], str],
+                 behind: Callable[[Any], bool] = lambda node: True) -> None:
         self._inner = inner
         self._path = path  # the dump file (fullDumpFile)
         self._sm = sm if isinstance(sm, StreamedState) else None
         self._snapshot_last = snapshot_last  # (index, term) of the journal's snapshot entry
         self._backlog = backlog  # bytes queued on the link to a node
         self._name = name
+        self._behind = behind  # whether a node needs the snapshot (its next entry is compacted away)
         self._cursors: dict[Any, StreamCursor] = {}
         self._sent: dict[Any, int] = {}  # bytes handed out this pass, per node
         self._dump: tuple[float, int, bytes, Any] | None = None  # (mtime, size, bytes, decoded) cache
         self.paused: set[Any] = set()  # nodes that get nothing more this pass (see ``pace``)
-        self._next_sid = 0  # the leader's last stream id
+        self._next_sid = random.getrandbits(30)  # the leader's last stream id (distinct from another leader's)
+        self.accepted = False  # the last piece received was taken (the follower then answers it)
         self._sid = -1  # the stream this follower installs
         self._refused = -1  # the last stream it refused
         self.refusal: int | None = None  # a stream to tell its leader about (``take_refusal``)
@@ -89,8 +93,10 @@ class StreamingSerializer:
         self._sent.clear()
         self._connected = connected
         self.paused = set()
-        for node in list(connected):
-            if node in self._cursors and self._backlog(node) > BACKLOG_BYTES:
+        for node in list(self._cursors):
+            if not self._behind(node):  # caught up otherwise (another leader's snapshot, entries)
+                del self._cursors[node]
+            elif node in connected and self._backlog(node) >= BACKLOG_BYTES:
                 self._pause(node)
 
     def resume(self) -> None:
@@ -106,7 +112,7 @@ class StreamingSerializer:
         if self._sm is None:
             return self._inner.getTransmissionData(node)
         dump = self._read_dump()
-        if dump is None:
+        if dump is None or self._backlog(node) >= BACKLOG_BYTES:  # (other groups' pieces count too)
             self._pause(node)
             return None
         raw, blob = dump
@@ -134,8 +140,10 @@ class StreamingSerializer:
         return piece, (cursor.sid, first), False  # (pysyncobj reads only the last item)
 
     def sent(self, node: Any, delivered: bool) -> None:
-        """A piece was queued (or not: the link was gone or full; the stream starts over)."""
+        """A piece was queued (or not: the link was gone or full; the stream starts over, in a
+        later pass)."""
         if not delivered and self._cursors.pop(node, None) is not None:
+            self._pause(node)
             log.info("event=snapshot_stream_restarted group=%s node=%s why='a piece was not sent'", self._name(),
                      getattr(node, "id", node))
 
@@ -175,15 +183,17 @@ class StreamingSerializer:
                 or not isinstance(data[1], (tuple, list)) or len(data[1]) != 2:
             return False
         piece, (sid, first), last = data
+        self.accepted = False
         try:
             if sid != self._sid and not first:
                 raise InstallError(f"a piece of stream {sid}, not of the one followed ({self._sid})")
             self._sid = sid
             if not last:
                 self._sm.install(piece)
+                self.accepted = True
                 return False
             self._sm.install_end(msgpack.unpackb(piece, raw=False)["state"])
-        except (InstallError, ValueError, KeyError, TypeError, msgpack.UnpackException) as e:
+        except Exception as e:  # noqa: BLE001 - whatever a piece holds, refuse it (never raise into pysyncobj)
             if sid != self._refused:  # once per stream: its leader starts over
                 self._refused = self.refusal = sid
                 log.warning("event=snapshot_install_refused group=%s stream=%s why=%r", self._name(), sid,

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 
+from cluster.local_cluster import free_low_port
 from cluster.security.authorizer import Operation, PatternType, ResourceType
-from tests.cluster.cluster_harness import Cluster, running_cluster
+from tests.cluster.cluster_harness import Cluster
 from tests.cluster.test_authorization import acl, req, sub
 from tests.wire.raw import RawConn
 
@@ -18,15 +20,38 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    yield from running_cluster(tmp_path, request, settings={
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Cluster, list[str]]]:
+    """Nodes that talk to each other over SSL with their certificates (an authorizer needs that);
+    the test's clients use a second, PLAINTEXT listener whose ANONYMOUS users may manage ACLs."""
+    ca = trustme.CA(organization_name="kcoord tests")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1", common_name="kcoord-node").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "node.pem"))
+    plain = [free_low_port() for _ in range(3)]
+    c = Cluster(tmp_path / "cluster", settings={
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",  # PLAINTEXT clients may manage ACLs
+        "ssl.keystore.location": str(tmp_path / "node.pem"), "ssl.truststore.location": str(tmp_path / "ca.pem"),
+        "ssl.client.auth": "required", "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        "listener.security.protocol.map": "SSL:SSL,CLIENTS:PLAINTEXT",
+        "super.users": "User:kcoord-node;User:ANONYMOUS",  # the nodes, and the CLIENTS listener's users
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1})  # fewer groups to start
+    c.per_node = {i: {"listeners": f"SSL://127.0.0.1:{n.kafka_port},CLIENTS://127.0.0.1:{plain[i]}"}
+                  for i, n in enumerate(c.layout)}
+    c.start()
+    try:
+        yield c, [f"127.0.0.1:{port}" for port in plain]
+    finally:
+        c.kill_all()
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            for i in range(c.n):
+                print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
 
 
-def test_an_acl_created_through_one_node_is_deleted_at_once_through_another(cluster: Cluster) -> None:
-    first, second = RawConn(cluster.address(0), timeout=15), RawConn(cluster.address(1), timeout=15)
+def test_an_acl_created_through_one_node_is_deleted_at_once_through_another(
+        cluster: tuple[Cluster, list[str]]) -> None:
+    _nodes, clients = cluster
+    first, second = RawConn(clients[0], timeout=15), RawConn(clients[1], timeout=15)
     try:
         for i in range(5):  # node 1 is a moment behind node 0 most times; five make it certain
             name = f"t{i}"

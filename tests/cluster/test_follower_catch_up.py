@@ -8,6 +8,7 @@ keeps node 2 down for 15 s under a produce and commit load; ``-m slow`` for 10 m
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from pathlib import Path
@@ -55,10 +56,18 @@ def _load(bootstrap: str, stop: threading.Event, acked: list[int]) -> None:
     c.close()
 
 
-def _segments(node_dir: Path) -> dict[str, bytes]:
-    out = {}
-    for f in sorted((node_dir / "topics").rglob("*.log")):
-        out[f"{f.parent.name}/{f.name}"] = f.read_bytes()
+def _segments(node_dir: Path, digest: bool = False) -> dict[str, int | str]:
+    """Each data segment's size, or (``digest``) its SHA-256, read a MiB at a time."""
+    out: dict[str, int | str] = {}
+    for f in sorted((node_dir / "topics").glob("*/*.log")):
+        if digest:
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            out[f"{f.parent.name}/{f.name}"] = h.hexdigest()
+        else:
+            out[f"{f.parent.name}/{f.name}"] = f.stat().st_size
     return out
 
 
@@ -115,16 +124,17 @@ def _catch_up(tmp_path: Path, down_s: float, flood: int = 0) -> None:
             stop.set()
             worker.join(120)
         assert acked[0] > 100, f"the load made no progress ({acked[0]} produces acknowledged)"
-        backlog = sum(len(b) for b in _segments(tmp_path / "node-0").values())
+        backlog = sum(int(b) for b in _segments(tmp_path / "node-0").values())
         cluster.start(2)
-        deadline = time.monotonic() + max(60.0, down_s)
+        deadline = time.monotonic() + max(60.0, down_s, backlog / 5e6)
         while time.monotonic() < deadline:
-            lead, follower = _segments(tmp_path / "node-0"), _segments(tmp_path / "node-2")
-            if lead == follower:
+            if _segments(tmp_path / "node-0") == _segments(tmp_path / "node-2"):
                 break
             time.sleep(1)
-        lead, follower = _segments(tmp_path / "node-0"), _segments(tmp_path / "node-2")
-        behind = {k: (len(v), len(follower.get(k, b""))) for k, v in lead.items() if follower.get(k) != v}
+        lead, follower = _segments(tmp_path / "node-0", True), _segments(tmp_path / "node-2", True)
+        sizes = _segments(tmp_path / "node-2")
+        behind = {k: (_segments(tmp_path / "node-0")[k], sizes.get(k, 0)) for k, v in lead.items()
+                  if follower.get(k) != v}
         assert not behind, f"node 2 did not catch up ({backlog} bytes of backlog): {behind}"
         assert cluster.procs[2] is not None and cluster.procs[2].poll() is None
         installed = (tmp_path / "node-2.log").read_text(errors="replace").count("event=snapshot_installed")

@@ -5,14 +5,15 @@ chunks, checks every batch and only then puts the copy in its log's place."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import msgpack
 import pytest
 
-from replication import failstop
+from replication import data_install, failstop
 from replication.data_install import CHUNK_BYTES, decode, encode
-from replication.data_log import INSTALL_SUFFIX, OLD_SUFFIX, DataLog
+from replication.data_log import INSTALL_SUFFIX, OLD_SUFFIX, DataLog, settle_install
 from replication.data_state_machine import DataStateMachine
 from replication.raft.snapshot_transfer import InstallError, StreamCursor
 from replication.record_batch import build_batch
@@ -161,3 +162,44 @@ def test_a_snapshot_written_before_snapshots_named_segments_still_restores(tmp_p
     other = _machine(tmp_path / "b")
     other.restore(old)
     assert _all_bytes(other.data) == _all_bytes(sm.data)
+
+
+def test_a_swap_cut_before_the_directory_was_claimed_again_keeps_the_old_log(tmp_path: Path) -> None:
+    """The node restarts after the first rename: its partition directory is gone, and is made
+    again (empty, with its incarnation marker) before the log opens. The old log comes back."""
+    sm = _machine(tmp_path / "a")
+    _fill(sm, 20)
+    want = _all_bytes(sm.data)
+    directory = sm.data.directory
+    sm.data.close()
+    os.replace(directory, directory + OLD_SUFFIX)
+    os.makedirs(directory)
+    (Path(directory) / ".incarnation").write_text("slot-1")
+    settle_install(directory)
+    assert _all_bytes(DataLog(directory, segment_bytes=SEGMENT)) == want
+
+
+def test_an_installed_log_keeps_its_directorys_incarnation(tmp_path: Path) -> None:
+    leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
+    _fill(leader, 10)
+    marker = Path(follower.data.directory) / ".incarnation"
+    marker.write_text("slot-7")
+    _install(leader, follower)
+    assert marker.read_text() == "slot-7"
+
+
+def test_a_piece_that_claims_a_huge_batch_is_refused_not_buffered(tmp_path: Path) -> None:
+    follower = _machine(tmp_path / "follow")
+    follower.install(encode("begin", 0, 1000))
+    forged = bytearray(build_batch([(b"k", b"v")], base_offset=0))
+    forged[8:12] = (1 << 30).to_bytes(4, "big")  # batchLength: a gigabyte to come
+    with pytest.raises(InstallError):
+        follower.install(encode("seg", 0, 0, bytes(forged)))
+
+
+def test_an_install_the_disk_cannot_hold_is_refused_before_it_starts(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    follower = _machine(tmp_path / "follow")
+    monkeypatch.setattr(data_install.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 0, 1 << 20))
+    with pytest.raises(InstallError, match="bytes free"):
+        follower.install(encode("begin", 0, 5 << 20))

@@ -11,6 +11,7 @@ import msgpack
 
 from replication.data_log import DataLog
 from replication.data_state_machine import DataStateMachine
+from replication.raft import snapshot_transfer
 from replication.raft.snapshot_transfer import BACKLOG_BYTES, PASS_BYTES, StreamingSerializer
 from replication.record_batch import build_batch
 
@@ -121,3 +122,33 @@ def test_other_state_machines_keep_pysyncobjs_transfer(tmp_path: Path) -> None:
 
     ser = StreamingSerializer(Inner(), str(tmp_path / "d"), object(), lambda: (0, 0), lambda n: 0, lambda: "g")
     assert ser.getTransmissionData(NODE) == (b"x", True, True) and calls == ["get"]
+
+
+def test_a_node_caught_up_otherwise_loses_its_stream_and_is_never_held_back(tmp_path: Path) -> None:
+    """A stream left from an earlier term must not pause a follower that no longer needs it."""
+    sm = DataStateMachine(DataLog(str(tmp_path / "lead" / "data")), lambda: None)
+    sm.apply(1, build_batch([(b"k", b"v")], base_offset=0))
+    dump = str(tmp_path / "lead" / "raft.snapshot")
+    with open(dump, "wb") as f:
+        f.write(msgpack.packb({"last": [b"", 10, 2], "state": sm.snapshot()}, use_bin_type=True))
+    behind = {NODE: True}
+    ser = StreamingSerializer(_Unused(), dump, sm, lambda: (10, 2), lambda node: BACKLOG_BYTES, lambda: "p-0",
+                              lambda node: behind[node])
+    ser._cursors[NODE] = snapshot_transfer.StreamCursor(sid=5, base=0)
+    behind[NODE] = False
+    connected = {NODE}
+    ser.pace(connected)
+    assert connected == {NODE} and NODE not in ser._cursors
+
+
+def test_the_hub_counts_pieces_queued_this_pass_in_a_peers_backlog() -> None:
+    from replication.hub import RaftHub
+
+    hub = RaftHub("127.0.0.1:0", "secret-" * 4)
+    try:
+        hub.note_queued("peer:1", 3 << 20)
+        assert hub.backlog("peer:1") == 3 << 20 and hub.backlog("peer:2") == 0
+        hub.flush()  # written out: the socket's buffer counts from here
+        assert hub.backlog("peer:1") == 0
+    finally:
+        hub.close()

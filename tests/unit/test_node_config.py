@@ -94,3 +94,20 @@ def test_a_passphrase_of_words_does_not_count_as_128_bits(secret: str) -> None:
     assert secret_bits(secret) < 128
     with pytest.raises(ConfigError, match="cluster_secret.*128 bits"):
         load_config(None, env={}, overrides={"peers": PEERS, "cluster_secret": secret})
+
+
+def test_an_authorizer_needs_a_first_listener_the_nodes_authenticate_on() -> None:
+    """The nodes send each other transaction markers over the first listener, as CLUSTER_ACTION.
+    Over PLAINTEXT (or SSL without client certificates) they are ANONYMOUS, so ANONYMOUS would
+    need that right, and every client reaching the port could commit or abort any transaction."""
+    acls = {"peers": PEERS, "cluster_secret": "k" * 8 + "c0ffee-9e3779b97f4a7c15f39cc0605cedc834",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    tls = {"ssl.keystore.location": "/etc/kcoord/node.pem", "ssl.truststore.location": "/etc/kcoord/ca.pem"}
+    with pytest.raises(ConfigError, match="authorizer_class_name.*ANONYMOUS"):
+        load_config(None, env={}, overrides=acls)
+    with pytest.raises(ConfigError, match="authorizer_class_name"):
+        load_config(None, env={}, overrides={**acls, **tls, "listeners": "SSL://127.0.0.1:9092",
+                                             "ssl.client.auth": "requested"})
+    load_config(None, env={}, overrides={**acls, **tls, "listeners": "SSL://127.0.0.1:9092",
+                                         "ssl.client.auth": "required"})
+    load_config(None, env={}, overrides={k: v for k, v in acls.items() if k != "peers"})  # one node: no peers' requests
