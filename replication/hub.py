@@ -545,17 +545,9 @@ class RaftHub:
         authenticated is closed once more than HANDSHAKE_MAX bytes of it wait there)."""
         assert conn.tls is not None
         while True:
-            try:
-                n = conn.sock.recv_into(self._recv_buf, _RECV)
-            except (BlockingIOError, InterruptedError):
+            n = self._recv(conn, _RECV)
+            if n is None:
                 return
-            except OSError:
-                self._close(conn, "read failed")
-                return
-            if not n:
-                self._close(conn, "closed by peer")
-                return
-            conn.last_recv = time.monotonic()
             conn.tls_in.write(self._recv_view[:n])
             if conn.tls_pending and not self._tls_handshake(conn):
                 return
@@ -594,21 +586,28 @@ class RaftHub:
             if want <= 0:
                 self._close(conn, "handshake over the limit")
                 return
-            try:
-                # into one buffer kept for all reads: recv(n) would allocate n bytes every call
-                n = conn.sock.recv_into(self._recv_buf, want)
-            except (BlockingIOError, InterruptedError):
+            n = self._recv(conn, want)
+            if n is None:
                 return
-            except OSError:
-                self._close(conn, "read failed")
-                return
-            if not n:
-                self._close(conn, "closed by peer")
-                return
-            conn.last_recv = time.monotonic()
             conn.rbuf += self._recv_view[:n]
             if not self._parse(conn, touched) or n < want:
                 return
+
+    def _recv(self, conn: _Conn, want: int) -> int | None:
+        """Up to ``want`` bytes from the socket into the shared receive buffer (recv(n) would
+        allocate n bytes every call); None when nothing more is to be read now (or it closed)."""
+        try:
+            n = conn.sock.recv_into(self._recv_buf, want)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            self._close(conn, "read failed")
+            return None
+        if not n:
+            self._close(conn, "closed by peer")
+            return None
+        conn.last_recv = time.monotonic()
+        return n
 
     def _parse(self, conn: _Conn, touched: set[str]) -> bool:
         """Handle the complete frames in ``conn.rbuf``; False if that closed the connection."""

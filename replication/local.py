@@ -91,13 +91,13 @@ class LocalLog:
         while pos + _FRAME.size <= len(data):
             n, crc = _FRAME.unpack_from(data, pos)
             end = pos + _FRAME.size + n
-            if end > len(data):
-                break
-            if _crc(data[pos + _FRAME.size:end]) != crc:
-                if end < len(data):
-                    fail_stop("local_log", f"{self._path}: the record at byte {pos} fails its CRC and "
-                              f"{len(data) - end} bytes follow it: the log is corrupt in the middle; "
-                              "refusing to start", EXIT_CORRUPT)
+            if n == 0 or end > len(data) or _crc(data[pos + _FRAME.size:end]) != crc:
+                # (no record is empty: zeros a power loss left are not one) A torn tail, unless the
+                # record's length still leads to a whole record: then the damage is in the middle.
+                if n and self._whole_record_at(data, end):
+                    fail_stop("local_log", f"{self._path}: the record at byte {pos} fails its CRC and a whole "
+                              f"record follows it at byte {end}: the log is corrupt in the middle; refusing "
+                              "to start", EXIT_CORRUPT)
                 break
             self._count += 1
             pos = good = end
@@ -106,6 +106,14 @@ class LocalLog:
                         self._name, good, len(data) - good)
             os.truncate(self._path, good)
         return good
+
+    @staticmethod
+    def _whole_record_at(data: bytes, pos: int) -> bool:
+        if pos + _FRAME.size > len(data):
+            return False
+        n, crc = _FRAME.unpack_from(data, pos)
+        end = pos + _FRAME.size + n
+        return bool(n > 0 and end <= len(data) and _crc(data[pos + _FRAME.size:end]) == crc)
 
     @staticmethod
     def _entries(data: bytes) -> Iterator[tuple[int, bytes]]:

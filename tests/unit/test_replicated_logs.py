@@ -141,3 +141,27 @@ def test_local_log_compaction_that_cannot_write_stops_the_node(tmp_path, monkeyp
     asyncio.run(fill())
     assert fail_stops and fail_stops[0][0] == "local_log" and "compaction" in fail_stops[0][1]
     assert [e.payload for e in log.read_committed(0)][-1].startswith(b"k=199")  # the log is whole
+
+
+@pytest.mark.parametrize("tail", [b"\0" * 5000, b"\0" * 3, bytes(range(256)) * 20],
+                         ids=["zeros", "a few zeros", "garbage"])
+def test_local_log_ends_at_what_a_power_loss_left_after_its_records(tmp_path, tail: bytes) -> None:
+    """Zeros or garbage after the last whole record (the pages a power loss did not write) are a
+    torn tail: no phantom empty records from zeros, no refusal to start."""
+    path = str(tmp_path / "p" / "log")
+
+    async def fill() -> None:
+        log = LocalLog(path)
+        for i in range(3):
+            await log.append(b"e%d" % i, 1)
+        log.close()
+
+    asyncio.run(fill())
+    size = os.path.getsize(path)
+    with open(path, "ab") as fh:
+        fh.write(tail)
+    log2 = LocalLog(path)
+    assert os.path.getsize(path) == size and log2.committed_offset() == 3
+    assert [e.payload for e in log2.read_committed(0)] == [b"e0", b"e1", b"e2"]
+    assert asyncio.run(log2.append(b"e3", 1)) == 3
+    log2.close()
