@@ -40,11 +40,6 @@ READY_LAG_ENTRIES = 500  # a follower this close to the log's end may be handed 
 YIELD_EVERY_RECORDS = 5000  # decode this many records, then let requests and other partitions run
 
 
-# Answers read from the coordinator's state rather than made durable by the answer itself.
-_READS = (c.OffsetFetchRequest, c.HeartbeatRequest, c.SyncGroupRequest, c.JoinGroupRequest, c.DescribeGroupsRequest,
-          c.ListGroupsRequest, c.ConsumerGroupDescribeRequest)
-
-
 class CoordinatorDriver:
     def __init__(self, config: GroupConfig, logs: Callable[[int], CoordinatorLog], num_partitions: int,
                  now_ms: Callable[[], int], commit_timeout_ms: int = 5000, prereplay_interval_ms: int = 500) -> None:
@@ -236,7 +231,7 @@ class CoordinatorDriver:
             # off while the others elected a new coordinator. Answering from our state could hand
             # out stale offsets or keep members that the new coordinator is replacing.
             return c.error_response(request, ErrorCode.NOT_COORDINATOR)
-        if isinstance(request, _READS):
+        if c.kind_of(request).reads:  # answered from state, not made durable by the answer itself
             response = await self._call(partition, request)
             # A read may have waited (an OffsetFetch behind a pending commit, a SyncGroup for its
             # leader): what it says must still be current when it leaves.

@@ -6,8 +6,9 @@ that change behaviour by API version are carried as explicit flags.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, get_args
 
 from .consumer_group.heartbeat import TopicImage
 from .consumer_group.heartbeat_request import ConsumerHeartbeat
@@ -362,8 +363,6 @@ Request = (
     | ConsumerGroupDescribeRequest
 )
 
-# the classic requests a classic member of a consumer group sends (KIP-848 §7)
-CLASSIC_MEMBER_REQUESTS = (SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest)
 
 Response = (
     JoinGroupResponse
@@ -382,33 +381,55 @@ Response = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class RequestKind:
+    """What the runtime knows of a request type, in one place: whether its answer is read from
+    the coordinator's state (then the lease is checked again before the answer leaves; a write's
+    answer is made durable by its own append) and its answer when it fails as a whole (routing,
+    loading, unload)."""
+
+    reads: bool
+    error: Callable[[Any, ErrorCode], Response]
+
+
+def _commit_error(request: OffsetCommitRequest | TxnOffsetCommitRequest, error: ErrorCode) -> Response:
+    return OffsetCommitResponse(tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in request.topics))
+
+
+REQUESTS: Mapping[type, RequestKind] = {
+    JoinGroupRequest: RequestKind(True, lambda r, e: JoinGroupResponse(e)),
+    SyncGroupRequest: RequestKind(True, lambda r, e: SyncGroupResponse(e)),
+    HeartbeatRequest: RequestKind(True, lambda r, e: HeartbeatResponse(e)),
+    LeaveGroupRequest: RequestKind(False, lambda r, e: LeaveGroupResponse(e)),
+    OffsetCommitRequest: RequestKind(False, _commit_error),
+    TxnOffsetCommitRequest: RequestKind(False, _commit_error),
+    OffsetFetchRequest: RequestKind(True, lambda r, e: OffsetFetchResponse(e)),
+    DescribeGroupsRequest: RequestKind(True, lambda r, e: DescribeGroupsResponse(e, r.group_id, state="",
+                                                                                  found=False)),
+    ListGroupsRequest: RequestKind(True, lambda r, e: ListGroupsResponse(e)),
+    DeleteGroupsRequest: RequestKind(False, lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids))),
+    OffsetDeleteRequest: RequestKind(False, lambda r, e: OffsetDeleteResponse(e)),
+    EndTxnMarkerRequest: RequestKind(False, lambda r, e: EndTxnMarkerResponse(e)),
+    ConsumerGroupHeartbeatRequest: RequestKind(False, lambda r, e: ConsumerGroupHeartbeatResponse(e)),
+    ConsumerGroupDescribeRequest: RequestKind(True, lambda r, e: ConsumerGroupDescribeResponse(e, r.group_id)),
+}
+
+
+def check_covers(table: Mapping[type, object], what: str) -> None:
+    """Raise at import when ``table`` does not have exactly one entry per request type."""
+    missing, extra = set(get_args(Request)) - set(table), set(table) - set(get_args(Request))
+    if missing or extra:
+        raise TypeError(f"{what}: no entry for {sorted(t.__name__ for t in missing)}, "
+                        f"entries for no request {sorted(t.__name__ for t in extra)}")
+
+
+check_covers(REQUESTS, "commands.REQUESTS")
+
+
+def kind_of(request: Request) -> RequestKind:
+    return REQUESTS[type(request)]
+
+
 def error_response(request: Request, error: ErrorCode) -> Response:
     """The answer to ``request`` when it fails as a whole (routing, loading, unload)."""
-    if isinstance(request, JoinGroupRequest):
-        return JoinGroupResponse(error)
-    if isinstance(request, SyncGroupRequest):
-        return SyncGroupResponse(error)
-    if isinstance(request, HeartbeatRequest):
-        return HeartbeatResponse(error)
-    if isinstance(request, LeaveGroupRequest):
-        return LeaveGroupResponse(error)
-    if isinstance(request, EndTxnMarkerRequest):
-        return EndTxnMarkerResponse(error)
-    if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
-        return OffsetCommitResponse(
-            tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in request.topics)
-        )
-    if isinstance(request, OffsetFetchRequest):
-        return OffsetFetchResponse(error)
-    if isinstance(request, DescribeGroupsRequest):
-        return DescribeGroupsResponse(error, request.group_id, state="", found=False)
-    if isinstance(request, ListGroupsRequest):
-        return ListGroupsResponse(error)
-    if isinstance(request, DeleteGroupsRequest):
-        return DeleteGroupsResponse(tuple((g, error) for g in request.group_ids))
-    if isinstance(request, ConsumerGroupHeartbeatRequest):
-        return ConsumerGroupHeartbeatResponse(error)
-    if isinstance(request, ConsumerGroupDescribeRequest):
-        return ConsumerGroupDescribeResponse(error, request.group_id)
-    return OffsetDeleteResponse(error)
-
+    return kind_of(request).error(request, error)

@@ -158,43 +158,58 @@ class GroupCoordinatorShard:
         self._begin(now_ms)
         self.census.touch(getattr(request, "group_id", None))
         self.census.touch_many(getattr(request, "group_ids", ()))
-        groups, offsets, respond = self.classic, self.offset_handlers, self.w.respond
-        consumer = self.consumer_groups.get(request.group_id) if isinstance(request, c.CLASSIC_MEMBER_REQUESTS) \
-            else None
-        if isinstance(request, c.ConsumerGroupHeartbeatRequest):
-            respond(token, self._consumer_heartbeat(request))
-        elif isinstance(request, c.ConsumerGroupDescribeRequest):
-            respond(token, self.consumer.describe(request))
-        elif isinstance(request, c.JoinGroupRequest):
-            self._join_group(request, token)
-        elif isinstance(request, c.SyncGroupRequest):
-            if consumer is not None:
-                respond(token, self.mixed.sync(consumer, request))
-            else:
-                groups.sync_group(request, token)
-        elif isinstance(request, c.HeartbeatRequest):
-            respond(token, self.mixed.heartbeat(consumer, request) if consumer is not None
-                    else groups.heartbeat(request))
-        elif isinstance(request, c.LeaveGroupRequest):
-            respond(token, self.mixed.leave(consumer, request) if consumer is not None
-                    else groups.leave_group(request))
-        elif isinstance(request, c.OffsetCommitRequest):
-            respond(token, offsets.offset_commit(request))
-        elif isinstance(request, c.OffsetFetchRequest):
-            respond(token, offsets.offset_fetch(request))
-        elif isinstance(request, c.DescribeGroupsRequest):
-            respond(token, groups.describe_group(request))
-        elif isinstance(request, c.ListGroupsRequest):
-            respond(token, self._list_groups(request))
-        elif isinstance(request, c.DeleteGroupsRequest):
-            respond(token, self._delete_groups(request))
-        elif isinstance(request, c.TxnOffsetCommitRequest):
-            respond(token, offsets.offset_commit(request))
-        elif isinstance(request, c.EndTxnMarkerRequest):
-            respond(token, offsets.end_txn_marker(request))
-        else:
-            respond(token, offsets.offset_delete(request))
+        getattr(self, _HANDLERS[type(request)])(request, token)
         return self._end()
+
+    # one per request type (``_HANDLERS``); a classic member's request to a group that is a
+    # consumer group (an online upgrade) goes to the mixed handlers
+
+    def _on_consumer_heartbeat(self, request: c.ConsumerGroupHeartbeatRequest, token: Token) -> None:
+        self.w.respond(token, self._consumer_heartbeat(request))
+
+    def _on_consumer_describe(self, request: c.ConsumerGroupDescribeRequest, token: Token) -> None:
+        self.w.respond(token, self.consumer.describe(request))
+
+    def _on_join(self, request: c.JoinGroupRequest, token: Token) -> None:
+        self._join_group(request, token)
+
+    def _on_sync(self, request: c.SyncGroupRequest, token: Token) -> None:
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            self.w.respond(token, self.mixed.sync(consumer, request))
+        else:
+            self.classic.sync_group(request, token)
+
+    def _on_heartbeat(self, request: c.HeartbeatRequest, token: Token) -> None:
+        consumer = self.consumer_groups.get(request.group_id)
+        self.w.respond(token, self.mixed.heartbeat(consumer, request) if consumer is not None
+                       else self.classic.heartbeat(request))
+
+    def _on_leave(self, request: c.LeaveGroupRequest, token: Token) -> None:
+        consumer = self.consumer_groups.get(request.group_id)
+        self.w.respond(token, self.mixed.leave(consumer, request) if consumer is not None
+                       else self.classic.leave_group(request))
+
+    def _on_offset_commit(self, request: c.OffsetCommitRequest | c.TxnOffsetCommitRequest, token: Token) -> None:
+        self.w.respond(token, self.offset_handlers.offset_commit(request))
+
+    def _on_offset_fetch(self, request: c.OffsetFetchRequest, token: Token) -> None:
+        self.w.respond(token, self.offset_handlers.offset_fetch(request))
+
+    def _on_offset_delete(self, request: c.OffsetDeleteRequest, token: Token) -> None:
+        self.w.respond(token, self.offset_handlers.offset_delete(request))
+
+    def _on_describe(self, request: c.DescribeGroupsRequest, token: Token) -> None:
+        self.w.respond(token, self.classic.describe_group(request))
+
+    def _on_list(self, request: c.ListGroupsRequest, token: Token) -> None:
+        self.w.respond(token, self._list_groups(request))
+
+    def _on_delete(self, request: c.DeleteGroupsRequest, token: Token) -> None:
+        self.w.respond(token, self._delete_groups(request))
+
+    def _on_end_txn_marker(self, request: c.EndTxnMarkerRequest, token: Token) -> None:
+        self.w.respond(token, self.offset_handlers.end_txn_marker(request))
 
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()
@@ -293,3 +308,23 @@ class GroupCoordinatorShard:
                     and not self.pending.has_open(group_id)):
                 self.consumer.remove(group_id)
         self.w.schedule(EXPIRE_KEY, self.config.offsets_retention_check_interval_ms, TimerKind.EXPIRE_OFFSETS)
+
+
+# The shard's handler of each request type (a missing or extra entry fails at import).
+_HANDLERS: dict[type, str] = {
+    c.ConsumerGroupHeartbeatRequest: "_on_consumer_heartbeat",
+    c.ConsumerGroupDescribeRequest: "_on_consumer_describe",
+    c.JoinGroupRequest: "_on_join",
+    c.SyncGroupRequest: "_on_sync",
+    c.HeartbeatRequest: "_on_heartbeat",
+    c.LeaveGroupRequest: "_on_leave",
+    c.OffsetCommitRequest: "_on_offset_commit",
+    c.TxnOffsetCommitRequest: "_on_offset_commit",
+    c.OffsetFetchRequest: "_on_offset_fetch",
+    c.OffsetDeleteRequest: "_on_offset_delete",
+    c.DescribeGroupsRequest: "_on_describe",
+    c.ListGroupsRequest: "_on_list",
+    c.DeleteGroupsRequest: "_on_delete",
+    c.EndTxnMarkerRequest: "_on_end_txn_marker",
+}
+c.check_covers(_HANDLERS, "shard._HANDLERS")
