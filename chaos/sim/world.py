@@ -454,7 +454,13 @@ class Simulator:
             return
         value = r.value
         if value is None:
+            # Deleted: a group created again under the name restarts at generation 0 (as Kafka's
+            # cleanupGroupMetadata and DeleteGroups leave it), so the old one's generations go.
             self.durable_gen.pop(key.group, None)
+            for gen in [g for g in self.gen_leader if g[0] == key.group]:
+                del self.gen_leader[gen]
+            for owned in [o for o in self.owners if o[0] == key.group]:
+                del self.owners[owned]
             return
         assert isinstance(value, GroupMetadataValue)
         last = self.durable_gen.get(key.group, -1)
