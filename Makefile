@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint unit clean compose-tools
+.PHONY: run test check setup lint unit clean compose-tools
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || PY=python3; \
@@ -43,6 +43,11 @@ unit: $(STAMP)
 
 test: setup lint
 	$(BIN)/pytest -q -m "not slow" --durations=30
+
+# The fast tier (CONTRIBUTING.md): lint, then the pure and in-process wire tests (no node
+# processes, nothing slow), in under three minutes.
+check: $(STAMP) lint
+	$(BIN)/pytest -q -m "not slow and not cluster" tests/unit tests/wire tests/runtime
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -276,8 +276,8 @@ class NodeConfig:
     # (a listener left out advertises advertised_host, or its own host, and its port).
     advertised_listeners: str = ""
     # Each listener's security protocol: "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT" (a listener named
-    # after a protocol, e.g. SASL_PLAINTEXT, speaks it without an entry). PLAINTEXT and SASL_PLAINTEXT
-    # so far (issue 17: TLS to come).
+    # after a protocol, e.g. SASL_PLAINTEXT, speaks it without an entry): PLAINTEXT, SSL,
+    # SASL_PLAINTEXT and SASL_SSL.
     listener_security_protocol_map: str = ""
     sasl_enabled_mechanisms: str = "SCRAM-SHA-512,SCRAM-SHA-256"  # PLAIN too if listed
     # A SASL session's lifetime (KIP-368): clients re-authenticate before it ends, and a connection

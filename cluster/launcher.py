@@ -102,7 +102,7 @@ def _serve(console: Console, root: Path, layout: list[LocalNode], settings: dict
     if secure is not None:
         console.print(f"SASL_SSL (SCRAM-SHA-512) with ACLs on; the admin's client settings: {secure.admin_properties}\n"
                       f"  e.g. kcoord topics list --command-config {secure.admin_properties}\n"
-                      f"  then kcoord users create / kcoord acls add (see README, Security)")
+                      f"  then kcoord users create / kcoord acls add (see docs/security.md)")
     print(cluster.bootstrap, flush=True)
     stop = {"now": False}
 
