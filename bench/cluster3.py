@@ -49,6 +49,7 @@ from bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
 from bench.report import Metric, Reporter, rnd
 from cluster.local_cluster import ClusterStartError, free_plan
 from cluster.local_cluster import LocalCluster as BaseCluster
+from cluster.tools.common import recv_exact
 from coordinator.partitioner import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -162,21 +163,11 @@ def parse_metadata_leaders(frame: bytes) -> list[int]:
     return leaders
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
-
-
 def rpc(addr: tuple[str, int], frame: bytes, timeout: float = 2.0) -> bytes:
     with socket.create_connection(addr, timeout=timeout) as sock:
         sock.sendall(frame)
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        return _recv_exact(sock, size)
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        return recv_exact(sock, size)
 
 
 # ------------------------------------------------------------------ the cluster the bench owns

@@ -161,7 +161,7 @@ class CoordinatorDriver:
     # ---------------------------------------------------------------- follower pre-replay
 
     def _ready_check(self, partition: int) -> Callable[[], bool]:
-        """For the Raft ticker thread: take this partition over by transfer only with a current
+        """For the Raft driver: take this partition over by transfer only with a current
         image (a few hundred entries behind at most), so that the load is short."""
         lg = self._logs(partition)
 
@@ -172,7 +172,7 @@ class CoordinatorDriver:
         return ready
 
     def _busy_check(self, partition: int) -> Callable[[], bool]:
-        """For the Raft ticker: leadership balancing leaves this partition here while it loads or
+        """For the Raft driver: leadership balancing leaves this partition here while it loads or
         while one of its groups rebalances (a move would start that rebalance over)."""
 
         def busy() -> bool:

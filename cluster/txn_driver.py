@@ -98,7 +98,7 @@ class TxnDriver:
             t.cancel()
 
     def _busy_check(self, partition: int) -> Callable[[], bool]:
-        """For the Raft ticker: leadership balancing leaves this partition here while it loads or
+        """For the Raft driver: leadership balancing leaves this partition here while it loads or
         holds open transactions (a move would stall them behind the new owner's load)."""
 
         def busy() -> bool:

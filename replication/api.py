@@ -108,11 +108,11 @@ class CoordinatorLog(ReplicatedLog, Protocol):
         ...
 
     def set_ready_to_lead(self, ready: Callable[[], bool]) -> None:
-        """Take leadership over by transfer only while ``ready()`` (called from any thread)."""
+        """Take leadership over by transfer only while ``ready()`` (called by the Raft driver)."""
         ...
 
     def set_busy(self, busy: Callable[[], bool]) -> None:
-        """Never hand leadership over (to balance it) while ``busy()`` (called from any thread)."""
+        """Never hand leadership over (to balance it) while ``busy()`` (called by the Raft driver)."""
         ...
 
 

@@ -439,7 +439,7 @@ class DataLog:
         self.clock = clock
         self.producer_state = ProducerStateManager()
         self.txns = PartitionTxns()  # open and aborted transactions, the last stable offset
-        # Raft applies batches on its ticker thread while the event loop reads: one lock.
+        # Raft applies batches where it runs (the event loop, or its own thread with raft_driver = "thread") while the loop reads: one lock.
         self.lock = threading.RLock()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []

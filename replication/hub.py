@@ -22,7 +22,7 @@ not encrypted, and Raft traffic carries what the logs hold (the metadata log: SC
 stored and server keys, ACLs): with ``tls`` (``RaftTLS``) every connection is TLS with the
 certificates checked both ways, and the handshake above runs inside it.
 
-Threading: everything runs on the Raft ticker thread except ``detach``, which only queues.
+Threading: everything runs where the Raft driver runs (the event loop by default) except ``detach``, which only queues.
 """
 
 from __future__ import annotations

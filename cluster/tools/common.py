@@ -165,14 +165,22 @@ class _Reader:
         return s
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock`` (ConnectionError if it closes first)."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
         if not chunk:
-            raise ToolError("connection closed by the broker")
+            raise ConnectionError("connection closed by the broker")
         buf += chunk
     return bytes(buf)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    try:
+        return recv_exact(sock, n)
+    except ConnectionError as e:
+        raise ToolError(str(e)) from None
 
 
 def raw_request(host: str, port: int, api_key: int, api_version: int, body: bytes, timeout: float) -> bytes:

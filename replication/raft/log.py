@@ -395,12 +395,12 @@ class RaftLog:
         self._publish(LeadershipChange(self._name, False, term))
 
     def set_ready_to_lead(self, check: Callable[[], bool]) -> None:
-        """``check()`` (called on the ticker thread) says whether this node would accept
+        """``check()`` (called by the Raft driver) says whether this node would accept
         leadership handed over by a transfer now."""
         self.group.ready_to_lead = check
 
     def set_busy(self, busy: Callable[[], bool]) -> None:
-        """``busy()`` (called on the ticker thread) says whether the partition's owner needs its
+        """``busy()`` (called by the Raft driver) says whether the partition's owner needs its
         leadership to stay here now (a rebalance in progress, open transactions): balancing
         then leaves the group where it is until a later round."""
         self._busy = busy

@@ -505,7 +505,7 @@ class HubTransport(Transport):  # type: ignore[misc]
     def destroy(self) -> None:
         self._hub.detach(self._gid, self)
 
-    # the hub's side (ticker thread)
+    # the hub's side (the Raft driver)
     def hub_peers(self) -> list[str]:
         return list(self._node_of)
 
