@@ -183,13 +183,16 @@ def run_from_args(args: Any) -> int:
         master = "local[*]"
     opts = Options(max_examples=args.max_examples, liveness_bound=args.liveness_bound, fault_grace=args.fault_grace,
                    progress=True)
+    # a caller's own session (the CLI called in-process, as the tests do) is the caller's to stop
+    borrowed = SparkSession.getActiveSession() is not None
     report = run_check(args.run_dir, master=master, out_dir=args.out, opts=opts)
     from chaos.check.report import text_summary
 
     print(text_summary(report))
     print(json.dumps({"ok": report.ok, "report": report.out_dir,
                       "verdicts": {k: v.status for k, v in report.verdicts.items()}}))
-    SparkSession.builder.getOrCreate().stop()
+    if not borrowed:
+        SparkSession.builder.getOrCreate().stop()
     return 0 if report.ok else 1
 
 

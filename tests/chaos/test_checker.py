@@ -1,10 +1,10 @@
 """The chaos checker (chaos/check) on small hand-made histories: one clean, and planted bugs that
-must each be flagged with a counterexample. One local[1] SparkSession for the whole module."""
+must each be flagged with a counterexample. One local[1] SparkSession for the whole test session
+(the ``spark`` fixture, tests/chaos/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,23 +19,6 @@ from chaos.check.model import Options, Report  # noqa: E402
 from coordinator.partitioner import partition_for  # noqa: E402
 
 T, G = "t", "g"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    if os.system("java -version >/dev/null 2>&1") != 0:
-        pytest.skip("no Java runtime for Spark")
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[1]").appName("test-chaos-check")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-         .config("spark.default.parallelism", "1").config("spark.sql.adaptive.enabled", "false")
-         # tiny inputs: interpreting beats compiling generated code for every stage
-         .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
 
 
 class History:
@@ -143,9 +126,19 @@ class History:
         return str(run_dir)
 
 
-def check(spark: Any, tmp_path: Path, bug: str | None) -> Report:
+def check(spark: Any, tmp_path: Path, bug: str | None, write: bool = False) -> Report:
+    """The whole checker (every invariant) on the history with ``bug`` planted; the report files
+    are written only when asked (test_clean_history_passes reads them)."""
     run_dir = History(bug).build(tmp_path / (bug or "clean"))
-    return run_check(run_dir, master="local[1]", opts=Options(max_examples=5))
+    return run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=write)
+
+
+@pytest.fixture(scope="module")
+def lost_commit(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Report]:
+    """The planted lost commit and its report: test_lost_acknowledged_commit asserts on it and the
+    Parquet-copy test compares it with the check of the copy (the same job on the same input)."""
+    run_dir = History("lost-commit").build(tmp_path_factory.mktemp("lost") / "lost-commit")
+    return run_dir, run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=False)
 
 
 def kinds(report: Report, vid: str) -> set[str]:
@@ -157,7 +150,7 @@ def failing(report: Report) -> set[str]:
 
 
 def test_clean_history_passes(spark: Any, tmp_path: Path) -> None:
-    r = check(spark, tmp_path, None)
+    r = check(spark, tmp_path, None, write=True)
     assert r.ok, {k: (v.status, v.counterexamples) for k, v in r.verdicts.items()}
     assert r.verdicts["I7"].status == "skipped"
     assert r.verdicts["I9"].status in ("pass", "inconclusive")
@@ -168,8 +161,8 @@ def test_clean_history_passes(spark: Any, tmp_path: Path) -> None:
     assert "I8" in (out / "summary.txt").read_text()
 
 
-def test_lost_acknowledged_commit(spark: Any, tmp_path: Path) -> None:
-    r = check(spark, tmp_path, "lost-commit")
+def test_lost_acknowledged_commit(lost_commit: tuple[str, Report]) -> None:
+    _, r = lost_commit
     assert failing(r) == {"I1"}
     ce = r.verdicts["I1"].counterexamples[0]
     assert (ce["kind"], ce["partition"], ce["read_offset"], ce["established_offset"]) == ("regression", 0, 5, 7)
@@ -465,14 +458,11 @@ def test_i7_a_bounce_just_after_a_kill_all_is_not_judged(spark: Any) -> None:
     assert _i7(spark, [("kill_all", 3.0, 6.0)]).status == "fail"  # long before: judged
 
 
-@pytest.mark.parametrize("bug", ["lost-commit", pytest.param("regression", marks=pytest.mark.slow)])  # I1 over the copy
-def test_a_parquet_copy_of_a_run_gets_the_same_verdicts(spark: Any, tmp_path: Path, bug: str | None) -> None:
+def _parquet_copy_verdicts(run_dir: str, before: Report) -> None:
     """``python -m chaos parquet`` (chaos/check/columnar.py): the checker reads the copies, not
     the JSONL (deleted here before the second check), and finds the same violations."""
     from chaos.check.columnar import to_parquet
 
-    run_dir = History(bug).build(tmp_path / (bug or "clean"))
-    before = run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=False)
     to_parquet(run_dir, master="local[1]")
     for f in [*Path(run_dir, "history").glob("*.jsonl"), *Path(run_dir).glob("offsets-node-*.jsonl")]:
         f.unlink()
@@ -483,6 +473,18 @@ def test_a_parquet_copy_of_a_run_gets_the_same_verdicts(spark: Any, tmp_path: Pa
 
     assert verdicts(after) == verdicts(before)
     assert after.stats == before.stats
+
+
+def test_a_parquet_copy_of_a_run_gets_the_same_verdicts(lost_commit: tuple[str, Report]) -> None:
+    """I1 over the copy; the check of the JSONL is the lost_commit fixture's, made before the
+    JSONL is deleted here (test_lost_acknowledged_commit asserts what it found)."""
+    _parquet_copy_verdicts(*lost_commit)
+
+
+@pytest.mark.slow
+def test_a_parquet_copy_of_a_run_gets_the_same_verdicts_regression(spark: Any, tmp_path: Path) -> None:
+    run_dir = History("regression").build(tmp_path / "regression")
+    _parquet_copy_verdicts(run_dir, run_check(run_dir, master="local[1]", opts=Options(max_examples=5), write=False))
 
 
 def test_i6_a_long_client_cut_off_from_the_coordinator_is_not_judged(spark: Any) -> None:

@@ -1,5 +1,5 @@
 """I10, the exactly-once invariant (chaos/check/exactly_once.py), on a small hand-made run: a clean
-one passes, and each planted defect is flagged with its kind."""
+one passes, and each planted defect is flagged with its kind. ``spark``: tests/chaos/conftest.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from chaos.check.exactly_once import check_i10  # noqa: E402
 from chaos.check.model import Options, Verdict  # noqa: E402
 from chaos.check.tables import load  # noqa: E402
 from chaos.eos_workload import output_value  # noqa: E402
-from tests.chaos.test_checker import spark  # noqa: E402,F401 - the module's SparkSession fixture
 
 IN = "chaos-topic"
 
@@ -65,12 +64,12 @@ def build(run_dir: Path, bug: str | None) -> str:
     return str(run_dir)
 
 
-def i10(spark: Any, tmp_path: Path, bug: str | None) -> Verdict:  # noqa: F811 - the fixture's name
+def i10(spark: Any, tmp_path: Path, bug: str | None) -> Verdict:
     run_dir = build(tmp_path / (bug or "clean"), bug)
     return check_i10(spark, run_dir, load(spark, run_dir), Options(max_examples=20))
 
 
-def test_a_clean_exactly_once_run_passes(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_clean_exactly_once_run_passes(spark: Any, tmp_path: Path) -> None:
     v = i10(spark, tmp_path, None)
     assert v.status == "pass", v.counterexamples
     assert v.stats["input_records"] == 6 and v.stats["committed_output"] == 6 and v.stats["aborted_output"] == 3
@@ -84,13 +83,13 @@ def test_a_clean_exactly_once_run_passes(spark: Any, tmp_path: Path) -> None:  #
     ("aborted-read", {"aborted-read"}),
     ("open", {"open-transaction"}),
 ])
-def test_each_planted_defect_is_flagged(spark: Any, tmp_path: Path, bug: str, want: set[str]) -> None:  # noqa: F811
+def test_each_planted_defect_is_flagged(spark: Any, tmp_path: Path, bug: str, want: set[str]) -> None:
     v = i10(spark, tmp_path, bug)
     assert v.status == "fail"
     assert {ce["kind"] for ce in v.counterexamples} == want, v.counterexamples
 
 
-def test_a_run_without_exactly_once_workers_is_skipped(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_run_without_exactly_once_workers_is_skipped(spark: Any, tmp_path: Path) -> None:
     run_dir = tmp_path / "classic"
     (run_dir / "history").mkdir(parents=True)
     (run_dir / "history" / "p.jsonl").write_text(json.dumps(
