@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -28,6 +29,7 @@ log = logging.getLogger("kcoord.raft")
 
 PASS_BYTES = 4 << 20  # per follower per pass (appendEntriesPeriod): ~80 MB/s at 50 ms
 BACKLOG_BYTES = 16 << 20  # unsent bytes to a follower past which no piece is read
+WARN_EVERY_S = 60.0
 
 
 class InstallError(Exception):
@@ -79,6 +81,7 @@ class StreamingSerializer:
         self._refused = -1  # the last stream it refused
         self.refusal: int | None = None  # a stream to tell its leader about (``take_refusal``)
         self._connected: set[Any] = set()
+        self._warned_at = -WARN_EVERY_S
 
     def __getattr__(self, name: str) -> Any:  # checkSerializing, serialize, deserialize
         return getattr(self._inner, name)
@@ -124,7 +127,8 @@ class StreamingSerializer:
         try:
             piece = self._sm.stream_next(blob["state"], cursor)
         except InstallError as e:
-            log.warning("event=snapshot_stream_restarted group=%s node=%s why=%r", self._name(), getattr(node, "id", node), str(e))
+            self._warn("event=snapshot_stream_restarted group=%s node=%s why=%r", self._name(), getattr(node, "id", node),
+                       str(e))
             self._cursors.pop(node, None)
             self._pause(node)
             return None
@@ -170,9 +174,16 @@ class StreamingSerializer:
                     raw = f.read()
                 self._dump = (st.st_mtime, st.st_size, raw, msgpack.unpackb(raw, raw=False))
         except (OSError, ValueError) as e:
-            log.warning("event=snapshot_stream_failed group=%s why=%r", self._name(), f"{type(e).__name__}: {e}")
+            self._warn("event=snapshot_stream_failed group=%s why=%r", self._name(), f"{type(e).__name__}: {e}")
             return None
         return self._dump[2], self._dump[3]
+
+    def _warn(self, fmt: str, *args: Any) -> None:
+        """A warning that a stream cannot go on, once a minute at most (it is retried every pass)."""
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY_S:
+            self._warned_at = now
+            log.warning(fmt, *args)
 
     # ---------------------------------------------------------------- the follower's side
 
