@@ -857,22 +857,3 @@ class DataLog:
                 out.append((seg.base, pos))
                 break
             return out
-
-    def snapshot(self) -> tuple[int, bytes, Any, Any]:
-        """``(log start offset, every retained batch, producer state, transactions)`` for a Raft
-        snapshot."""
-        with self.lock:
-            start = self.log_start_offset
-            chunks = []
-            off = start
-            while off < self.log_end_offset:
-                chunk = self._plan_read_unlocked(off, 1 << 24, upper=None, min_one=True).execute()
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                pos = 0
-                while pos < len(chunk):
-                    hdr = parse_header(chunk, pos)
-                    pos += hdr.size
-                    off = hdr.next_offset
-            return start, b"".join(chunks), self.producer_state.to_obj(), self.txns.to_obj()
