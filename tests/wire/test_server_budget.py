@@ -204,49 +204,41 @@ def test_before_authentication_a_frame_is_small() -> None:
     asyncio.run(run())
 
 
-def test_the_idle_sweep_aborts_a_client_that_does_not_read() -> None:
-    """connections.max.idle.ms: a graceful close would wait for a client that does not read its
-    answers to read them, leaving the connection half open and its unsent bytes in the budget
-    for ever; the sweep aborts such a connection instead."""
+def _unread_answers_are_freed(request: bytes, *, idle_ms: int = 600000, closing: bool = False) -> None:
+    """A client sends ``request`` (BigAnswers: an 8 MB answer) and never reads: the answer is held
+    in the budget, then the connection goes and frees it (``closing``: it is being closed meanwhile)."""
 
     async def run() -> None:
         limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
-                                  queued_max_bytes=64 << 20, idle_ms=300)
+                                  queued_max_bytes=64 << 20, idle_ms=idle_ms)
         server = WireServer(BigAnswers(), "127.0.0.1", 0, limits=limits)
         await server.start()
         sock = _non_reader(server.port)
         try:
-            sock.sendall(_frame(b"big1"))
+            sock.sendall(_frame(request))
             await _settle(lambda: server.queued_bytes >= 4_000_000)
+            if closing:
+                assert all(c.closing for c in server._conns.values())
             await _settle(lambda: not server._conns and server.queued_bytes == 0)
         finally:
             sock.close()
             await server.stop()
 
     asyncio.run(run())
+
+
+def test_the_idle_sweep_aborts_a_client_that_does_not_read() -> None:
+    """connections.max.idle.ms: a graceful close would wait for a client that does not read its
+    answers to read them, leaving the connection half open and its unsent bytes in the budget
+    for ever; the sweep aborts such a connection instead."""
+    _unread_answers_are_freed(b"big1", idle_ms=300)
 
 
 def test_a_close_whose_answers_are_not_read_is_aborted_after_a_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any close (here one after a last answer) waits for the answers to be read only so long:
     then the connection is aborted, and what it held of the budget is freed."""
     monkeypatch.setattr(server_module, "CLOSE_LINGER_S", 0.5)
-
-    async def run() -> None:
-        limits = ConnectionLimits(max_request_bytes=1 << 20, non_produce_max_bytes=1 << 20,
-                                  queued_max_bytes=64 << 20)
-        server = WireServer(BigAnswers(), "127.0.0.1", 0, limits=limits)
-        await server.start()
-        sock = _non_reader(server.port)
-        try:
-            sock.sendall(_frame(b"bye!"))
-            await _settle(lambda: server.queued_bytes >= 4_000_000)
-            assert all(c.closing for c in server._conns.values())
-            await _settle(lambda: not server._conns and server.queued_bytes == 0)
-        finally:
-            sock.close()
-            await server.stop()
-
-    asyncio.run(run())
+    _unread_answers_are_freed(b"bye!", closing=True)
 
 
 def test_a_frame_over_the_large_frame_cap_is_read_while_less_than_the_cap_is_held() -> None:
