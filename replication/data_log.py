@@ -224,6 +224,15 @@ class _Segment:
         self.bytes_since_index += len(batch)
         self._track(hdr)
 
+    def append_run(self, headers: list[BatchHeader], data: bytes | memoryview) -> None:
+        """``append`` of consecutive batches (``data`` holds them all) in one write."""
+        append_at(self.fh.fileno(), data, self.size, "data_log", self.log_path)
+        for hdr in headers:
+            self._index(hdr, self.size)
+            self.size += hdr.size
+            self.bytes_since_index += hdr.size
+            self._track(hdr)
+
     # -- reads ---------------------------------------------------------------------------
 
     def _index(self, hdr: BatchHeader, pos: int) -> None:
@@ -580,6 +589,28 @@ class DataLog:
             self._track_txn(hdr, batch)
         return hdr
 
+    def _append_run_unlocked(self, headers: list[BatchHeader], data: bytes) -> None:
+        """``_append_unlocked`` of checked, consecutive batches, one write per segment they land in."""
+        at = i = 0
+        while i < len(headers):
+            active = self._segments[-1]
+            if active.size > 0 and active.size + headers[i].size > self.segment_bytes:
+                active = self.roll()
+            j, size, expect = i, active.size, self.log_end_offset
+            while j < len(headers) and (size == 0 or size + headers[j].size <= self.segment_bytes):
+                if headers[j].base_offset != expect:
+                    raise ValueError(f"batch base offset {headers[j].base_offset} != log end offset {expect}")
+                size, expect = size + headers[j].size, headers[j].next_offset
+                j += 1
+            n = size - active.size
+            active.append_run(headers[i:j], memoryview(data)[at : at + n])
+            for hdr in headers[i:j]:
+                self.producer_state.update(hdr)
+                if hdr.is_transactional:
+                    self._track_txn(hdr, data[at : at + hdr.size])
+                at += hdr.size
+            i = j
+
     def _track_txn(self, hdr: BatchHeader, batch: bytes) -> None:
         kind, coordinator_epoch = None, -1
         if hdr.is_control:
@@ -695,6 +726,12 @@ class DataLog:
         """Append one offset-assigned batch (its baseOffset must be the log end offset)."""
         with self.lock:
             return self._append_unlocked(batch)
+
+    def append_run(self, headers: list[BatchHeader], data: bytes) -> None:
+        """Append consecutive offset-assigned batches already checked (a snapshot install's copy):
+        ``data`` holds them, ``headers`` are theirs, in order."""
+        with self.lock:
+            self._append_run_unlocked(headers, data)
 
     def sync(self) -> None:
         """fsync the active segment and its index (durability = "fsync" on a single node)."""

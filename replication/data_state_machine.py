@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import msgpack
 
-from replication.data_install import SnapshotInstall, decode, next_chunk
+from replication.data_install import ReadAhead, SnapshotInstall, decode
 from replication.data_log import DataLog
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft.snapshot_transfer import InstallError, StreamCursor
@@ -30,6 +30,7 @@ class DataStateMachine:
         self.data = data
         self._on_applied = on_applied
         self._install: SnapshotInstall | None = None  # a leader's snapshot being received
+        self._ends: tuple[bytes, int] | None = None  # the last snapshot streamed, and the offset it ends at
 
     def apply(self, epoch: int, payload: bytes) -> int:
         base = parse_header(payload).base_offset
@@ -76,12 +77,18 @@ class DataStateMachine:
         self._on_applied()
 
     def stream_next(self, snapshot: bytes, cursor: StreamCursor) -> bytes | None:
-        """The leader's next message of a follower's install, up to the segment sizes ``snapshot``
-        names; None when all is sent (InstallError: start again)."""
-        state = msgpack.unpackb(snapshot, raw=False, strict_map_key=False)
-        if "end" not in state:
-            raise InstallError("a snapshot from before snapshots named segments (the next one will)")
-        return next_chunk(self.data, int(state["end"]), cursor)
+        """The leader's next message of a follower's install, up to the offset ``snapshot`` ends
+        at; NOT_READY while it is read from disk (on the reader thread), None when all is sent
+        (InstallError: start again)."""
+        if self._ends is None or self._ends[0] != snapshot:
+            state = msgpack.unpackb(snapshot, raw=False, strict_map_key=False)
+            if "end" not in state:
+                raise InstallError("a snapshot from before snapshots named segments (the next one will)")
+            self._ends = (snapshot, int(state["end"]))
+        if cursor.ahead is None:
+            cursor.ahead = ReadAhead(self.data, cursor)
+        ahead: ReadAhead = cursor.ahead
+        return ahead.next(self._ends[1])
 
     def install(self, message: bytes) -> None:
         """A follower's part of an install: ``begin`` starts a staging copy, ``seg`` adds to it."""

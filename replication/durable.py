@@ -102,7 +102,7 @@ def drop_unsynced(data_dir: str | Path, rng: random.Random) -> dict[str, int]:
     return dropped
 
 
-def append_at(fd: int, data: bytes, end: int, component: str, path: str) -> int:
+def append_at(fd: int, data: bytes | memoryview, end: int, component: str, path: str) -> int:
     """Write ``data`` at ``end`` (where the file's last whole frame ends); returns the new end."""
     view = memoryview(data)
     try:

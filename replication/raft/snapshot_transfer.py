@@ -30,6 +30,7 @@ log = logging.getLogger("kcoord.raft")
 PASS_BYTES = 4 << 20  # per follower per pass (appendEntriesPeriod): ~80 MB/s at 50 ms
 BACKLOG_BYTES = 16 << 20  # unsent bytes to a follower past which no piece is read
 WARN_EVERY_S = 60.0
+NOT_READY = b""  # ``StreamedState.stream_next``: the next piece is still being read (ask next pass)
 
 
 class InstallError(Exception):
@@ -43,13 +44,16 @@ class StreamCursor:
     base: int | None = None
     pos: int = 0
     sid: int = 0  # the stream's id: a follower that refuses a piece names it, and it starts over
+    ahead: Any = None  # the state machine's reads for this stream, done ahead of it
+    started: bool = False  # its first piece was handed out (that one tells the follower to begin)
 
 
 @runtime_checkable
 class StreamedState(Protocol):
     """A state machine whose snapshot names files that are sent piece by piece."""
 
-    def stream_next(self, snapshot: bytes, cursor: StreamCursor) -> bytes | None: ...
+    def stream_next(self, snapshot: bytes, cursor: StreamCursor) -> bytes | None:
+        """The next piece, ``NOT_READY`` while it is read (off the loop), None once all is sent."""
 
     def install(self, message: bytes) -> None: ...
 
@@ -120,7 +124,6 @@ class StreamingSerializer:
             return None
         raw, blob = dump
         cursor = self._cursors.get(node)
-        first = cursor is None
         if cursor is None:
             self._next_sid += 1
             cursor = self._cursors[node] = StreamCursor(sid=self._next_sid)
@@ -132,12 +135,16 @@ class StreamingSerializer:
             self._cursors.pop(node, None)
             self._pause(node)
             return None
+        if piece == NOT_READY:  # still being read from disk: next pass
+            self._pause(node)
+            return None
         if piece is None:  # every byte the snapshot names is sent: its dump ends the stream
             if tuple(blob["last"][1:3]) != self._snapshot_last():
                 self._pause(node)  # a snapshot written but not yet taken by the journal: next pass
                 return None
             del self._cursors[node]
             return raw, (cursor.sid, False), True
+        first, cursor.started = not cursor.started, True
         self._sent[node] = self._sent.get(node, 0) + len(piece)
         if self._sent[node] >= PASS_BYTES:
             self._pause(node)

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from replication.data_install import decode, encode
+from replication.data_install import decode, drain_reads, encode
 from replication.data_state_machine import DataStateMachine
-from replication.raft.snapshot_transfer import StreamCursor
+from replication.raft.snapshot_transfer import NOT_READY, StreamCursor
+
+
+def next_piece(leader: DataStateMachine, snapshot: bytes, cursor: StreamCursor) -> bytes | None:
+    """The stream's next piece, waiting for the reader thread when it is still being read."""
+    piece = leader.stream_next(snapshot, cursor)
+    while piece == NOT_READY:
+        drain_reads()
+        piece = leader.stream_next(snapshot, cursor)
+    return piece
 
 
 def stream(leader: DataStateMachine, cursor: StreamCursor | None = None) -> Iterator[bytes]:
@@ -15,7 +24,7 @@ def stream(leader: DataStateMachine, cursor: StreamCursor | None = None) -> Iter
     cursor = cursor or StreamCursor()
     while True:
         snapshot = leader.snapshot()
-        piece = leader.stream_next(snapshot, cursor)
+        piece = next_piece(leader, snapshot, cursor)
         if piece is None:
             yield encode("end", snapshot)
             return

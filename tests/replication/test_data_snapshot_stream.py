@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 
 from replication import data_install, failstop
-from replication.data_install import CHUNK_BYTES, decode, encode
+from replication.data_install import CHUNK_BYTES, QUEUE_PIECES, decode, encode
 from replication.data_log import INSTALL_SUFFIX, OLD_SUFFIX, DataLog, settle_install
 from replication.data_state_machine import DataStateMachine
-from replication.raft.snapshot_transfer import InstallError, StreamCursor
-from replication.record_batch import build_batch
+from replication.raft.snapshot_transfer import NOT_READY, InstallError, StreamCursor
+from replication.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, build_batch, parse_header
+from replication.txn_index import marker_record
 from tests.replication.snapshot_stream import install as _install
+from tests.replication.snapshot_stream import next_piece
 from tests.replication.snapshot_stream import stream as _stream
 
 SEGMENT = 64 * 1024
@@ -70,8 +75,8 @@ def test_a_stream_outlives_the_snapshots_taken_while_it_runs(tmp_path: Path) -> 
     leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
     _fill(leader, 50)
     cursor = StreamCursor()
-    follower.install(leader.stream_next(leader.snapshot(), cursor) or b"")
-    follower.install(leader.stream_next(leader.snapshot(), cursor) or b"")
+    follower.install(next_piece(leader, leader.snapshot(), cursor) or b"")
+    follower.install(next_piece(leader, leader.snapshot(), cursor) or b"")
     _fill(leader, 50)  # written (and a new snapshot taken) meanwhile
     for piece in _stream(leader, cursor):
         kind, *fields = decode(piece)
@@ -117,11 +122,12 @@ def test_a_segment_deleted_by_retention_restarts_the_stream(tmp_path: Path) -> N
     leader = _machine(tmp_path / "lead")
     _fill(leader, 60)
     snapshot, cursor = leader.snapshot(), StreamCursor()
-    leader.stream_next(snapshot, cursor)
+    next_piece(leader, snapshot, cursor)
     leader.data.retention_bytes = SEGMENT * 2
     assert leader.data.enforce_retention() > 0
-    with pytest.raises(InstallError):
-        leader.stream_next(snapshot, cursor)
+    with pytest.raises(InstallError):  # once the chunks read ahead before it are sent
+        for _ in range(20):
+            assert next_piece(leader, snapshot, cursor) is not None
 
 
 def test_a_log_shorter_than_its_snapshot_stops_the_node(tmp_path: Path) -> None:
@@ -192,8 +198,9 @@ def test_a_piece_that_claims_a_huge_batch_is_refused_not_buffered(tmp_path: Path
     follower.install(encode("begin", 0, 1000))
     forged = bytearray(build_batch([(b"k", b"v")], base_offset=0))
     forged[8:12] = (1 << 30).to_bytes(4, "big")  # batchLength: a gigabyte to come
-    with pytest.raises(InstallError):
+    with pytest.raises(InstallError, match="not a batch"):  # said by the next piece or the end
         follower.install(encode("seg", 0, 0, bytes(forged)))
+        follower.install_end(msgpack.packb({"end": 1, "producers": {}}, use_bin_type=True))
 
 
 def test_an_install_the_disk_cannot_hold_is_refused_before_it_starts(tmp_path: Path,
@@ -202,3 +209,85 @@ def test_an_install_the_disk_cannot_hold_is_refused_before_it_starts(tmp_path: P
     monkeypatch.setattr(data_install.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 0, 1 << 20))
     with pytest.raises(InstallError, match="bytes free"):
         follower.install(encode("begin", 0, 5 << 20))
+
+
+def test_the_follower_checks_and_writes_on_a_thread_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop that drives Raft only hands chunks over: a disk that does not answer does not hold it."""
+    leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
+    _fill(leader, 40)
+    pieces = list(_stream(leader))
+    gate, writers = threading.Event(), set()
+    append_run = DataLog.append_run
+
+    def stuck_disk(self: DataLog, *args: Any) -> Any:
+        if self.directory.endswith(INSTALL_SUFFIX):
+            writers.add(threading.get_ident())
+            gate.wait(3)
+        return append_run(self, *args)
+
+    monkeypatch.setattr(DataLog, "append_run", stuck_disk)
+    for piece in pieces[:QUEUE_PIECES]:  # as many as may wait: handed over while the disk is stuck
+        follower.install(piece)
+    deadline = time.monotonic() + 3
+    while not writers and time.monotonic() < deadline:  # the install thread reaches the disk
+        time.sleep(0.01)
+    assert not gate.is_set() and writers and threading.get_ident() not in writers
+    gate.set()
+    for piece in pieces[QUEUE_PIECES:-1]:
+        follower.install(piece)
+    follower.install_end(decode(pieces[-1])[1])
+    assert _all_bytes(follower.data) == _all_bytes(leader.data)
+    assert threading.get_ident() not in writers
+
+
+def test_the_leader_reads_ahead_on_its_reader_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leader = _machine(tmp_path / "lead")
+    _fill(leader, 40)
+    want = list(_stream(leader))
+    gate, readers = threading.Event(), set()
+    read_segment = DataLog.read_segment
+
+    def slow_disk(self: DataLog, *args: Any) -> Any:
+        readers.add(threading.get_ident())
+        gate.wait(3)
+        return read_segment(self, *args)
+
+    monkeypatch.setattr(DataLog, "read_segment", slow_disk)
+    snapshot, cursor = leader.snapshot(), StreamCursor()
+    assert leader.stream_next(snapshot, cursor) == NOT_READY  # asked again next pass, never waited for
+    assert leader.stream_next(snapshot, cursor) == NOT_READY
+    gate.set()
+    got = [next_piece(leader, snapshot, cursor)]
+    while got[-1] is not None:
+        got.append(next_piece(leader, snapshot, cursor))
+    assert got[:-1] == want[:-1] and readers and threading.get_ident() not in readers
+
+
+def test_a_run_written_in_one_go_is_the_log_batch_by_batch_appends_make(tmp_path: Path) -> None:
+    """The install thread writes a chunk's batches with one write per segment: the segments, their
+    indexes, producer state and transactions (aborted ones too) are what appending one by one gives."""
+    batches, offset = [], 0
+    for i in range(120):
+        pid, txn = 1 + i % 3, i % 4 != 0
+        if i % 9 == 8:  # a marker ends producer pid's transaction: an abort every other time
+            records, attrs = [marker_record(i % 2 == 0, 5)], ATTR_TRANSACTIONAL | ATTR_CONTROL
+        else:
+            records, attrs = [(b"k", os.urandom(900))] * 3, ATTR_TRANSACTIONAL if txn else 0
+        batches.append(build_batch(records, base_offset=offset, producer_id=pid, producer_epoch=0,
+                                   base_sequence=offset, attributes=attrs))
+        offset += len(records)
+    one, run = DataLog(str(tmp_path / "one"), segment_bytes=SEGMENT), DataLog(str(tmp_path / "run"),
+                                                                             segment_bytes=SEGMENT)
+    for batch in batches:
+        one.append(batch)
+    for at in range(0, len(batches), 7):
+        group = batches[at : at + 7]
+        run.append_run([parse_header(b) for b in group], b"".join(group))
+    assert one.segment_count == run.segment_count > 2
+    assert _all_bytes(one) == _all_bytes(run)
+    assert one.producer_state.to_obj() == run.producer_state.to_obj()
+    assert one.txns.to_obj() == run.txns.to_obj() and one.txns.aborted
+    for name in sorted(os.listdir(tmp_path / "one")):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "run" / name).read_bytes(), name
+    with pytest.raises(ValueError):  # a gap is refused, as by append
+        run.append_run([parse_header(batches[5])], batches[5])

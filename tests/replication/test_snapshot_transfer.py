@@ -9,6 +9,7 @@ from typing import Any
 
 import msgpack
 
+from replication.data_install import drain_reads
 from replication.data_log import DataLog
 from replication.data_state_machine import DataStateMachine
 from replication.raft import snapshot_transfer
@@ -44,11 +45,13 @@ def _follower(tmp_path: Path) -> tuple[DataStateMachine, StreamingSerializer]:
 
 
 def _pass(ser: StreamingSerializer) -> list[Any]:
-    """One of pysyncobj's passes over a connected node: it asks until the node leaves ``connected``."""
+    """One of pysyncobj's passes over a connected node: it asks until the node leaves ``connected``
+    (here each read ahead is done before the next ask: a disk as fast as the loop)."""
     connected = {NODE}
     ser.pace(connected)
     pieces = []
     while NODE in connected:
+        drain_reads()
         data = ser.getTransmissionData(NODE)
         if data is None:
             continue
@@ -62,6 +65,7 @@ def _pass(ser: StreamingSerializer) -> list[Any]:
 
 def test_each_pass_sends_a_bounded_share_and_none_while_the_link_is_full(tmp_path: Path) -> None:
     _sm, ser, link = _leader(tmp_path, 100)  # ~24 MB
+    assert _pass(ser) == []  # the first pass only starts the reads (on the reader thread)
     first = _pass(ser)
     assert PASS_BYTES <= sum(len(p[0]) for p in first) <= PASS_BYTES + (1 << 20) + 64
     link["backlog"] = BACKLOG_BYTES + 1
@@ -100,6 +104,7 @@ def test_the_stream_ends_only_once_the_journal_has_taken_the_snapshot(tmp_path: 
 def test_a_refused_piece_starts_the_stream_over_once(tmp_path: Path) -> None:
     _leader_sm, ser, _link = _leader(tmp_path, 40)
     _sm, fser = _follower(tmp_path)
+    assert _pass(ser) == []
     begin, *rest = _pass(ser)
     sid = begin[1][0]
     for piece in rest:  # the beginning was lost
@@ -108,6 +113,7 @@ def test_a_refused_piece_starts_the_stream_over_once(tmp_path: Path) -> None:
     ser.refused(NODE, sid - 1)  # an old stream's refusal: nothing happens
     assert _pass(ser)[0][1] == (sid, False)
     ser.refused(NODE, sid)
+    assert _pass(ser) == []  # a new stream: its reads start
     again = _pass(ser)[0]
     assert again[1] == (sid + 1, True)
 
