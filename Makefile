@@ -34,8 +34,8 @@ run: setup
 	$(BIN)/kcoord up
 
 lint: $(STAMP)
-	$(BIN)/ruff check coordinator transactions replication cluster chaos bench tests
-	$(BIN)/mypy coordinator transactions replication cluster chaos bench
+	$(BIN)/ruff check coordinator coordinator_common transactions replication cluster chaos bench tests
+	$(BIN)/mypy coordinator coordinator_common transactions replication cluster chaos bench
 	$(BIN)/lint-imports
 
 unit: $(STAMP)

@@ -1,47 +1,27 @@
-"""The asyncio driver of the transaction coordinator runtime (``transactions.runtime``).
-
-It interprets the runtime's effects: ``Respond`` resolves the caller's future; ``Append`` is
-encoded and appended to the ``__transaction_state`` partition's replicated log, in order per
-partition, its outcome reported back; ``SendMarkers`` hands a decided transaction to the
-marker writer and reports back once every partition has its marker (retrying while this node
-still owns the partition at that epoch); ``Reload`` re-reads the partition. Leadership changes
-of the logs load and unload shards, and one timer serves every shard's deadlines.
+"""The transaction coordinator's driver: the one driver (``cluster.shard_driver``) with what is
+the transaction coordinator's own. Its records are encoded by ``cluster.txn_entries``;
+``SendMarkers`` hands a decided transaction to the marker writer and reports back once every
+partition has its marker (retrying while this node still owns the partition at that epoch);
+balancing leaves a partition here while it holds open transactions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from cluster import metrics
-from cluster.deadline_timer import DeadlineTimer
-from cluster.txn_entries import decode_entry, encode_entry
-from cluster.waiters import Waiters
-from replication.api import (
-    CoordinatorLog,
-    LeadershipChange,
-    NotLeaderError,
-    ReplicationError,
-    StaleEpochError,
-)
+from cluster.shard_driver import AppendErrors, EntryRefused, ShardDriver
+from cluster.txn_entries import decode_entry, encode_entries
+from replication.api import CoordinatorLog
 from replication.raft.settings import EPOCH_STRIDE
 from transactions import commands as c
-from transactions.codec import TxnRecordDecodeError
 from transactions.config import TxnConfig
 from transactions.errors import TxnError
-from transactions.records import TxnRecord
-from transactions.runtime import (
-    Append,
-    Effect,
-    Reload,
-    Respond,
-    SendMarkers,
-    TransactionRuntime,
-    error_response,
-)
+from transactions.runtime import SendMarkers, TransactionRuntime, error_response
 
 log = logging.getLogger("kcoord.transactions")
 
@@ -62,134 +42,44 @@ class MarkersAbandoned(Exception):
     transaction stays decided until the partition's next owner tries again, as in Kafka."""
 
 
-class TxnDriver:
+class TxnDriver(ShardDriver[TransactionRuntime, c.Request, c.Response]):
+    log = log
+    name = "txn_shard"
+    errors = AppendErrors(TxnError.NOT_COORDINATOR, TxnError.COORDINATOR_NOT_AVAILABLE, TxnError.COORDINATOR_NOT_AVAILABLE)
+
     def __init__(self, config: TxnConfig, logs: Callable[[int], CoordinatorLog], num_partitions: int,
                  now_ms: Callable[[], int], write_markers: MarkerWriter, commit_timeout_ms: int = 5000) -> None:
-        self.runtime = TransactionRuntime(config)
-        self._logs = logs
-        self.num_partitions = num_partitions
-        self._now_ms = now_ms
+        super().__init__(TransactionRuntime(config), logs, num_partitions, now_ms, commit_timeout_ms)
         self._write_markers = write_markers
-        self._commit_timeout_s = commit_timeout_ms / 1000
-        self._waiters: Waiters[c.Response] = Waiters()
-        self._append_locks: dict[int, asyncio.Lock] = {}
-        self._timer = DeadlineTimer(now_ms, self._on_timer)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
 
-    # ---------------------------------------------------------------- lifecycle
+    def _encode(self, records: Sequence[Any]) -> list[tuple[bytes, int]]:
+        try:
+            return encode_entries(records, self.max_entry_bytes)
+        except ValueError as exc:
+            raise EntryRefused(str(exc)) from exc
 
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        for p in range(self.num_partitions):
-            lg = self._logs(p)
-            lg.subscribe(self._listener(p))
-            lg.set_busy(self._busy_check(p))
-            if lg.is_leader():
-                self._on_leadership(p, LeadershipChange(lg.name, True, lg.leader_epoch()))
+    def _decode(self, payload: bytes) -> list[Any]:
+        return decode_entry(payload)
 
-    async def stop(self) -> None:
-        self._timer.cancel()
-        for p in self.runtime.active_partitions():
-            epoch = self.runtime.epoch_of(p)
-            if epoch is not None:
-                self._run(self.runtime.unload(p, epoch))
-        for t in list(self._tasks):
-            t.cancel()
+    def _error_response(self, request: c.Request, error: Any) -> c.Response:
+        return error_response(request, error)
 
-    def _busy_check(self, partition: int) -> Callable[[], bool]:
-        """For the Raft driver: leadership balancing leaves this partition here while it loads or
-        holds open transactions (a move would stall them behind the new owner's load)."""
+    def _busy(self, partition: int) -> bool:
+        """Leadership balancing leaves this partition here while it loads or holds open
+        transactions (a move would stall them behind the new owner's load)."""
+        if self.runtime.epoch_of(partition) is None:
+            return False
+        shard = self.runtime.shard(partition)
+        return shard is None or shard.open > 0
 
-        def busy() -> bool:
-            if self.runtime.epoch_of(partition) is None:
-                return False
-            shard = self.runtime.shard(partition)
-            return shard is None or shard.open > 0
+    def _on_effect(self, effect: Any) -> bool:
+        if not isinstance(effect, SendMarkers):
+            raise TypeError(f"no driver step for {type(effect).__name__}")
+        self._spawn(self._send_markers(effect))
+        return True
 
-        return busy
-
-    def _listener(self, partition: int) -> Callable[[LeadershipChange], None]:
-        return lambda change: self._on_leadership(partition, change)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _on_leadership(self, partition: int, change: LeadershipChange) -> None:
-        current = self.runtime.epoch_of(partition)
-        if change.is_leader:
-            if current is not None and current >= change.epoch:
-                return
-            self._run(self.runtime.begin_load(partition, change.epoch))
-            if self.runtime.epoch_of(partition) == change.epoch:
-                self._spawn(self._load(partition, change.epoch))
-        elif current is not None:
-            self._run(self.runtime.unload(partition, max(change.epoch, current)))
-            log.info("event=txn_shard_unloaded partition=%d epoch=%d", partition, change.epoch)
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        started = self._now_ms()
-        records: list[TxnRecord] = []
-        for i, entry in enumerate(self._logs(partition).read_committed(0)):
-            try:
-                records += decode_entry(entry.payload)
-            except TxnRecordDecodeError as exc:
-                log.error("event=txn_load_skipped_entry partition=%d offset=%d error=%r", partition, entry.offset,
-                          str(exc))
-            if i % 1000 == 999:
-                await asyncio.sleep(0)
-        self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms()))
-        log.info("event=txn_shard_loaded partition=%d epoch=%d records=%d took_ms=%d", partition, epoch,
-                 len(records), self._now_ms() - started)
-
-    # ---------------------------------------------------------------- requests
-
-    async def call(self, partition: int, request: c.Request) -> c.Response:
-        assert self._loop is not None, "driver not started"
-        lg = self._logs(partition)
-        if self.runtime.epoch_of(partition) is not None and not lg.lease_valid():
-            # Leading by our own account but without a lease: the others may have elected
-            # another coordinator, which is where this producer must go.
-            return error_response(request, TxnError.NOT_COORDINATOR)
-        return await self._waiters.wait(
-            lambda token: self._run(self.runtime.submit(partition, request, token, self._now_ms())))
-
-    # ---------------------------------------------------------------- effects
-
-    def _run(self, effects: list[Effect]) -> None:
-        for e in effects:
-            if isinstance(e, Respond):
-                self._waiters.resolve(e.token, e.response)
-            elif isinstance(e, Append):
-                self._spawn(self._append(e))
-            elif isinstance(e, SendMarkers):
-                self._spawn(self._send_markers(e))
-            elif isinstance(e, Reload):
-                log.warning("event=txn_shard_reload partition=%d epoch=%d", e.partition, e.epoch)
-                if not self._logs(e.partition).refence():
-                    self._spawn(self._load(e.partition, e.epoch))
+    def _on_step(self) -> None:
         metrics.set_open_transactions(self.runtime.open_transactions())
-        self._arm_timer()
-
-    async def _append(self, append: Append) -> None:
-        p, epoch = append.partition, append.epoch
-        lock = self._append_locks.setdefault(p, asyncio.Lock())
-        async with lock:  # entries of a partition reach the log in the order they were made
-            if self.runtime.epoch_of(p) != epoch:
-                return
-            try:
-                await asyncio.wait_for(self._logs(p).append(encode_entry(append.records), epoch),
-                                       self._commit_timeout_s)
-            except (NotLeaderError, StaleEpochError):
-                self._run(self.runtime.on_append_failed(p, epoch, TxnError.NOT_COORDINATOR))
-                return
-            except (ReplicationError, TimeoutError) as exc:
-                log.warning("event=txn_append_failed partition=%d epoch=%d error=%r", p, epoch, str(exc))
-                self._run(self.runtime.on_append_failed(p, epoch, TxnError.COORDINATOR_NOT_AVAILABLE))
-                return
-            self._run(self.runtime.on_committed(p, epoch, append.end_offset))
 
     async def _send_markers(self, send: SendMarkers) -> None:
         m = send.markers
@@ -216,12 +106,3 @@ class TxnDriver:
             todo = replace(m, partitions=tuple(left))
             await asyncio.sleep(MARKER_RETRY_S[min(attempt, len(MARKER_RETRY_S) - 1)])
             attempt += 1
-
-    # ---------------------------------------------------------------- timers
-
-    def _arm_timer(self) -> None:
-        if self._loop is not None:
-            self._timer.arm(self._loop, self.runtime.next_deadline())
-
-    def _on_timer(self) -> None:
-        self._run(self.runtime.advance(self._now_ms()))

@@ -35,3 +35,23 @@ def compact_txn(payloads: list[bytes]) -> list[bytes]:
                 latest[record.transactional_id] = record
     records = list(latest.values())
     return [encode_entry(records[i:i + CHUNK]) for i in range(0, len(records), CHUNK)]
+
+
+def encode_entries(records: Sequence[TxnRecord], max_bytes: int) -> list[tuple[bytes, int]]:
+    """The records as entries of at most ``max_bytes`` each, in order: ``(payload, records in
+    it)``; one entry unless they do not fit (ValueError for a record that fits in none)."""
+    whole = encode_entry(records)
+    if len(whole) <= max_bytes:
+        return [(whole, len(records))]
+    out: list[tuple[bytes, int]] = []
+    start = 0
+    while start < len(records):
+        n = len(records) - start
+        while n > 1 and len(payload := encode_entry(records[start:start + n])) > max_bytes:
+            n //= 2  # (a rare case: a burst of records coalesced while an append was in flight)
+        payload = encode_entry(records[start:start + n])
+        if len(payload) > max_bytes:
+            raise ValueError(f"a transaction record of {len(payload)} bytes cannot fit in an entry of {max_bytes}")
+        out.append((payload, n))
+        start += n
+    return out

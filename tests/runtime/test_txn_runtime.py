@@ -46,10 +46,36 @@ def test_a_read_waits_behind_an_uncommitted_write_and_not_otherwise() -> None:
     assert answer.token == "d2"
 
 
+def _committing(rt: TransactionRuntime, effects: list[Effect], log: list[TxnRecord]) -> list[Effect]:
+    """Commit every Append as it leaves (and the ones that leave then); their records go to ``log``."""
+    out: list[Effect] = []
+    todo = list(effects)
+    while todo:
+        effect = todo.pop(0)
+        out.append(effect)
+        if isinstance(effect, Append):
+            log += effect.records
+            todo += rt.on_committed(P, EPOCH, effect.end_offset)
+    return out
+
+
+def test_records_made_while_an_append_is_in_flight_leave_together_in_order() -> None:
+    rt = _loaded()
+    (first,) = _of(_init(rt), Append)
+    assert _of(rt.submit(P, c.AddPartitions("t", 7, 0, (("a", 0),)), "a1", NOW), Append) == []
+    assert _of(rt.submit(P, c.AddPartitions("t", 7, 0, (("b", 0),)), "a2", NOW), Append) == []
+    released = rt.on_committed(P, EPOCH, first.end_offset)
+    (second,) = _of(released, Append)
+    assert second.end_offset == 3 and [sorted(r.value.partitions) for r in second.records] == [
+        [("a", 0)], [("a", 0), ("b", 0)]]
+    assert [e.token for e in _of(released, Respond)] == ["init"]  # the adds wait for their records
+    assert [e.token for e in _of(rt.on_committed(P, EPOCH, 3), Respond)] == ["a1", "a2"]
+
+
 def test_markers_leave_after_the_decision_commits_and_completion_is_written_after_them() -> None:
     rt = _loaded()
-    _init(rt)
-    rt.submit(P, c.AddPartitions("t", 7, 0, (("out", 0),)), "add", NOW)
+    log: list[TxnRecord] = []
+    _committing(rt, [*_init(rt), *rt.submit(P, c.AddPartitions("t", 7, 0, (("out", 0),)), "add", NOW)], log)
     out = rt.submit(P, c.EndTxn("t", 7, 0, True), "end", NOW)
     assert _of(out, Append)[0].records[0].value.state is TxnState.PREPARE_COMMIT
     assert not _of(out, SendMarkers)
@@ -80,10 +106,9 @@ def test_a_failed_append_fails_the_waiters_and_reloads_from_the_log() -> None:
 def test_a_new_owner_resumes_the_markers_of_a_decided_transaction() -> None:
     rt = _loaded()
     log: list[TxnRecord] = []
-    for eff in [*_init(rt), *rt.submit(P, c.AddPartitions("t", 7, 0, (("o", 1),)), "a", NOW),
-                *rt.submit(P, c.EndTxn("t", 7, 0, False), "e", NOW)]:
-        if isinstance(eff, Append):
-            log += eff.records
+    _committing(rt, _init(rt), log)
+    _committing(rt, rt.submit(P, c.AddPartitions("t", 7, 0, (("o", 1),)), "a", NOW), log)
+    _committing(rt, _of(rt.submit(P, c.EndTxn("t", 7, 0, False), "e", NOW), Append), log)  # (no markers sent)
     other = TransactionRuntime()
     other.begin_load(P, EPOCH + 1)
     assert other.complete_load(P, EPOCH + 1, log, NOW) == [
@@ -110,9 +135,9 @@ def test_stale_epochs_are_ignored_and_an_unload_fails_the_waiters() -> None:
 
 def test_the_transaction_timeout_fires_through_advance() -> None:
     rt = _loaded()
-    rt.submit(P, c.InitProducerId("t", 100, fresh_producer_id=7), "i", NOW)
-    rt.submit(P, c.AddPartitions("t", 7, 0, (("o", 0),)), "a", NOW)
-    rt.on_committed(P, EPOCH, 2)
+    log: list[TxnRecord] = []
+    _committing(rt, rt.submit(P, c.InitProducerId("t", 100, fresh_producer_id=7), "i", NOW), log)
+    _committing(rt, rt.submit(P, c.AddPartitions("t", 7, 0, (("o", 0),)), "a", NOW), log)
     assert rt.next_deadline() == NOW + 101
     assert rt.advance(NOW + 100) == []
     out = rt.advance(NOW + 101)
