@@ -250,31 +250,41 @@ class ShardDriver(Generic[RuntimeT, RequestT, ResponseT]):
         """Append one Append's records: usually one entry; records coalesced past the entry limit
         go as several, each reported as it commits (a request waits for its last record)."""
         partition, epoch = append.partition, append.epoch
-        lg = self._logs(partition)
+        done = append.end_offset - len(append.records)
         try:
             entries = self._encode(append.records)
         except EntryRefused as exc:  # the coordinator's size limits keep records smaller
             self.log.error("event=append_refused partition=%d epoch=%d error=%r", partition, epoch, str(exc))
-            self._run(self.runtime.on_append_failed(partition, epoch, self.errors.refused))
+            self._report(partition, epoch, done, self.errors.refused)
             return
-        done = append.end_offset - len(append.records)
         for payload, count in entries:
-            started = time.perf_counter()
-            try:
-                await asyncio.wait_for(lg.append(payload, epoch), self._commit_timeout_s)
-            except (NotLeaderError, StaleEpochError):
-                self._observe_commit(time.perf_counter() - started, False)
-                self._run(self.runtime.on_append_failed(partition, epoch, self.errors.not_leader))
-                return
-            except (ReplicationError, TimeoutError) as exc:
-                self._observe_commit(time.perf_counter() - started, False)
-                self.log.warning("event=%s_append_failed partition=%d epoch=%d error=%r", self.name, partition, epoch,
-                                 str(exc))
-                self._run(self.runtime.on_append_failed(partition, epoch, self.errors.failed))
-                return
-            self._observe_commit(time.perf_counter() - started, True)
+            error = await self._append_entry(partition, epoch, payload)
             done += count
+            self._report(partition, epoch, done, error)
+            if error is not None:
+                return
+
+    async def _append_entry(self, partition: int, epoch: int, payload: bytes) -> Any:
+        """Append one entry and wait for its commit: None, or the coordinator's error."""
+        started = time.perf_counter()
+        error: Any = None
+        try:
+            await asyncio.wait_for(self._logs(partition).append(payload, epoch), self._commit_timeout_s)
+        except (NotLeaderError, StaleEpochError):
+            error = self.errors.not_leader
+        except (ReplicationError, TimeoutError) as exc:
+            self.log.warning("event=%s_append_failed partition=%d epoch=%d error=%r", self.name, partition, epoch,
+                             str(exc))
+            error = self.errors.failed
+        self._observe_commit(time.perf_counter() - started, error is None)
+        return error
+
+    def _report(self, partition: int, epoch: int, done: int, error: Any) -> None:
+        """Tell the runtime how an append went: committed up to ``done`` records, or failed."""
+        if error is None:
             self._run(self.runtime.on_committed(partition, epoch, done))
+        else:
+            self._run(self.runtime.on_append_failed(partition, epoch, error))
 
     # ---------------------------------------------------------------- timers
 
