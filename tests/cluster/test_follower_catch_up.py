@@ -126,11 +126,13 @@ def _catch_up(tmp_path: Path, down_s: float, flood: int = 0) -> None:
         assert acked[0] > 100, f"the load made no progress ({acked[0]} produces acknowledged)"
         backlog = sum(int(b) for b in _segments(tmp_path / "node-0").values())
         cluster.start(2)
-        deadline = time.monotonic() + max(60.0, down_s, backlog / 5e6)
+        restarted = time.monotonic()
+        deadline = restarted + max(60.0, down_s, backlog / 5e6)
         while time.monotonic() < deadline:
             if _segments(tmp_path / "node-0") == _segments(tmp_path / "node-2"):
                 break
             time.sleep(1)
+        caught_up_s = time.monotonic() - restarted
         lead, follower = _segments(tmp_path / "node-0", True), _segments(tmp_path / "node-2", True)
         sizes = _segments(tmp_path / "node-2")
         behind = {k: (_segments(tmp_path / "node-0")[k], sizes.get(k, 0)) for k, v in lead.items()
@@ -140,7 +142,8 @@ def _catch_up(tmp_path: Path, down_s: float, flood: int = 0) -> None:
         installed = (tmp_path / "node-2.log").read_text(errors="replace").count("event=snapshot_installed")
         assert installed, "node 2 caught up without a snapshot install: the test did not test it"
         peaks = [_peak_rss_mb(p.pid) for p in cluster.procs if p is not None]
-        print(f"caught up: {acked[0]} produces, {backlog} bytes of data, {installed} snapshot installs, "
+        print(f"caught up in {caught_up_s:.0f} s: {acked[0]} produces, {backlog} bytes of data, "
+              f"{installed} snapshot installs, "
               f"peak RSS per node (MB): {[round(x) for x in peaks]}")
         if flood:
             assert max(peaks) < 400, f"peak RSS over 400 MB: {peaks}"
