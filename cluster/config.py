@@ -249,9 +249,6 @@ class NodeConfig:
     raft_election_timeout_ms: int = 700  # minimum; the maximum is twice this
     raft_heartbeat_ms: int = 200
     raft_tick_ms: int = 100
-    # "loop": Raft is driven from the node's event loop; "thread": from a thread of its own (the
-    # former design, kept to measure against).
-    raft_driver: str = "loop"
     raft_compaction_entries: int = 20000
     raft_compaction_interval_s: int = 600
     # Chaos runs and tests: apply Raft link faults from <data_dir>/raft-faults.json (cluster/link_control.py).
@@ -481,7 +478,6 @@ class NodeConfig:
         need(self.raft_election_timeout_ms > 3 * self.raft_heartbeat_ms, "raft_election_timeout_ms",
              "must be more than 3 x raft_heartbeat_ms")
         need(1 <= self.raft_tick_ms <= self.raft_heartbeat_ms, "raft_tick_ms", "must be 1..raft_heartbeat_ms")
-        need(self.raft_driver in ("loop", "thread"), "raft_driver", 'must be "loop" or "thread"')
         need(self.raft_compaction_entries >= 100, "raft_compaction_entries", "must be >= 100")
         need(self.raft_compaction_interval_s >= 1, "raft_compaction_interval_s", "must be >= 1")
         need(self.raft_compaction_bytes >= 1024 * 1024, "raft_compaction_bytes", "must be >= 1048576")

@@ -157,10 +157,6 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     'raft_heartbeat_ms': 'Raft append-entries period.',
     'raft_tick_ms': 'Raft tick period.',
-    'raft_driver': (
-        "What drives the node's Raft groups: `loop`, its asyncio event loop (no Raft thread), or "
-        '`thread`, a thread of its own (the former design, kept to measure against).'
-    ),
     'raft_compaction_entries': 'Entries between Raft log compactions.',
     'raft_compaction_interval_s': 'Minimum seconds between Raft log compactions.',
     'raft_fault_injection': (

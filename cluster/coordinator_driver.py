@@ -82,10 +82,7 @@ class CoordinatorDriver(ShardDriver[CoordinatorRuntime, c.Request, c.Response]):
         shard = self.runtime.shard(partition)
         if shard is None:
             return True  # loading
-        try:
-            return shard.rebalancing()
-        except RuntimeError:  # the thread driver asked while the loop changed the groups
-            return True
+        return shard.rebalancing()
 
     def _image_for_load(self, partition: int) -> tuple[Any, Iterable[Any]]:
         lg = self._logs(partition)

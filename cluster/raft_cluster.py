@@ -229,7 +229,7 @@ class RaftCluster:
             leader_imbalance_check_interval=float(cfg.leader_imbalance_check_interval_seconds),
             leader_imbalance_per_broker_percentage=float(cfg.leader_imbalance_per_broker_percentage),
         )
-        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me), driver=cfg.raft_driver,
+        self.host = RaftHost(cfg.cluster_secret, timings, listen=self.hub_addr(self.me),
                              tls=raft_tls(cfg))
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}

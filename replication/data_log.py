@@ -448,7 +448,7 @@ class DataLog:
         self.clock = clock
         self.producer_state = ProducerStateManager()
         self.txns = PartitionTxns()  # open and aborted transactions, the last stable offset
-        # Raft applies batches where it runs (the event loop, or its own thread with raft_driver = "thread") while the loop reads: one lock.
+        # Raft applies batches on the event loop while a snapshot install reads or writes on a thread: one lock.
         self.lock = threading.RLock()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []

@@ -217,7 +217,7 @@ class RaftHub:
     # ---------------------------------------------------------------- groups
 
     def attach(self, gid: str, endpoint: Endpoint, peers: Iterable[str]) -> None:
-        """Ticker thread: start delivering ``gid``'s messages (after the group's first tick,
+        """The Raft pass: start delivering ``gid``'s messages (after the group's first tick,
         which loads its snapshot: it must not see a message before that)."""
         peers = tuple(peers)
         self._groups[gid] = (endpoint, peers)

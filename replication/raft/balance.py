@@ -14,7 +14,6 @@ seconds (as before) moved a chaos run's group ten times in a minute.
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from collections.abc import Iterable
 from typing import Protocol
@@ -52,41 +51,35 @@ class BalanceRounds:
         self.imbalanced: frozenset[str] = frozenset()  # found by the current round
         self._next: float | None = None
         self._members: weakref.WeakSet[Member] = weakref.WeakSet()
-        self._lock = threading.Lock()  # groups join from the event loop, the thread driver asks from its own
 
     def join(self, member: Member) -> None:
-        with self._lock:
-            self._members.add(member)
+        self._members.add(member)
 
     def leave(self, member: Member) -> None:
-        with self._lock:
-            self._members.discard(member)
+        self._members.discard(member)
 
     def advance(self, now: float, timings: RaftTimings) -> int:
         """The current round at ``now`` (time.monotonic). The first round comes one interval
         after the node first asked, so a node that just started (or a cluster that just
         formed) is not rebalanced before its elections have settled."""
-        with self._lock:
-            if self._next is None:
-                self._next = now + timings.leader_imbalance_check_interval
-            elif now >= self._next:
-                self._next = now + timings.leader_imbalance_check_interval
-                self.round += 1
-                views = [m.balance_view() for m in list(self._members)]
-                self.imbalanced = imbalanced(views, timings.leader_imbalance_per_broker_percentage)
-                if self.imbalanced:
-                    log.info("event=leader_imbalance round=%d nodes=%s", self.round, ",".join(sorted(self.imbalanced)))
-            return self.round
+        if self._next is None:
+            self._next = now + timings.leader_imbalance_check_interval
+        elif now >= self._next:
+            self._next = now + timings.leader_imbalance_check_interval
+            self.round += 1
+            views = [m.balance_view() for m in list(self._members)]
+            self.imbalanced = imbalanced(views, timings.leader_imbalance_per_broker_percentage)
+            if self.imbalanced:
+                log.info("event=leader_imbalance round=%d nodes=%s", self.round, ",".join(sorted(self.imbalanced)))
+        return self.round
 
 
 _ROUNDS: weakref.WeakKeyDictionary[object, BalanceRounds] = weakref.WeakKeyDictionary()
-_ROUNDS_LOCK = threading.Lock()
 
 
 def rounds_of(host: object) -> BalanceRounds:
     """The rounds shared by every group that ``host`` (a ``RaftHost``) drives."""
-    with _ROUNDS_LOCK:
-        rounds = _ROUNDS.get(host)
-        if rounds is None:
-            rounds = _ROUNDS[host] = BalanceRounds()
-        return rounds
+    rounds = _ROUNDS.get(host)
+    if rounds is None:
+        rounds = _ROUNDS[host] = BalanceRounds()
+    return rounds

@@ -45,24 +45,19 @@ def _close_and_delete(lg: RaftLog, directory: str | None) -> None:
 
 
 class RaftHost:
-    """All Raft groups of one node process, ticked by one driver: on the asyncio event loop
-    (``driver="loop"``, the default: no Raft thread, no hand-off between threads on the commit
-    path) or on a thread of its own (``driver="thread"``, the former design, kept to measure
-    against: the node setting ``raft_driver``)."""
+    """All Raft groups of one node process, ticked on the node's asyncio event loop: no Raft
+    thread, no hand-off between threads on the commit path."""
 
     def __init__(self, secret: str, timings: RaftTimings | None = None, balance_every: float = 2.0,
-                 listen: str | None = None, driver: str = "loop", tls: RaftTLS | None = None) -> None:
+                 listen: str | None = None, tls: RaftTLS | None = None) -> None:
         if not secret:
             raise ValueError("a cluster secret is required: it authenticates the Raft port's connections")
-        self.driver = driver
-        if self.driver not in ("loop", "thread"):
-            raise ValueError(f"unknown Raft driver {self.driver!r} (loop or thread)")
         self.secret = secret
         self.tls = tls  # TLS on the Raft port (replication/hub.py)
         self.timings = timings or RaftTimings()
         self._listen = listen
         self._hub: RaftHub | None = None
-        self._ticker_ident = -1
+        self._ticker_ident = -1  # the event loop's thread
         self._calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self._leader_listeners: list[Callable[[], None]] = []
         self._leader_note_pending = False
@@ -72,7 +67,6 @@ class RaftHost:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._ticker: _Ticker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._balance_every = balance_every
@@ -134,21 +128,14 @@ class RaftHost:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._ticker = _Ticker(self)
-        if self.driver == "loop":
-            self._ticker_ident = threading.get_ident()  # start() runs on the loop
-            self._ticker.attach(loop)
-            return
-        # A ticker that died would leave the node serving without Raft: stop the node instead.
-        self._thread = threading.Thread(target=guarded("raft_ticker", self._run), name="raft-ticker", daemon=True)
-        self._thread.start()
+        self._ticker_ident = threading.get_ident()  # start() runs on the loop
+        self._ticker.attach(loop)
 
     def stop(self) -> None:
         """Stop ticking and close every group (from the loop or any other thread)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5)
-        elif self._ticker is not None and self._loop is not None:
+        if self._ticker is not None and self._loop is not None:
             self._ticker.detach(self._loop)
         with self._lock:
             removed, self._removed = self._removed, []
@@ -162,7 +149,7 @@ class RaftHost:
     def wake(self) -> None:
         """Tick every group soon (a group was added or removed, or its state changed)."""
         self._wake.set()
-        if self._ticker is not None and self.driver == "loop" and self._loop is not None:
+        if self._ticker is not None and self._loop is not None:
             self._ticker.soon(self._loop)
 
     def on_leader_seen(self, listener: Callable[[], None]) -> None:
@@ -171,7 +158,7 @@ class RaftHost:
         self._leader_listeners.append(listener)
 
     def leader_seen_changed(self) -> None:
-        """Ticker side: some group's leader changed (``RaftLog.check_leadership``)."""
+        """The Raft pass: some group's leader changed (``RaftLog.check_leadership``)."""
         if self._leader_listeners and not self._leader_note_pending:
             self._leader_note_pending = True
             self.call_in_loop(self._tell_leader_listeners)
@@ -182,15 +169,14 @@ class RaftHost:
             listener()
 
     def tick_by(self, when: float) -> None:
-        """Ticker side: make the next round no later than ``when`` (time.monotonic), e.g. for an
+        """The Raft pass: make the next round no later than ``when`` (time.monotonic), e.g. for an
         election deadline moved earlier than the round would notice."""
         if self._ticker is not None and when < self._ticker.next_round:
             self._ticker.next_round = when
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` on the event loop. From the ticker the calls of one pass run
-        together at its end (on the loop: directly; from the thread: one wake-up of the loop,
-        not one per answered append)."""
+        """Run ``fn(*args)`` on the event loop: from the loop, with the other calls of the pass
+        at its end; from another thread (a background compaction or install), soon."""
         if threading.get_ident() == self._ticker_ident:
             self._calls.append((fn, args))
         elif self._loop is not None and not self._loop.is_closed():
@@ -200,20 +186,7 @@ class RaftHost:
         if not self._calls:
             return
         calls, self._calls = self._calls, []
-        if self.driver == "loop":
-            _run_calls(calls)
-        elif self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(_run_calls, calls)
-
-    def _run(self) -> None:
-        """The thread driver: wait for messages or the next round, then make a pass."""
-        assert self._ticker is not None
-        self._ticker_ident = threading.get_ident()
-        try:
-            while not self._stop.is_set():
-                self._ticker.run_pass(wait=True)
-        finally:
-            self._ticker.close()
+        _run_calls(calls)
 
 
 class _Ticker:
@@ -224,8 +197,8 @@ class _Ticker:
     commits, applies and answers. What the groups sent during a pass leaves in one frame per
     peer at its end.
 
-    The loop driver registers the one epoll (the hub's and every group's pipe) as a reader and
-    arms a timer for the next round; the thread driver blocks in it."""
+    It registers the one epoll (the hub's and every group's pipe) as a reader of the event loop
+    and arms a timer for the next round."""
 
     def __init__(self, host: RaftHost) -> None:
         self.host = host
@@ -240,7 +213,7 @@ class _Ticker:
         self._soon: asyncio.Handle | None = None
         self._attached = False
 
-    # ---------------------------------------------------------------- loop driver
+    # ---------------------------------------------------------------- on the loop
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.add_reader(self.master.fileno(), self._on_loop)
@@ -311,9 +284,8 @@ class _Ticker:
     def close(self) -> None:
         self.master.close()
 
-    def run_pass(self, wait: bool = False) -> None:
-        """Tick what is due: every group at a round, else those with messages or proposals
-        (``wait``: block until one has, or the round comes; the thread driver)."""
+    def run_pass(self) -> None:
+        """Tick what is due: every group at a round, else those with messages or proposals."""
         host = self.host
         hub = host.hub
         with host._lock:
@@ -362,7 +334,7 @@ class _Ticker:
                         lg.start_transfer(now)
         else:
             due = []
-            for fd, _ in self.master.poll(max(0.0, self.next_round - now) if wait else 0.0):
+            for fd, _ in self.master.poll(0.0):
                 if fd in self.watched:
                     due.append(self.watched[fd])
                 else:

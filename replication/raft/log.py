@@ -281,7 +281,7 @@ class RaftLog:
             self.group.forceLogCompaction()
 
     def check_leadership(self) -> None:
-        """Ticker thread: notice leadership changes and fence them with an announce."""
+        """The Raft pass: notice leadership changes and fence them with an announce."""
         g = self.group
         seen = g.__dict__.get("_SyncObj__raftLeader")
         if seen is not self._leader_seen:  # a leader named or forgotten, here or elsewhere
@@ -301,7 +301,7 @@ class RaftLog:
             self.host.call_in_loop(self._lost_leadership, term)
 
     def tick_after_messages(self) -> bool:
-        """Ticker thread: whether messages just handled call for a tick now. A follower with a
+        """The Raft pass: whether messages just handled call for a tick now. A follower with a
         leader has already answered them (pysyncobj replies as it receives); applying what
         they committed can wait for the periodic round. That saves each follower a tick per
         replicated entry. A leader (acknowledgements commit) and a candidate (votes) tick, and
@@ -312,7 +312,7 @@ class RaftLog:
                     or d["_SyncObj__raftElectionDeadline"] <= monotonic())
 
     def postpone_election(self) -> None:
-        """Ticker thread: a follower's next election no sooner than one election timeout away."""
+        """The Raft pass: a follower's next election no sooner than one election timeout away."""
         if self.group._isLeader():
             return
         d = self.group.__dict__
@@ -349,7 +349,7 @@ class RaftLog:
             d["_SyncObj__raftElectionDeadline"] = soon
 
     def _tick_by_election(self) -> None:
-        """Ticker thread, not leading: the round that starts this node's election comes at its
+        """The Raft pass, not leading: the round that starts this node's election comes at its
         deadline, not at the next periodic one (asked again every pass: a periodic round sets
         the next one a period later). pysyncobj's clock is not time.monotonic, the rounds' one."""
         due = self.group.__dict__["_SyncObj__raftElectionDeadline"]
@@ -416,12 +416,12 @@ class RaftLog:
         return self._node_names.get(addr) or self._node_of(addr)
 
     def balance_view(self) -> tuple[str, str | None]:
-        """Ticker thread: (preferred node, leading node or None) for the balancing rounds."""
+        """The Raft pass: (preferred node, leading node or None) for the balancing rounds."""
         leader = self.leader_address()
         return self._node_of(self.preferred), None if leader is None else self._node_of(leader)
 
     def wants_transfer(self, now: float | None = None) -> bool:
-        """Ticker thread: hand leadership to the preferred node now? Only in a balancing round
+        """The Raft pass: hand leadership to the preferred node now? Only in a balancing round
         (``replication/raft/balance.py``) that found the preferred node past the imbalance
         threshold, once per round, with the preferred node connected for ``transfer_settle``
         (a node that just came back first catches up) and the owner not busy."""
@@ -452,7 +452,7 @@ class RaftLog:
             self._transfer_sent = False
 
     def step_transfer(self, now: float) -> None:
-        """Ticker thread while quiesced: ask for the transfer once the target matches our log.
+        """The Raft pass while quiesced: ask for the transfer once the target matches our log.
 
         pysyncobj denies (REQUEST_DENIED) until the target's match index equals our last
         index; once it accepts, the target starts an election and we wait for the outcome.

@@ -30,9 +30,7 @@ TIMINGS = RaftTimings(compaction_min_entries=50, compaction_min_time=3.0)
 
 class Cluster:
     def __init__(self, base: Path, secret: str = "test-secret", preferred: int = 0,
-                 timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None,
-                 driver: str = "loop") -> None:
-        self.driver = driver
+                 timings: RaftTimings = TIMINGS, store: Callable[[], EntryStore] | None = None) -> None:
         self.timings = timings
         self.store = store or (lambda: EntryStore(compact=None, compact_every=10**9))
         self.base = base
@@ -45,7 +43,7 @@ class Cluster:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hosts, self.logs = [], []
         for i, addr in enumerate(self.addrs):
-            host = RaftHost(self.secret, self.timings, listen=addr, driver=self.driver)
+            host = RaftHost(self.secret, self.timings, listen=addr)
             host.balance = False
             peers = [a for a in self.addrs if a != addr]
             self.logs.append(host.add("p0", addr, peers, self.addrs[self.preferred], str(self.base / f"n{i}"),
@@ -114,19 +112,17 @@ def test_appends_replicate_to_every_node(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("driver", ["loop", "thread"])
-def test_each_driver_replicates_and_the_loop_driver_runs_no_thread(tmp_path: Path, driver: str) -> None:
-    """The loop driver ticks every group on the event loop: no Raft thread exists, and an
-    append's answer is set by the pass that commits it, with nothing handed over between
-    threads; the thread driver (kept for comparison) does the same work on its own thread."""
+def test_raft_runs_on_the_loop_with_no_thread_and_nothing_handed_over(tmp_path: Path) -> None:
+    """Every group is ticked on the event loop: no Raft thread exists, and an append's answer is
+    set by the pass that commits it, with nothing handed over between threads."""
 
     async def main() -> None:
         before = {t.name for t in threading.enumerate()}
-        c = Cluster(tmp_path, driver=driver)
+        c = Cluster(tmp_path)
         c.start(asyncio.get_running_loop())
         try:
             threads = {t.name for t in threading.enumerate()} - before
-            assert ("raft-ticker" in threads) == (driver == "thread"), threads
+            assert "raft-ticker" not in threads, threads
             leader = await c.leader()
             loop = asyncio.get_running_loop()
             handed_over = 0
@@ -142,8 +138,7 @@ def test_each_driver_replicates_and_the_loop_driver_runs_no_thread(tmp_path: Pat
                 assert await leader.append(b"x", leader.leader_epoch()) == 0
             finally:
                 loop.call_soon_threadsafe = original  # type: ignore[method-assign]
-            # The commit's answer crossed threads only with the thread driver.
-            assert (handed_over > 0) == (driver == "thread"), handed_over
+            assert handed_over == 0, handed_over  # the commit's answer never crossed threads
             await wait_for(lambda: all(payloads(lg) == [b"x"] for lg in c.logs))
         finally:
             c.stop()
@@ -157,7 +152,7 @@ def test_the_loop_driver_stops_from_another_thread(tmp_path: Path) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        c = Cluster(tmp_path, driver="loop")
+        c = Cluster(tmp_path)
         c.start(loop)
         leader = await c.leader()
         await leader.append(b"x", leader.leader_epoch())
@@ -440,7 +435,7 @@ def test_the_loop_driver_rearms_after_a_round_due_at_once_under_uvloop(tmp_path:
         loop = asyncio.get_running_loop()
         errors: list[object] = []
         loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
-        c = Cluster(tmp_path, driver="loop")
+        c = Cluster(tmp_path)
         c.start(loop)
         try:
             leader = await c.leader()

@@ -24,7 +24,6 @@ def test_defaults_toml_env_and_overrides(tmp_path) -> None:
     ({"socket.request.max.bytes": -1}, "socket_request_max_bytes"),
     ({"no.such.setting": 1}, "no.such.setting"),
     ({"auto_create_topics": "maybe"}, "auto_create_topics"),
-    ({"raft_driver": "fibers"}, "raft_driver"),
     ({"leader.imbalance.check.interval.seconds": 0}, "leader_imbalance_check_interval_seconds"),
     ({"leader.imbalance.per.broker.percentage": 101}, "leader_imbalance_per_broker_percentage"),
 ])
