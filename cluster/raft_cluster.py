@@ -23,8 +23,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgpack
-
 from cluster import link_control, metrics
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
@@ -38,172 +36,29 @@ from cluster.metadata import (
     ScramRow,
     TopicMeta,
     acl_row,
-    partition_limit_message,
     scram_row,
-    with_scram,
+)
+from cluster.metadata_log import (
+    MetadataVersionError,
+    compact_metadata,
+    filter_fields,
+    fold_metadata,
+    metadata_op,
 )
 from cluster.offsets_compaction import compact_offsets
-from cluster.security.access import matching
-from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
+from cluster.security.authorizer import AclFilter
 from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
 from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
 from replication.data_log import settle_install
 from replication.data_state_machine import DataStateMachine
+from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
 
 log = logging.getLogger("kcoord.cluster")
 
 META_SLOT = 0
-
-
-# ------------------------------------------------------------------ replicated metadata
-
-def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
-    """The metadata state after applying these operations in order."""
-    state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
-                             "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
-                             "seq": 0, "applied": {}, "results": {}}
-    acls: set[AclRow] = set()
-    scram: frozenset[ScramRow] = frozenset()
-    partitions = 0  # of every topic in state["topics"], for the max_partitions bound
-    for payload in payloads:
-        op = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        kind = op.get("op")
-        change = op.get("id")  # None: an entry from before changes had ids, applied as it always was
-        if change is not None and not _admit(state, str(change), int(op["seen"])):
-            continue
-        result: Any = None  # what the change's requester is told (``RaftCluster._change``)
-        if kind == "state":
-            state = {k: op[k] for k in ("cluster_id", "n", "topics", "next_slot")}
-            state["next_pid_block"] = int(op.get("next_pid_block", PID_BASE))
-            state["pid_grants"] = {int(k): list(v) for k, v in (op.get("pid_grants") or {}).items()}
-            state["endpoints"] = {int(k): dict(v) for k, v in (op.get("endpoints") or {}).items()}
-            state["refused"] = dict(op.get("refused") or {})
-            state["seq"] = int(op.get("seq", 0))
-            state["applied"] = dict(op.get("applied") or {})
-            state["results"] = dict(op.get("results") or {})
-            partitions = sum(int(t["partitions"]) for t in state["topics"].values())
-            acls = {acl_row(x) for x in op.get("acls") or ()}
-            scram = frozenset(scram_row(x) for x in op.get("scram") or ())
-        elif kind == "acls":
-            # CreateAcls / DeleteAcls: the removals, then the additions, as one step (Kafka's
-            # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch). DeleteAcls filters
-            # match here, the committed set, not the requesting node's copy, which may lag behind.
-            matched = [matching(acls, _acl_filter(f)) for f in op.get("filters") or ()]
-            acls -= {acl_row(x) for x in op.get("delete") or ()}.union(*matched)
-            acls |= {acl_row(x) for x in op.get("create") or ()}
-            result = [[list(r) for r in m] for m in matched]
-        elif kind == "scram":  # AlterUserScramCredentials: each row replaces its (user, mechanism)
-            scram = with_scram(scram, [scram_row(x) for x in op.get("rows") or ()])
-        elif kind == "endpoints":
-            # A node's further listeners as clients reach them (Kafka's broker registration),
-            # so every node can tell a client the addresses on the listener it came in through.
-            state["endpoints"][int(op["node"])] = {str(k): list(v) for k, v in dict(op["listeners"]).items()}
-        elif kind == "pid_block":
-            # Producer ids come in blocks granted through this log, so they never repeat: not
-            # after a node's disk is replaced, nor across nodes. A retried request is granted once.
-            node = int(op["node"])
-            if state["pid_grants"].get(node, [None])[0] != op["request"]:
-                state["pid_grants"][node] = [op["request"], state["next_pid_block"]]
-                state["next_pid_block"] += PID_BLOCK
-        elif kind == "init" and state["cluster_id"] is None:
-            state["cluster_id"] = op["cluster_id"]
-            state["n"] = int(op["n"])
-            state["next_slot"] = 1 + int(op["n"])
-        elif kind == "create" and state["n"] is not None and op["name"] not in state["topics"]:
-            refusal = _partition_limit(partitions, op)
-            if refusal is not None:
-                _remember_refusal(state["refused"], op["topic_id"], refusal)
-            else:
-                state["topics"][op["name"]] = {"partitions": int(op["partitions"]), "topic_id": op["topic_id"],
-                                               "configs": dict(op.get("configs") or {}), "slot": state["next_slot"]}
-                state["next_slot"] += int(op["partitions"])
-                partitions += int(op["partitions"])
-        elif kind == "delete":
-            # The topic id the requester saw: a topic deleted and created again under the name
-            # meanwhile is another topic, which this delete leaves alone (entries without one
-            # delete whatever holds the name, as they always did).
-            gone = state["topics"].get(op["name"])
-            if gone is not None and op.get("topic_id", gone["topic_id"]) == gone["topic_id"]:
-                del state["topics"][op["name"]]
-                partitions -= int(gone["partitions"])
-                result = True
-        if change is not None:
-            _remember(state["results"], str(change), result, RESULTS_KEPT)
-    state["acls"] = [list(x) for x in sorted(acls)]
-    state["scram"] = [list(x) for x in sorted(scram)]
-    return state
-
-
-PID_BASE = 1 << 36  # above the ids nodes handed out from local counters before (node id << 40 | n)
-PID_BLOCK = 1000
-REFUSALS_KEPT = 100  # refused creations and changes remembered for their requesters to find
-RESULTS_KEPT = 100  # outcomes of the last changes, for their requesters (read as soon as applied)
-# A change's id is remembered while fewer than CHANGES_KEPT changes (entries with ids) came after
-# it. A copy can only be a duplicate of one applied after what its requester had seen (``seen``),
-# so a copy more than CHANGES_KEPT changes past that is refused instead: it may be a duplicate
-# whose id was forgotten. A requester resubmits for a few seconds only, during which a thousand
-# changes are not made but by a flood; then the refused change fails and its client retries.
-CHANGES_KEPT = 1000
-
-
-def _admit(state: dict[str, Any], change: str, seen: int) -> bool:
-    """Whether to apply change ``change`` (its requester had seen ``seen`` changes applied): not a
-    second copy of one applied already (resubmitted after a leader change or an unknown outcome),
-    nor one too late to tell. Metadata changes are applied at most once."""
-    state["seq"] += 1
-    applied: dict[str, int] = state["applied"]
-    while applied and next(iter(applied.values())) <= state["seq"] - CHANGES_KEPT:
-        del applied[next(iter(applied))]  # in the order applied (dicts keep it, msgpack too)
-    if change in applied:
-        return False
-    if state["seq"] - seen > CHANGES_KEPT:
-        _remember_refusal(state["refused"], change, "the metadata change came too late to tell whether it was "
-                                                    "applied already; not applied")
-        return False
-    applied[change] = state["seq"]
-    return True
-
-
-def _partition_limit(total: int, op: dict[str, Any]) -> str | None:
-    """Why this creation may not join the ``total`` partitions of the committed state: it would
-    pass the ``max_partitions`` its requester wrote into the entry. Creations that passed the
-    request-time check together cannot all be applied; the bound travels in the entry so every
-    node decides alike (entries from before it have none, and replay as they were applied)."""
-    if op.get("max_partitions") is None:
-        return None
-    return partition_limit_message(total, int(op["partitions"]), int(op["max_partitions"]))
-
-
-def _remember_refusal(refused: dict[str, str], key: str, why: str) -> None:
-    _remember(refused, key, why, REFUSALS_KEPT)
-
-
-def _remember(kept: dict[str, Any], key: str, value: Any, limit: int) -> None:
-    kept[key] = value
-    while len(kept) > limit:  # the oldest go first (dicts keep their order, msgpack too)
-        del kept[next(iter(kept))]
-
-
-def _filter_fields(flt: AclFilter) -> list[Any]:
-    return [int(flt.resource_type), flt.name, int(flt.pattern), flt.principal, flt.host, int(flt.operation),
-            int(flt.permission)]
-
-
-def _acl_filter(fields: list[Any]) -> AclFilter:
-    t, name, pattern, principal, host, op, perm = fields
-    return AclFilter(ResourceType(t), name, PatternType(pattern), principal, host, Operation(op), Permission(perm))
-
-
-def compact_metadata(payloads: list[bytes]) -> list[bytes]:
-    state = fold_metadata(payloads)
-    return [msgpack.packb({"op": "state", **state}, use_bin_type=True)]
-
-
-def _op(**fields: Any) -> bytes:
-    return bytes(msgpack.packb(fields, use_bin_type=True))
 
 
 # ------------------------------------------------------------------ data partitions
@@ -469,7 +324,10 @@ class RaftCluster:
             version = (self.meta_store.next_offset, len(self.meta_store.base))
             if version != self._seen or self._missing:
                 self._seen = version
-                self.state = fold_metadata([e.payload for e in self.meta_store.entries(0)])
+                try:
+                    self.state = fold_metadata([e.payload for e in self.meta_store.entries(0)])
+                except MetadataVersionError as e:  # committed: every later entry depends on it
+                    fail_stop("metadata", str(e), EXIT_CORRUPT)
                 self._apply_state()
                 self._state_changed()
             if self.state["cluster_id"] is None and self.meta_log.is_leader() and not self._init_sent:
@@ -485,7 +343,7 @@ class RaftCluster:
 
     async def _init(self) -> None:
         try:
-            await self.meta_log.submit(_op(op="init", cluster_id=self.metadata.cluster_id,
+            await self.meta_log.submit(metadata_op(op="init", cluster_id=self.metadata.cluster_id,
                                            n=self.metadata.offsets_partitions))
         except Exception as e:  # noqa: BLE001 - retried by the follower loop
             log.warning("event=metadata_init_failed error=%r", str(e))
@@ -569,7 +427,7 @@ class RaftCluster:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
         The change keeps one id through every resubmission, so it is applied at most once."""
         change = uuid.uuid4().hex
-        await self._submit(_op(op=kind, id=change, seen=self.state["seq"], **fields))
+        await self._submit(metadata_op(op=kind, id=change, seen=self.state["seq"], **fields))
         await self._wait(lambda: change in self.state["applied"] or change in self.state["refused"])
         state = self.state
         if change in state["refused"]:
@@ -611,7 +469,7 @@ class RaftCluster:
         await self._change("acls", create=[list(x) for x in rows])
 
     async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclRow]]:
-        matched = await self._change("acls", filters=[_filter_fields(f) for f in filters])
+        matched = await self._change("acls", filters=[filter_fields(f) for f in filters])
         return [[acl_row(x) for x in m] for m in matched]
 
     async def alter_scram(self, change: list[ScramRow]) -> None:

@@ -57,6 +57,7 @@ from replication.txn_index import PartitionTxns, read_marker
 log = logging.getLogger("kcoord.replication.data_log")
 _pread = os.pread  # by name, so tests can watch reads
 
+MANIFEST_VERSION = 1  # of a data partition's Raft snapshot (``manifest``); none: version 0, or the old blob
 CLEAN_SHUTDOWN = "clean-shutdown"  # written by a clean close: the active segment was fsync'd
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
@@ -826,7 +827,7 @@ class DataLog:
                 self._segments[-1].sync()
             except OSError as e:  # retried, a failed fsync "succeeds" over pages already lost
                 fail_stop("data_log", f"{self._segments[-1].log_path}: fsync failed: {type(e).__name__}: {e}")
-            return {"start": self.log_start_offset, "end": self.log_end_offset,
+            return {"v": MANIFEST_VERSION, "start": self.log_start_offset, "end": self.log_end_offset,
                     "segments": [[seg.base, seg.size] for seg in self._segments],
                     "producers": self.producer_state.to_obj(), "txns": self.txns.to_obj()}
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import msgpack
 
 from replication.data_install import ReadAhead, SnapshotInstall, decode
-from replication.data_log import DataLog
+from replication.data_log import MANIFEST_VERSION, DataLog
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft.snapshot_transfer import InstallError, StreamCursor
 from replication.record_batch import parse_header
@@ -68,6 +68,9 @@ class DataStateMachine:
         hold everything the snapshot names (an installed copy does; a restarted node's own log
         does, fsync'd before the snapshot was written), or acknowledged data is gone from disk."""
         state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+        if int(state.get("v", 0)) > MANIFEST_VERSION:
+            fail_stop("data_log", f"{self.data.directory}: a Raft snapshot of version {state['v']}; this build reads "
+                      f"versions up to {MANIFEST_VERSION}: upgrade this node", EXIT_CORRUPT)
         if "batches" in state:  # a snapshot written before snapshots named segments
             self.data.reset_to(int(state["start"]), state["batches"], state["producers"], state.get("txns"))
         elif self.data.log_end_offset < int(state["end"]):

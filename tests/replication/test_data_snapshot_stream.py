@@ -291,3 +291,21 @@ def test_a_run_written_in_one_go_is_the_log_batch_by_batch_appends_make(tmp_path
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "run" / name).read_bytes(), name
     with pytest.raises(ValueError):  # a gap is refused, as by append
         run.append_run([parse_header(batches[5])], batches[5])
+
+
+def test_a_snapshot_of_a_later_version_stops_the_node_rather_than_load_it(tmp_path: Path) -> None:
+    from replication.data_log import MANIFEST_VERSION
+
+    sm = _machine(tmp_path / "a")
+    _fill(sm, 3)
+    state = msgpack.unpackb(sm.snapshot(), raw=False)
+    assert state["v"] == MANIFEST_VERSION
+    later = msgpack.packb({**state, "v": MANIFEST_VERSION + 1}, use_bin_type=True)
+    stopped: list[str] = []
+    failstop.set_action(lambda component, reason, code: stopped.append(reason))
+    try:
+        with pytest.raises(failstop.FailStopped):
+            _machine(tmp_path / "b").restore(later)
+    finally:
+        failstop.reset_action()
+    assert "upgrade this node" in stopped[0]

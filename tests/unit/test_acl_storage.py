@@ -9,7 +9,8 @@ import asyncio
 from pathlib import Path
 
 from cluster.metadata import ClusterMetadata
-from cluster.raft_cluster import _op, compact_metadata, fold_metadata
+from cluster.metadata_log import compact_metadata, fold_metadata
+from cluster.metadata_log import metadata_op as _op
 
 READ_T = (2, "t", 3, "User:alice", "*", 3, 3)  # ALLOW alice READ on topic t (literal)
 DENY_G = (3, "g-", 4, "User:*", "10.0.0.1", 2, 2)  # DENY everyone ALL on groups g-* from 10.0.0.1

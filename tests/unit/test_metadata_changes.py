@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.raft_cluster import CHANGES_KEPT, _op, compact_metadata, fold_metadata
+import msgpack
+import pytest
+
+from cluster.metadata_log import (
+    CHANGES_KEPT,
+    METADATA_VERSION,
+    MetadataVersionError,
+    compact_metadata,
+    fold_metadata,
+)
+from cluster.metadata_log import metadata_op as _op
 
 INIT = _op(op="init", cluster_id="c", n=4)
 READ_T = [2, "t", 3, "User:alice", "*", 3, 3]  # ALLOW alice READ on topic t (literal)
@@ -95,3 +105,19 @@ def test_ids_kept_are_bounded_and_a_copy_too_late_to_tell_is_refused() -> None:
     assert late["acls"] == [] and "a1" in late["refused"] and "a1" not in late["applied"]
     fresh = fold_metadata([*compact_metadata(ops), change("acls", "a3", CHANGES_KEPT + 2, create=[READ_T])])
     assert fresh["acls"] == [READ_T]
+
+
+def test_every_record_carries_its_version_and_one_from_before_versions_still_folds() -> None:
+    ops = [INIT, _op(op="create", name="t", partitions=2, topic_id="id-t", configs={})]
+    for payload in [*ops, *compact_metadata(ops)]:
+        assert msgpack.unpackb(payload, raw=False)["v"] == METADATA_VERSION
+    old = [msgpack.packb({k: v for k, v in msgpack.unpackb(p, raw=False).items() if k != "v"}) for p in ops]
+    assert fold_metadata(old)["topics"] == fold_metadata(ops)["topics"] != {}
+
+
+def test_a_record_of_a_later_version_or_an_unknown_kind_is_refused_not_skipped() -> None:
+    later = msgpack.packb({"op": "create", "v": METADATA_VERSION + 1, "name": "t", "partitions": 1, "topic_id": "x"})
+    with pytest.raises(MetadataVersionError, match="upgrade this node"):
+        fold_metadata([INIT, later])
+    with pytest.raises(MetadataVersionError, match="unknown kind"):
+        fold_metadata([INIT, _op(op="rename", name="t")])

@@ -13,7 +13,8 @@ from cluster.broker_info import BrokerInfo
 from cluster.config import load_config
 from cluster.data_plane import PartitionStore
 from cluster.metadata import ClusterMetadata, PartitionLimitError, validate_topic_config
-from cluster.raft_cluster import _op, compact_metadata, fold_metadata
+from cluster.metadata_log import compact_metadata, fold_metadata
+from cluster.metadata_log import metadata_op as _op
 from cluster.single_node_topology import SingleNodeTopology
 
 

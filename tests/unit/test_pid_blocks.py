@@ -4,7 +4,8 @@ replaced used to start its local counter again and hand out ids already in use).
 
 from __future__ import annotations
 
-from cluster.raft_cluster import PID_BASE, PID_BLOCK, _op, compact_metadata, fold_metadata
+from cluster.metadata_log import PID_BASE, PID_BLOCK, compact_metadata, fold_metadata
+from cluster.metadata_log import metadata_op as _op
 
 
 def test_blocks_are_granted_once_and_never_repeat() -> None:

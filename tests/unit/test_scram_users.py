@@ -76,7 +76,8 @@ BOB_256: ScramRow = ("bob", 1, "73616c74", "cc" * 32, "dd" * 32, 8192)
 
 
 def test_the_metadata_log_folds_credentials_and_compaction_keeps_them() -> None:
-    from cluster.raft_cluster import _op, compact_metadata, fold_metadata
+    from cluster.metadata_log import compact_metadata, fold_metadata
+    from cluster.metadata_log import metadata_op as _op
 
     ops = [_op(op="init", cluster_id="c", n=16), _op(op="scram", rows=[list(ALICE_512), list(BOB_256)]),
            _op(op="scram", rows=[["bob", 1, "", "", "", 0]])]  # bob's deleted: a tombstone row
