@@ -61,9 +61,13 @@ def pick_groups(admin: AdminClient) -> tuple[str, str]:
     raise AssertionError("could not find groups on different coordinators")
 
 
-def offsets_leaders(admin: AdminClient) -> Counter[int]:
+def offsets_leader_map(admin: AdminClient) -> dict[int, int]:
     md = admin.list_topics("__consumer_offsets", timeout=10)
-    return Counter(p.leader for p in md.topics["__consumer_offsets"].partitions.values())
+    return {p.id: p.leader for p in md.topics["__consumer_offsets"].partitions.values()}
+
+
+def offsets_leaders(admin: AdminClient) -> Counter[int]:
+    return Counter(offsets_leader_map(admin).values())
 
 
 class Recorder:
@@ -143,7 +147,13 @@ def test_coordinator_sigkill_loses_nothing_and_causes_no_rebalance(cluster: Clus
     topic = f"ft-{uuid.uuid4().hex[:6]}"
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
         f.result(timeout=30)
-    time.sleep(4)  # let preferred-leader balancing settle before the groups form
+    # Let preferred-leader balancing settle before the groups form: __consumer_offsets partition p
+    # is Raft slot p + 1, preferred on node (p + 1) % 3 (cluster/raft_cluster.py).
+    preferred = {p: (p + 1) % 3 for p in range(16)}
+    deadline = time.time() + 30
+    while time.time() < deadline and offsets_leader_map(admin) != preferred:
+        time.sleep(0.2)
+    assert offsets_leader_map(admin) == preferred, offsets_leader_map(admin)
     ga, gb = pick_groups(admin)
 
     produced: set[tuple[int, int]] = set()
@@ -158,6 +168,11 @@ def test_coordinator_sigkill_loses_nothing_and_causes_no_rebalance(cluster: Clus
 
         i = 0
         while not stop_producing.is_set():
+            # Produce as fast as the cluster acknowledges, but keep at most ~1000 records queued:
+            # unbounded, the queue grew to ~27k records and the final flush took ~17 s.
+            if len(p) > 1000:
+                p.poll(0.05)
+                continue
             for _ in range(10):
                 p.produce(topic, value=f"m{i}".encode(), key=str(i).encode(), on_delivery=cb)
                 i += 1

@@ -25,6 +25,8 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,7 @@ pytestmark = pytest.mark.cluster
 NETNS = (netns.unavailable() is None and netns_faults.unavailable() is None
          and not os.environ.get("KCOORD_TESTS_NO_NETNS"))
 OFFSETS_PARTITIONS = NodeConfig().offsets_topic_num_partitions
-TOPIC, PARTITIONS = "np-topic", 6
-COMMITS = "np-commits"
+PARTITIONS = 6
 NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER = 16, 6
 # How long each cut lasts. Links that kept unacknowledged data through a cut resume at TCP's
 # next retransmission, whose phase depends on the cut's length (KCOORD_NP_CUT_S=9.5 was one
@@ -57,7 +58,18 @@ def _same_partition_group(prefix: str, as_group: str) -> str:
     return next(f"{prefix}-{i}" for i in range(10_000) if partition_for(f"{prefix}-{i}", OFFSETS_PARTITIONS) == want)
 
 
-MEMBERS = _same_partition_group("np-members", COMMITS)
+@dataclass(frozen=True)
+class Names:
+    """A scenario's topic and groups: the three scenarios share one cluster, each with names of its own."""
+
+    topic: str
+    commits: str  # the committer's group
+    members: str  # the two members' group, on the same coordinator as ``commits``
+
+    @classmethod
+    def of(cls, kind: str) -> Names:
+        commits = f"np-commits-{kind}"
+        return cls(f"np-topic-{kind}", commits, _same_partition_group(f"np-members-{kind}", commits))
 
 
 class Cutter:
@@ -121,13 +133,13 @@ def _heartbeat_error(c: RawConn, group: str) -> int:
     return int(c.response(12, 4).error_code)
 
 
-def _fetch_error(c: RawConn, partition: int) -> int:
+def _fetch_error(c: RawConn, topic: str, partition: int) -> int:
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
     c.request(1, 12, FetchRequest(
         cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=0), min_bytes=0,
         max_bytes=1 << 16, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(
+        topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
             partition=partition, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
             partition_max_bytes=1 << 16),)),),
         forgotten_topics_data=(), rack_id=""))
@@ -136,6 +148,7 @@ def _fetch_error(c: RawConn, partition: int) -> int:
 
 @dataclass
 class Recorder:
+    names: Names
     stop: threading.Event = field(default_factory=threading.Event)
     owners: list[tuple[float, str, str, tuple[int, ...]]] = field(default_factory=list)  # t, member, kind, parts
     commits: list[tuple[float, int]] = field(default_factory=list)  # t acknowledged, offset
@@ -161,7 +174,7 @@ class Recorder:
         def on_revoke(_c: object, parts: list[Any]) -> None:
             self.owners.append((time.monotonic(), name, "revoke", tuple(p.partition for p in parts)))
 
-        c.subscribe([TOPIC], on_assign=on_assign, on_revoke=on_revoke)
+        c.subscribe([self.names.topic], on_assign=on_assign, on_revoke=on_revoke)
         while not self.stop.is_set():
             c.poll(0.1)
         c.close()
@@ -169,12 +182,12 @@ class Recorder:
     def committer(self, bootstrap: str) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": COMMITS, "enable.auto.commit": False})
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": self.names.commits, "enable.auto.commit": False})
         n = 0
         while not self.stop.is_set():
             n += 1
             try:
-                c.commit(offsets=[TopicPartition(TOPIC, 0, n)], asynchronous=False)
+                c.commit(offsets=[TopicPartition(self.names.topic, 0, n)], asynchronous=False)
                 self.commits.append((time.monotonic(), n))
             except Exception:  # noqa: BLE001 - not acknowledged
                 pass
@@ -194,7 +207,7 @@ class Recorder:
 
         while not self.stop.is_set():
             n += 1
-            p.produce(TOPIC, value=f"v{n}".encode(), partition=n % PARTITIONS, on_delivery=acked)
+            p.produce(self.names.topic, value=f"v{n}".encode(), partition=n % PARTITIONS, on_delivery=acked)
             p.poll(0.02)
         p.flush(30)
 
@@ -225,11 +238,11 @@ def overlaps(events: list[tuple[float, str, str, tuple[int, ...]]], end: float) 
     return bad
 
 
-def _read_all(bootstrap: str, want: dict[tuple[int, int], bytes]) -> dict[tuple[int, int], bytes]:
+def _read_all(bootstrap: str, topic: str, want: dict[tuple[int, int], bytes]) -> dict[tuple[int, int], bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "np-reader", "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got: dict[tuple[int, int], bytes] = {}
     deadline = time.monotonic() + 60
     while not set(want) <= set(got) and time.monotonic() < deadline:
@@ -240,29 +253,53 @@ def _read_all(bootstrap: str, want: dict[tuple[int, int], bytes]) -> dict[tuple[
     return got
 
 
-def _scenario(tmp_path: Path, kind: str) -> None:
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+    """One cluster for the module's three scenarios (starting one and waiting for its preferred
+    leaders took ~10 s of each): a scenario that fails kills it, and the next starts a fresh one."""
+    held: dict[str, Cluster] = {}
+    yield held
+    if "cluster" in held:
+        held.pop("cluster").kill_all()
+
+
+def _scenario(shared: dict[str, Cluster], tmp_path: Path, kind: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0, "raft_fault_injection": "true",
-                                          **FAST_LEADER_BALANCE}, netns=NETNS).start()
-    rec = Recorder()
+    if "cluster" not in shared:
+        shared["cluster"] = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0,
+                                                        "raft_fault_injection": "true", **FAST_LEADER_BALANCE},
+                                    netns=NETNS).start()
+    cluster = shared["cluster"]
+    names = Names.of(kind)
+    topic, members = names.topic, names.members
+    rec = Recorder(names)
     cutter = Cutter(cluster)
+    passed = False
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(20)
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(20)
         # __consumer_offsets partition p is Raft slot p + 1, preferred on node (p + 1) % 3
-        # (cluster/raft_cluster.py): wait until the preferred leaders lead
+        # (cluster/raft_cluster.py): wait until the preferred leaders lead; and the topic's, on six
+        # consecutive slots, two on each node (on a running cluster they move a second or two after
+        # the topic is created: they must not move during the scenario)
         preferred = {p: (p + 1) % 3 for p in range(OFFSETS_PARTITIONS)}
+
+        def balanced() -> bool:
+            data = Counter(_leaders(cluster.bootstrap, topic).values())
+            return _leaders(cluster.bootstrap, "__consumer_offsets") == preferred and data == {0: 2, 1: 2, 2: 2}
+
         deadline = time.monotonic() + 30
-        while _leaders(cluster.bootstrap, "__consumer_offsets") != preferred and time.monotonic() < deadline:
+        while not balanced() and time.monotonic() < deadline:
             time.sleep(0.5)
         offsets_before = _leaders(cluster.bootstrap, "__consumer_offsets")
         assert offsets_before == preferred, offsets_before
-        k = _coordinator(cluster.address(0), MEMBERS)
+        assert balanced(), _leaders(cluster.bootstrap, topic)
+        k = _coordinator(cluster.address(0), members)
         others = [j for j in range(3) if j != k]
         bystander_p = next(p for p, leader in sorted(offsets_before.items()) if leader in others)
-        bystander = next(f"np-bystander-{i}" for i in range(10_000)
-                         if partition_for(f"np-bystander-{i}", OFFSETS_PARTITIONS) == bystander_p)
+        bystander = next(f"np-bystander-{kind}-{i}" for i in range(10_000)
+                         if partition_for(f"np-bystander-{kind}-{i}", OFFSETS_PARTITIONS) == bystander_p)
         if kind == "majority":
             # clients on both sides: each bootstrapped from one side's nodes only
             minority_side, majority_side = cluster.address(k), ",".join(cluster.address(j) for j in others)
@@ -272,8 +309,8 @@ def _scenario(tmp_path: Path, kind: str) -> None:
             member_boots = [cluster.bootstrap, cluster.bootstrap]
             commit_boot, produce_boot = cluster.address(k), cluster.bootstrap
         rec.spawn(rec.producer, produce_boot)
-        rec.spawn(rec.member, member_boots[0], MEMBERS, "m1")
-        rec.spawn(rec.member, member_boots[1], MEMBERS, "m2")
+        rec.spawn(rec.member, member_boots[0], members, "m1")
+        rec.spawn(rec.member, member_boots[1], members, "m2")
         rec.spawn(rec.member, cluster.address(others[0]), bystander, "bystander")
         rec.spawn(rec.committer, commit_boot)
         deadline = time.monotonic() + 40
@@ -282,11 +319,11 @@ def _scenario(tmp_path: Path, kind: str) -> None:
             time.sleep(0.1)
         time.sleep(2.0)
         assert rec.commits and rec.produce_acks, "no commit or produce acknowledged before the cut"
-        data_led = sorted(p for p, leader in _leaders(cluster.bootstrap, TOPIC).items() if leader == k)
+        data_led = sorted(p for p, leader in _leaders(cluster.bootstrap, topic).items() if leader == k)
         probe = RawConn(cluster.address(k))
-        assert _heartbeat_error(probe, MEMBERS) != NOT_COORDINATOR
+        assert _heartbeat_error(probe, members) != NOT_COORDINATOR
         if data_led:
-            assert _fetch_error(probe, data_led[0]) == 0
+            assert _fetch_error(probe, topic, data_led[0]) == 0
 
         far = others[1]  # bridge: cut off from the coordinator; others[0] sees both
         cuts = {k: [far], far: [k]} if kind == "bridge" else {k: others, **{j: [k] for j in others}}
@@ -294,15 +331,15 @@ def _scenario(tmp_path: Path, kind: str) -> None:
         cut_at = time.monotonic()  # in force from here (one node after another, ~10 ms each)
         hb_refused = fetch_refused = None
         while time.monotonic() - cut_at < CUT_S:  # refused: by when the refusal arrived
-            if hb_refused is None and _heartbeat_error(probe, MEMBERS) == NOT_COORDINATOR:
+            if hb_refused is None and _heartbeat_error(probe, members) == NOT_COORDINATOR:
                 hb_refused = time.monotonic() - cut_at
-            if fetch_refused is None and data_led and _fetch_error(probe, data_led[0]) == NOT_LEADER_OR_FOLLOWER:
+            if fetch_refused is None and data_led and _fetch_error(probe, topic, data_led[0]) == NOT_LEADER_OR_FOLLOWER:
                 fetch_refused = time.monotonic() - cut_at
             time.sleep(0.02)
         after = [t - cut_at for t, _n in rec.commits if t > cut_at + cutter.lag]
         produced_after = [t - cut_at for t in rec.produce_acks if t > cut_at + cutter.lag]
         # what the cut-off node tells a client that asks it (it is still reachable) about the topic
-        cut_view = _leaders_seen_by(cluster.address(k), TOPIC)
+        cut_view = _leaders_seen_by(cluster.address(k), topic)
         cutter.apply({})
         healed_at = time.monotonic()
         probe.close()
@@ -328,11 +365,12 @@ def _scenario(tmp_path: Path, kind: str) -> None:
         committer_last = max(n for _t, n in rec.commits)
         from confluent_kafka import Consumer, TopicPartition
 
-        reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": COMMITS, "enable.auto.commit": False})
-        committed = reader.committed([TopicPartition(TOPIC, 0)], timeout=20)[0].offset
+        reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": names.commits,
+                           "enable.auto.commit": False})
+        committed = reader.committed([TopicPartition(topic, 0)], timeout=20)[0].offset
         reader.close()
         assert committed >= committer_last, (committed, committer_last)  # no acknowledged commit lost
-        got = _read_all(cluster.bootstrap, rec.produced)
+        got = _read_all(cluster.bootstrap, topic, rec.produced)
         lost = {k_: v for k_, v in rec.produced.items() if got.get(k_) != v}
         assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. {sorted(lost.items())[:3]}"
         bystander_assigns = [e for e in rec.owners if e[1] == "bystander" and e[2] == "assign" and e[0] < end]
@@ -361,18 +399,20 @@ def _scenario(tmp_path: Path, kind: str) -> None:
             # (cluster/apis/find_coordinator.py: no election hold on a node that is cut off).
             assert after and after[0] < 3.0, after[:3]
             assert produced_after and produced_after[0] < 3.0, produced_after[:3]
+        passed = True
     finally:
         rec.stop.set()
-        cluster.kill_all()
+        if not passed:  # what a failed scenario leaves behind must not fail the next one
+            shared.pop("cluster").kill_all()
 
 
-def test_isolating_a_groups_coordinator(tmp_path: Path) -> None:
-    _scenario(tmp_path, "isolate")
+def test_isolating_a_groups_coordinator(shared: dict[str, Cluster], tmp_path: Path) -> None:
+    _scenario(shared, tmp_path, "isolate")
 
 
-def test_a_majority_minority_split_with_clients_on_both_sides(tmp_path: Path) -> None:
-    _scenario(tmp_path, "majority")
+def test_a_majority_minority_split_with_clients_on_both_sides(shared: dict[str, Cluster], tmp_path: Path) -> None:
+    _scenario(shared, tmp_path, "majority")
 
 
-def test_a_bridge_partition_leaves_the_coordinator_serving(tmp_path: Path) -> None:
-    _scenario(tmp_path, "bridge")
+def test_a_bridge_partition_leaves_the_coordinator_serving(shared: dict[str, Cluster], tmp_path: Path) -> None:
+    _scenario(shared, tmp_path, "bridge")

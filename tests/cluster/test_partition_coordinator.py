@@ -83,7 +83,19 @@ def test_members_of_an_isolated_coordinator_never_share_a_partition(tmp_path: Pa
         threads[-1].start()
         time.sleep(6.0)
         _cut(cluster, k, False)
-        time.sleep(12.0)
+        healed = time.monotonic()
+        # Watch on after the heal (it was a fixed 12 s) until every member holds partitions and
+        # nothing was assigned or revoked for 3 s (three heartbeats) since the heal and the last
+        # change: the group usually settles during the cut, and then nothing happens after it.
+        deadline = healed + 12.0
+        while time.monotonic() < deadline:
+            evs = sorted(events)
+            held: dict[str, tuple[int, ...]] = {}
+            for _t, name, kind, parts in evs:
+                held[name] = parts if kind == "assign" else ()
+            if all(held.get(m) for m in ("m1", "m2", "m3")) and time.monotonic() - max(healed, evs[-1][0]) > 3.0:
+                break
+            time.sleep(0.1)
         stop.set()
         end = time.monotonic()
         for t in threads:

@@ -59,6 +59,32 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
+def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _leaders(bootstrap: str) -> dict[int, int]:
+    try:
+        md = _admin(bootstrap).list_topics(TOPIC, timeout=5)
+        return {p.id: p.leader for p in md.topics[TOPIC].partitions.values()}
+    except Exception:  # noqa: BLE001 - metadata still settling
+        return {}
+
+
+def _holds_old_data(node_dir: Path) -> bool:
+    for f in node_dir.rglob("*"):
+        try:
+            if f.is_file() and b"old-" in f.read_bytes():
+                return True
+        except FileNotFoundError:  # replaced while we looked
+            continue
+    return False
+
+
 def test_a_recreated_topic_starts_empty_on_every_node(tmp_path: Path) -> None:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
@@ -67,7 +93,8 @@ def test_a_recreated_topic_starts_empty_on_every_node(tmp_path: Path) -> None:
         admin = _admin(cluster.bootstrap)
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(20)
         _produce(cluster.bootstrap, b"old", 30)
-        time.sleep(1)  # node 2 has the old data too
+        # node 2 has the old data too (else the check on its files at the end proves nothing)
+        _wait_for(lambda: _holds_old_data(tmp_path / "node-2"), 20, "the old data on node 2")
         cluster.kill(2)
         live = f"{cluster.address(0)},{cluster.address(1)}"
         admin = _admin(live)
@@ -84,10 +111,20 @@ def test_a_recreated_topic_starts_empty_on_every_node(tmp_path: Path) -> None:
         _produce(live, b"new", 9)
         assert sorted(_consume_all(live)) == sorted(b"new-%d" % i for i in range(9))
         cluster.start(2)
-        time.sleep(8)  # node 2 catches up, and leadership is balanced back to it for its partitions
+        # node 2 catches up, and leadership is balanced back to it for its partitions (each node
+        # prefers one of the three); it was a fixed 8 s
+        _wait_for(lambda: sorted(_leaders(cluster.bootstrap).values()) == [0, 1, 2], 30,
+                  "leadership balanced back to node 2")
         cluster.kill(0)  # from now on node 2 serves what it holds
-        time.sleep(3)  # elections of the partitions node 0 led
-        got = _consume_all(f"{cluster.address(1)},{cluster.address(2)}")
+        # elections of the partitions node 0 led (it was a fixed 3 s)
+        survivors = f"{cluster.address(1)},{cluster.address(2)}"
+
+        def elected() -> bool:
+            leaders = _leaders(survivors)
+            return len(leaders) == PARTITIONS and set(leaders.values()) <= {1, 2}
+
+        _wait_for(elected, 30, "new leaders for node 0's partitions")
+        got = _consume_all(survivors)
         assert sorted(got) == sorted(b"new-%d" % i for i in range(9)), got
         stale = [str(f) for f in (tmp_path / "node-2").rglob("*") if f.is_file() and b"old-" in f.read_bytes()]
         assert not stale, f"node 2 still holds the deleted topic's data: {stale}"
