@@ -49,6 +49,7 @@ EOS_GROUP = "chaos-eos"
 # (its issues #5456, #5511). The worker then dumps its stacks and exits, and the run restarts it,
 # as an operator's liveness probe would, soon enough for a bounded run to drain.
 HANG_S = 60.0
+BOUNDED_HANG_S = 40.0  # in a bounded run: above the 30 s timeouts of the workers' calls
 PRODUCER_DEBUG = "eos,broker"  # librdkafka debug contexts (2.x): the transaction manager, connections
 CONSUMER_DEBUG = "cgrp,eos,broker"  # and the group's joins, heartbeats and commits
 HOLD_S = 0.3
@@ -160,7 +161,7 @@ def run_eos_worker(args: argparse.Namespace, h: HistoryWriter, stop: threading.E
             consumer.seek(TopicPartition(tp.topic, tp.partition, start))
 
     rng = random.Random(h.proc)  # seeded: the incarnation's name
-    dog = Watchdog(h)
+    dog = Watchdog(h, getattr(args, "hang_s", HANG_S))
     dog.start()
     dog.progress("starting the clients")  # init_transactions may hang too
     consumer, producer = clients()

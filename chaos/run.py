@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster import ChaosCluster, free_port
-from chaos.eos_workload import EOS_GROUP, OUTPUT_PARTITIONS, OUTPUT_TOPIC
+from chaos.eos_workload import BOUNDED_HANG_S, EOS_GROUP, HANG_S, OUTPUT_PARTITIONS, OUTPUT_TOPIC
 from chaos.history import HistoryWriter, run_clock
 from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
 from chaos.net import ChaosNet, netns_unavailable
@@ -84,8 +84,10 @@ class Client:
 
 
 class Clients:
-    def __init__(self, run_dir: Path, bootstrap: str, rate: float, group_protocol: str = "classic") -> None:
+    def __init__(self, run_dir: Path, bootstrap: str, rate: float, group_protocol: str = "classic",
+                 hang_s: float = HANG_S) -> None:
         self.run_dir = run_dir
+        self.hang_s = hang_s  # an exactly-once worker's watchdog
         self.bootstrap = bootstrap
         self.rate = rate
         self.group_protocol = group_protocol  # of the confluent-kafka consumers (kafka-python: classic)
@@ -126,7 +128,7 @@ class Clients:
         if c.role == "ck-consumer":
             cmd += ["--group-protocol", self.protocol_of(c)]
         if c.role == "eos-worker":
-            cmd += ["--out-topic", OUTPUT_TOPIC]
+            cmd += ["--out-topic", OUTPUT_TOPIC, "--hang-s", str(self.hang_s)]
         with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
             c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
         if self.on_spawn is not None:
@@ -519,7 +521,11 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
                      "kafka": [n.kafka_port for n in cluster.layout], "raft": [n.raft_port for n in cluster.layout]}
     (run_dir / "run.json").write_text(json.dumps(info, indent=2))
     faults = FaultLog(run_dir / "faults.jsonl")
-    clients = Clients(run_dir, bootstrap, rate, group_protocol)
+    # A bounded run is short: a worker hung in librdkafka (its transactional calls can outlive
+    # their timeout when the coordinator's broker goes) is restarted sooner, still past the
+    # workers' 30 s call timeouts.
+    clients = Clients(run_dir, bootstrap, rate, group_protocol, BOUNDED_HANG_S if scenario in ("bounded", "eos-bounded")
+                      else HANG_S)
     clients.on_spawn = remember
     sampler = Sampler(run_dir, bootstrap, on_spawn=remember, groups=groups)
     watchdog = Watchdog(clients)

@@ -386,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
                     help="ck-consumer: the group protocol (consumer: KIP-848)")
     ap.add_argument("--out-topic", default="", help="eos-worker: the topic it writes")
+    ap.add_argument("--hang-s", type=float, default=eos_workload.HANG_S,
+                    help="eos-worker: seconds without progress before its watchdog restarts it")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {args.proc} %(levelname)s %(name)s %(message)s")
