@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.local_cluster import free_port
+from cluster.tools.local_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 KCOORD_READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")

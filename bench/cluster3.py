@@ -1,7 +1,7 @@
 """``failover``, ``load`` and ``idle``: scenarios for a 3-node kcoord cluster.
 
 With ``--start-cluster`` the bench starts a fresh 3-node cluster in a temporary directory
-(``cluster.local_cluster.LocalCluster``: free Kafka ports, Raft ports below 32768), owns the node
+(``cluster.tools.local_cluster.LocalCluster``: free Kafka ports, Raft ports below 32768), owns the node
 processes (it SIGKILLs and restarts them itself) and stops the cluster afterwards.
 
 - ``failover``: a group commits synchronously in a loop; the group's coordinator (leader of
@@ -47,9 +47,9 @@ from typing import Any
 from bench.brokers import BenchError
 from bench.common import CLIENT_DEFAULTS, broker_count, create_topic, run_id
 from bench.report import Metric, Reporter, rnd
-from cluster.local_cluster import ClusterStartError, free_plan
-from cluster.local_cluster import LocalCluster as BaseCluster
 from cluster.tools.common import recv_exact
+from cluster.tools.local_cluster import ClusterStartError, free_plan
+from cluster.tools.local_cluster import LocalCluster as BaseCluster
 from coordinator.partitioner import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.brokers import BenchError, Started, wait_port
-from cluster.local_cluster import free_port
+from cluster.tools.local_cluster import free_port
 
 KAFKA_VERSION = "4.4.0"
 LOG4J_VERSION = "2.25.5"  # binds Kafka's slf4j logging to log4j2, so a failed start says why in its log

@@ -1,14 +1,14 @@
 """The chaos run's local 3-node cluster: start, SIGKILL, SIGTERM, SIGSTOP/SIGCONT, restart.
 
-The launcher is ``cluster.local_cluster.LocalCluster``: Kafka ports are free ephemeral ports,
+The launcher is ``cluster.tools.local_cluster.LocalCluster``: Kafka ports are free ephemeral ports,
 Raft ports are picked below the ephemeral range (32768+) so an outgoing connection can never
 grab one of them. Each node advertises the port of its fault proxy
 (``chaos/proxy.py``) as its Kafka address, so every client connection to node i goes
 through proxy i; the node itself listens on its own port.
 
-With a network layout (``cluster/netns.py``) each node runs in its own namespace on its own
+With a network layout (``cluster/tools/netns.py``) each node runs in its own namespace on its own
 address instead, with the same ports as the others and no proxy: clients reach the nodes
-over the layout's bridge, and network faults are nftables rules (``cluster/netns_faults.py``).
+over the layout's bridge, and network faults are nftables rules (``cluster/tools/netns_faults.py``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cluster.local_cluster import LocalCluster, free_plan, free_port, netns_plan
-from cluster.netns import NetLayout
+from cluster.tools.local_cluster import LocalCluster, free_plan, free_port, netns_plan
+from cluster.tools.netns import NetLayout
 
 SECRET = "chaos-cluster-secret-8d2e4b6f1a3c50796e1f4a2b9c07d35e"  # 128 random bits, as a node demands
 NETNS_KAFKA_PORT = 9092

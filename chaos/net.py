@@ -1,8 +1,8 @@
 """How a chaos run breaks the network: real packet filters in namespaces, or the fallback.
 
 ``netns`` (root, iproute2 and nftables present): every node runs in its own network
-namespace (``cluster/netns.py``); cuts between nodes, packet loss and cutting clients off a
-node are nftables rules in the nodes' namespaces (``cluster/netns_faults.py``), so they hit
+namespace (``cluster/tools/netns.py``); cuts between nodes, packet loss and cutting clients off a
+node are nftables rules in the nodes' namespaces (``cluster/tools/netns_faults.py``), so they hit
 real TCP connections as a switch failure would. ``proxy`` (anywhere else): nodes on
 127.0.0.1, clients through the TCP fault proxies (``chaos/proxy.py``), and cuts between nodes
 and loss dropped in each node's Raft transport through its fault file
@@ -17,7 +17,7 @@ from typing import Any
 
 from chaos.cluster import ChaosCluster
 from chaos.proxy import ProxySet
-from cluster import netns, netns_faults
+from cluster.tools import netns, netns_faults
 
 
 def netns_unavailable() -> str | None:

@@ -4,7 +4,7 @@ The runner appends the pid of every node and client process it starts to ``PIDFI
 Should the runner die without cleaning up (e.g. a C-level abort in a client library), this
 process SIGKILLs every pid still listed, so no node or client outlives its run. The
 runner terminates the reaper itself when it finishes normally. With a network-namespace
-prefix it then removes the run's namespaces too (``cluster/netns.py``).
+prefix it then removes the run's namespaces too (``cluster/tools/netns.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
             os.kill(pid, signal.SIGCONT)
             os.kill(pid, signal.SIGKILL)
     if prefix is not None:
-        from cluster import netns
+        from cluster.tools import netns
 
         netns.teardown(prefix)
     return 0

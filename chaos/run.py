@@ -48,7 +48,7 @@ from chaos.node_logs import leader_transfers
 from chaos.observe import PARTITIONS, TOPIC
 from chaos.proxy import ProxySet
 from chaos.workload import member_name
-from cluster import netns
+from cluster.tools import netns
 from replication.durable import POWER_LOSS_ENV
 
 GROUPS = ["chaos-group-a", "chaos-group-b"]

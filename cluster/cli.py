@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             settings = dict(item.split("=", 1) for item in args.set if "=" in item)
             if args.nodes > 1:
-                from cluster.launcher import up
+                from cluster.tools.launcher import up
 
                 return up(args.nodes, args.port, args.raft_port, args.data_dir, settings, use_netns=args.netns,
                           secure=args.secure)

@@ -1,6 +1,6 @@
 """``kcoord net``: cut and heal the links between the nodes of a ``kcoord up --netns`` cluster.
 
-Faults are nftables rules inside the nodes' namespaces (``cluster/netns_faults.py``); clients
+Faults are nftables rules inside the nodes' namespaces (``cluster/tools/netns_faults.py``); clients
 on this host keep reaching every node, so a cut node goes on answering its clients while it
 cannot reach the others, which is what a network partition looks like to a client. Each
 command replaces the previous fault; ``heal`` removes it.
@@ -19,8 +19,8 @@ import subprocess
 import sys
 from typing import Any
 
-from cluster import netns, netns_faults
-from cluster.netns import NetLayout
+from cluster.tools import netns, netns_faults
+from cluster.tools.netns import NetLayout
 
 COMMAND = "net"
 

@@ -1,8 +1,8 @@
 """A real 3-node kcoord cluster for tests: node processes on 127.0.0.1, SIGKILL and restart.
 
-The launcher is ``cluster.local_cluster.LocalCluster`` (Kafka ports are free ephemeral ports;
+The launcher is ``cluster.tools.local_cluster.LocalCluster`` (Kafka ports are free ephemeral ports;
 Raft ports are below the ephemeral range). With ``netns=True`` each node runs in a network
-namespace of its own on its own address (``cluster/netns.py``), so tests can cut real links
+namespace of its own on its own address (``cluster/tools/netns.py``), so tests can cut real links
 between nodes with nftables; ``kill_all`` removes the namespaces.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster import netns
-from cluster.local_cluster import LocalCluster, free_plan, netns_plan
+from cluster.tools import netns
+from cluster.tools.local_cluster import LocalCluster, free_plan, netns_plan
 
 SECRET = "test-cluster-secret-5f1c9a7e2b4d80364be1a7c2d9f03e68"  # 128 random bits, as a node demands
 # For tests that check where leadership returns after a restart or a heal: a balancing round

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from cluster.local_cluster import free_port
+from cluster.tools.local_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"kcoord node (\d+) listening on ([\d.]+):(\d+)")

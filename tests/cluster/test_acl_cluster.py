@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trustme
 
-from cluster.local_cluster import free_low_port
 from cluster.security.authorizer import Operation, PatternType, ResourceType
+from cluster.tools.local_cluster import free_low_port
 from tests.cluster.cluster_harness import Cluster
 from tests.cluster.test_authorization import acl, req, sub
 from tests.wire.raw import RawConn

@@ -23,8 +23,8 @@ from kio.index import load_payload_module, load_request_schema
 from kio.static.constants import EntityType
 from kio.static.primitive import Records
 
-from cluster.local_cluster import free_low_port
 from cluster.security.authorizer import Operation, PatternType, Permission, ResourceType
+from cluster.tools.local_cluster import free_low_port
 from replication.record_batch import build_batch
 from tests.cluster.harness import NodeProcess
 from tests.wire.examples import example

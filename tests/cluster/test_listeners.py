@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_cluster import free_low_port
+from cluster.tools.local_cluster import free_low_port
 from tests.cluster.cluster_harness import Cluster
 from tests.wire.raw import RawConn
 

@@ -33,8 +33,9 @@ from typing import Any
 
 import pytest
 
-from cluster import link_control, netns, netns_faults
+from cluster import link_control
 from cluster.config import NodeConfig
+from cluster.tools import netns, netns_faults
 from coordinator.partitioner import partition_for
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
 from tests.wire.raw import RawConn

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster import netns, netns_faults
+from cluster.tools import netns, netns_faults
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_cluster import free_raft_bases, port_in_use
+from cluster.tools.local_cluster import free_raft_bases, port_in_use
 from tests.cluster.harness import free_port
 
 pytestmark = pytest.mark.cluster

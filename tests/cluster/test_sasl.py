@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.local_cluster import free_low_port
+from cluster.tools.local_cluster import free_low_port
 from tests.cluster.harness import NodeProcess
 
 pytestmark = pytest.mark.cluster

@@ -26,7 +26,7 @@ import trustme
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from cluster.local_cluster import free_low_port
+from cluster.tools.local_cluster import free_low_port
 from tests.cluster.cluster_harness import Cluster
 
 pytestmark = pytest.mark.cluster

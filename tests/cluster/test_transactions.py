@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from cluster.local_cluster import LocalCluster
+from cluster.tools.local_cluster import LocalCluster
 from tests.cluster.cluster_harness import Cluster, running_cluster
 from tests.cluster.test_data_plane import create_topic
 from tests.wire.raw import RawConn

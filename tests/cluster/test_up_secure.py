@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from cluster.local_cluster import free_raft_bases, port_in_use
+from cluster.tools.local_cluster import free_raft_bases, port_in_use
 from tests.cluster.harness import ROOT
 
 pytestmark = pytest.mark.cluster

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from cluster.config import ConfigError, load_config
-from cluster.local_cluster import plan
-from cluster.secure_setup import make_material, prepare
 from cluster.security.tls import raft_tls
+from cluster.tools.local_cluster import plan
+from cluster.tools.secure_setup import make_material, prepare
 from replication.hub import MAGIC, NONCE_BYTES, RaftHub, RaftTLS
 from tests.replication.test_hub import Recorder, addr, pump
 

@@ -14,9 +14,9 @@ import pytest
 import trustme
 
 from cluster.config import ConfigError, NodeConfig
-from cluster.local_cluster import free_port
 from cluster.metrics_http import start_server
 from cluster.security.tls import server_context
+from cluster.tools.local_cluster import free_port
 
 
 def _get(url: str, auth: str | None = None, context: ssl.SSLContext | None = None) -> tuple[int, bytes]:

@@ -1,5 +1,5 @@
-"""Network namespaces for nodes (cluster/netns.py) and the nftables faults between them
-(cluster/netns_faults.py): the rules as text, and (as root) a real topology probed with
+"""Network namespaces for nodes (cluster/tools/netns.py) and the nftables faults between them
+(cluster/tools/netns_faults.py): the rules as text, and (as root) a real topology probed with
 sockets: who reaches whom under each fault, and that nothing is left behind."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from cluster import netns, netns_faults
-from cluster.netns import NetLayout
+from cluster.tools import netns, netns_faults
+from cluster.tools.netns import NetLayout
 
 WHY = netns.unavailable() or netns_faults.unavailable()
 LAYOUT = NetLayout("kc9", "10.213.109", 3)

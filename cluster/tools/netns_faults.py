@@ -1,4 +1,4 @@
-"""Network faults between namespaced nodes (``cluster/netns.py``), as nftables rules.
+"""Network faults between namespaced nodes (``cluster/tools/netns.py``), as nftables rules.
 
 Each node namespace holds one table, ``inet kcoord``, that is replaced whole and atomically
 on every change (one ``nft -f`` transaction, about 10 ms), so a fault plan is a function
@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cluster.netns import NetLayout
+from cluster.tools.netns import NetLayout
 
 TABLE = "inet kcoord"
 CLIENT_MODES = ("ok", "drop", "reject")

@@ -3,7 +3,7 @@
 By default every node is on 127.0.0.1: node i listens for Kafka clients on ``base_port + i``
 and for Raft on ``raft_base + 1000 * i`` (one port per node; its groups' logical addresses
 count up from it). With ``--netns`` each node runs in a network namespace of its own, on its
-own address and the same two ports as the others (``cluster/netns.py``), as on separate hosts.
+own address and the same two ports as the others (``cluster/tools/netns.py``), as on separate hosts.
 The cluster secret is generated once into ``<data_dir>/cluster.secret`` and handed to the
 nodes through the environment.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cluster import netns
-from cluster.local_cluster import LocalCluster, LocalNode, netns_plan, plan, port_in_use
-from cluster.secure_setup import SecureSetup, prepare
+from cluster.tools import netns
+from cluster.tools.local_cluster import LocalCluster, LocalNode, netns_plan, plan, port_in_use
+from cluster.tools.secure_setup import SecureSetup, prepare
 
 
 def cluster_secret(data_dir: Path) -> str:

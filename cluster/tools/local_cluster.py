@@ -3,7 +3,7 @@ benchmarks, the chaos runs and the cluster tests.
 
 By default every node is on 127.0.0.1 with a free Kafka port and a Raft port below the
 ephemeral range (32768+), where an outgoing connection could otherwise take it; ``plan`` gives
-fixed ports instead (``kcoord up``). With a network layout (``cluster/netns.py``) each node runs
+fixed ports instead (``kcoord up``). With a network layout (``cluster/tools/netns.py``) each node runs
 in a namespace of its own, on its own address and the same two ports as the others.
 ``LocalCluster`` starts, signals, SIGKILLs, stops and restarts nodes; a thread per node copies
 its stdout to ``node-<i>.stdout`` and notices the "listening on" line that says it is ready.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.netns import NetLayout
+from cluster.tools.netns import NetLayout
 
 RAFT_PORTS_PER_NODE = 1000
 READY_LINE = "listening on"

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cluster.config import STANDARD_AUTHORIZER
-from cluster.local_cluster import LocalNode
+from cluster.tools.local_cluster import LocalNode
 
 CLIENT_PORT_OFFSET = 100
 NODE_NAME = "kcoord-node"  # the nodes' certificate subject: CN=kcoord-node, principal User:CN=kcoord-node
