@@ -123,7 +123,10 @@ class ReadAhead:
     def _read(self, end: int) -> tuple[list[bytes], int | None]:
         pieces: list[bytes] = []
         for _ in range(READ_AHEAD):
-            piece = next_chunk(self._data, end, self._cursor)
+            try:
+                piece = next_chunk(self._data, end, self._cursor)
+            except (OSError, ValueError) as e:  # the log closed under the read (its topic deleted)
+                raise InstallError(f"reading the log failed: {type(e).__name__}: {e}") from e
             if piece is None:
                 return pieces, end
             pieces.append(piece)

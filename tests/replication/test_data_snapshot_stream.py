@@ -309,3 +309,16 @@ def test_a_snapshot_of_a_later_version_stops_the_node_rather_than_load_it(tmp_pa
     finally:
         failstop.reset_action()
     assert "upgrade this node" in stopped[0]
+
+
+def test_a_log_closed_under_a_read_ahead_restarts_the_stream(tmp_path: Path) -> None:
+    """A topic deleted while one of its partitions is streamed: the read fails on the reader
+    thread and the stream starts over (InstallError), nothing raises into pysyncobj's pass."""
+    leader = _machine(tmp_path / "lead")
+    _fill(leader, 40)
+    snapshot, cursor = leader.snapshot(), StreamCursor()
+    next_piece(leader, snapshot, cursor)
+    leader.data.close()
+    with pytest.raises(InstallError, match="reading the log failed"):
+        for _ in range(20):
+            next_piece(leader, snapshot, cursor)
