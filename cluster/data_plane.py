@@ -22,7 +22,7 @@ from typing import Any
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import InflateBudget, validate_batch_async
 from replication.compacted import DEFAULT_POLICY, find_keyless_record
-from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult
+from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult, sweep_installs
 from replication.data_passthrough import DataPassThroughLog
 from replication.durable import remove_dir
 from replication.record_batch import (
@@ -316,6 +316,7 @@ class PartitionStore:
     def __init__(self, data_dir: str, config: Any) -> None:
         self.root = os.path.join(data_dir, "topics")
         os.makedirs(self.root, exist_ok=True)
+        sweep_installs(self.root)
         self.config = config
         self._parts: dict[tuple[str, int], DataPartition] = {}
 

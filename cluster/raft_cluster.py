@@ -61,6 +61,15 @@ log = logging.getLogger("kcoord.cluster")
 META_SLOT = 0
 
 
+def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
+    """The metadata log compacted; a record this build cannot read stops the node at once (the
+    compaction runs inside Raft's apply, which would only report the entry as failed)."""
+    try:
+        return compact_metadata(payloads)
+    except MetadataVersionError as e:
+        fail_stop("metadata", str(e), EXIT_CORRUPT)
+
+
 # ------------------------------------------------------------------ data partitions
 
 class RaftCluster:
@@ -89,7 +98,7 @@ class RaftCluster:
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
         self._last_seen: dict[int, float] = {}  # when each peer was last connected (Metadata's grace)
-        self.meta_store = EntryStore(compact=compact_metadata, compact_every=500)
+        self.meta_store = EntryStore(compact=_compact_metadata, compact_every=500)
         # Metadata changes are events: an applied entry wakes the follower, which folds the state
         # and wakes whoever waits for a change (topic creation, the cluster forming).
         self._meta_wake = asyncio.Event()

@@ -32,6 +32,7 @@ from typing import Any
 import msgpack
 
 from replication.data_log import INSTALL_SUFFIX, DataLog
+from replication.failstop import fail_stop
 from replication.raft.snapshot_transfer import NOT_READY, InstallError, StreamCursor
 from replication.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, crc32c, parse_header
 
@@ -125,8 +126,11 @@ class ReadAhead:
         for _ in range(READ_AHEAD):
             try:
                 piece = next_chunk(self._data, end, self._cursor)
-            except (OSError, ValueError) as e:  # the log closed under the read (its topic deleted)
-                raise InstallError(f"reading the log failed: {type(e).__name__}: {e}") from e
+            except (OSError, ValueError) as e:
+                if self._data.closed:  # its topic deleted under the read: the stream has no end
+                    raise InstallError(f"the log was closed: {type(e).__name__}: {e}") from e
+                fail_stop("data_log", f"{self._data.directory}: reading a snapshot stream failed: "
+                          f"{type(e).__name__}: {e}")
             if piece is None:
                 return pieces, end
             pieces.append(piece)

@@ -92,6 +92,14 @@ def settle_install(directory: str) -> None:
     fsync_dir(directory)
 
 
+def sweep_installs(root: str) -> None:
+    """At start, no install is in progress: every staging copy under ``root`` goes (those of
+    partitions deleted since would stay for ever; ``settle_install`` takes care of the others')."""
+    for name in os.listdir(root):
+        if name.endswith(INSTALL_SUFFIX):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def _copy_durably(src: str, dst: str) -> None:
     with open(src, "rb") as fh:
         data = fh.read()
@@ -451,6 +459,7 @@ class DataLog:
         self.txns = PartitionTxns()  # open and aborted transactions, the last stable offset
         # Raft applies batches on the event loop while a snapshot install reads or writes on a thread: one lock.
         self.lock = threading.RLock()
+        self.closed = False  # a reader on another thread (a snapshot stream) tells this from a failing disk
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
         settle_install(directory)
@@ -503,17 +512,20 @@ class DataLog:
 
     def close(self) -> None:
         """A clean close: the active segment is fsync'd, then marked clean, so the next open
-        trusts its index instead of checking every batch."""
-        self._save_producer_state()
-        try:
-            if self._segments:
-                self._segments[-1].sync()
-            with open(self._clean_path, "wb") as fh:
-                sync(fh.fileno())
-        except OSError as e:
-            log.warning("event=clean_close_failed dir=%s error=%r", self.directory, str(e))
-        for seg in self._segments:
-            seg.close()
+        trusts its index instead of checking every batch. Under the lock: a snapshot stream's
+        reader thread never reads a descriptor closed (and reused) under it."""
+        with self.lock:
+            self.closed = True
+            self._save_producer_state()
+            try:
+                if self._segments:
+                    self._segments[-1].sync()
+                with open(self._clean_path, "wb") as fh:
+                    sync(fh.fileno())
+            except OSError as e:
+                log.warning("event=clean_close_failed dir=%s error=%r", self.directory, str(e))
+            for seg in self._segments:
+                seg.close()
 
     # -- producer state snapshots ----------------------------------------------------------
 

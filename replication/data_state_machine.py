@@ -112,10 +112,18 @@ class DataStateMachine:
             raise InstallError("the end of a stream this node did not follow")
         install, self._install = self._install, None
         try:
-            install.finish(msgpack.unpackb(snapshot, raw=False, strict_map_key=False))
+            manifest = msgpack.unpackb(snapshot, raw=False, strict_map_key=False)
+            if int(manifest.get("v", 0)) > MANIFEST_VERSION:  # refused before it replaces the log
+                raise InstallError(f"a snapshot of version {manifest['v']}; this build reads versions up to "
+                                   f"{MANIFEST_VERSION}")
+            install.finish(manifest)
         except BaseException:
             install.abort()
             raise
+
+    def close(self) -> None:
+        """The partition's Raft group is closed (node stop, topic deleted): an install ends with it."""
+        self.install_abort()
 
     def install_abort(self) -> None:
         if self._install is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cluster.tools.netns import NetLayout
 
+REPO_ROOT = Path(__file__).resolve().parents[2]  # nodes run from the checkout's root (python -m cluster.cli)
 RAFT_PORTS_PER_NODE = 1000
 READY_LINE = "listening on"
 
@@ -129,7 +130,7 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
         n.data_dir.mkdir(parents=True, exist_ok=True)
         stderr = open((log_dir or n.data_dir) / f"node-{n.node_id}.log", "a")  # noqa: SIM115 - child owns it
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
-                                      cwd=Path(__file__).resolve().parents[1]))
+                                      cwd=REPO_ROOT))
         stderr.close()
     return procs
 

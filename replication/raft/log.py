@@ -482,6 +482,9 @@ class RaftLog:
             self.group._destroy()
         except Exception:  # noqa: BLE001 - shutting down anyway
             pass
+        close = getattr(self.sm, "close", None)
+        if callable(close):  # e.g. a data partition's install in progress: its thread and staging copy go
+            close()
 
 
 

@@ -319,6 +319,60 @@ def test_a_log_closed_under_a_read_ahead_restarts_the_stream(tmp_path: Path) -> 
     snapshot, cursor = leader.snapshot(), StreamCursor()
     next_piece(leader, snapshot, cursor)
     leader.data.close()
-    with pytest.raises(InstallError, match="reading the log failed"):
+    with pytest.raises(InstallError, match="the log was closed"):
         for _ in range(20):
             next_piece(leader, snapshot, cursor)
+
+
+def test_an_install_ends_with_its_partitions_group_and_stale_copies_go_at_start(tmp_path: Path) -> None:
+    from replication.data_log import sweep_installs
+
+    leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
+    _fill(leader, 20)
+    pieces = list(_stream(leader))
+    for piece in pieces[:3]:
+        follower.install(piece)
+    staging = follower.data.directory + INSTALL_SUFFIX
+    assert os.path.isdir(staging) and any(t.name.startswith("install:") for t in threading.enumerate())
+    follower.close()  # its Raft group closed: node stop, or the topic deleted
+    assert not os.path.exists(staging)
+    assert not any(t.name.startswith("install:") and t.is_alive() for t in threading.enumerate())
+    os.makedirs(tmp_path / "gone-0.install")  # a crash mid-install of a topic deleted since
+    sweep_installs(str(tmp_path))
+    assert not os.path.exists(tmp_path / "gone-0.install") and os.path.isdir(tmp_path / "lead")
+
+
+def test_a_failing_disk_under_a_read_ahead_stops_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leader = _machine(tmp_path / "lead")
+    _fill(leader, 20)
+
+    def eio(self: DataLog, *args: Any) -> Any:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(DataLog, "read_segment", eio)
+    stopped: list[str] = []
+    failstop.set_action(lambda component, reason, code: stopped.append(reason))
+    try:
+        with pytest.raises(failstop.FailStopped):
+            for _ in range(5):
+                next_piece(leader, leader.snapshot(), StreamCursor())
+    finally:
+        failstop.reset_action()
+    assert "reading a snapshot stream failed" in stopped[0]
+
+
+def test_a_stream_whose_snapshot_this_build_cannot_read_is_refused_before_the_swap(tmp_path: Path) -> None:
+    from replication.data_log import MANIFEST_VERSION
+
+    leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
+    _fill(leader, 10)
+    _fill(follower, 2)
+    before = _all_bytes(follower.data)
+    pieces = list(_stream(leader))
+    for piece in pieces[:-1]:
+        follower.install(piece)
+    later = msgpack.packb({**msgpack.unpackb(decode(pieces[-1])[1], raw=False), "v": MANIFEST_VERSION + 1},
+                          use_bin_type=True)
+    with pytest.raises(InstallError, match="version"):
+        follower.install_end(later)
+    assert _all_bytes(follower.data) == before

@@ -121,3 +121,18 @@ def test_a_record_of_a_later_version_or_an_unknown_kind_is_refused_not_skipped()
         fold_metadata([INIT, later])
     with pytest.raises(MetadataVersionError, match="unknown kind"):
         fold_metadata([INIT, _op(op="rename", name="t")])
+
+
+def test_a_compaction_that_meets_a_record_it_cannot_read_stops_the_node() -> None:
+    from cluster.raft_cluster import _compact_metadata
+    from replication import failstop
+
+    later = msgpack.packb({"op": "create", "v": METADATA_VERSION + 1, "name": "t", "partitions": 1, "topic_id": "x"})
+    stopped: list[tuple[str, int]] = []
+    failstop.set_action(lambda component, reason, code: stopped.append((reason, code)))
+    try:
+        with pytest.raises(failstop.FailStopped):
+            _compact_metadata([INIT, later])
+    finally:
+        failstop.reset_action()
+    assert "upgrade this node" in stopped[0][0] and stopped[0][1] == failstop.EXIT_CORRUPT
