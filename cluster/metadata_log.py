@@ -1,8 +1,11 @@
 """The metadata log's records and their fold: what every node applies, in log order, to know
 the cluster (topics, ACLs, SCRAM credentials, listeners, producer-id blocks).
 
-Every record carries ``op`` (its kind) and ``v`` (its version, ``METADATA_VERSION`` when this
-build writes it; records from before versions have none and read as version 0). A record of a
+A change is a typed record (``CreateTopic``, ``DeleteTopic``, ``ChangeAcls`` ...), written by
+``encode_change`` and read by ``decode_change``; the log's compaction writes one ``state``
+record. Every record carries ``op`` (its kind) and ``v`` (its version, ``METADATA_VERSION`` when
+this build writes it; records from before versions have none and read as version 0, their
+missing fields as the defaults their records had then). A record of a
 later version than this build knows cannot be applied as it was meant: folding it raises
 ``MetadataVersionError``, and the node stops rather than serve from a state it cannot compute
 (a rolling upgrade writes a new version only once every node reads it). Changes carry an id and
@@ -11,6 +14,7 @@ are applied at most once (``_admit``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import msgpack
@@ -27,11 +31,81 @@ from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
 
 METADATA_VERSION = 1  # of every record this build writes; it reads 0 (no version) up to this
-KINDS = frozenset({"state", "acls", "scram", "endpoints", "pid_block", "init", "create", "delete"})
 
 
 class MetadataVersionError(ValueError):
     """A committed metadata record this build cannot read (a later version, or an unknown kind)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InitCluster:
+    cluster_id: str
+    n: int  # __consumer_offsets partitions
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopic:
+    name: str
+    partitions: int
+    topic_id: str
+    configs: dict[str, str] = field(default_factory=dict)
+    max_partitions: int | None = None  # the bound its requester had (None: records from before it)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    name: str
+    topic_id: str | None = None  # the topic its requester saw (None: records from before it)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeAcls:
+    """CreateAcls / DeleteAcls: rows removed, rows added, filters matched at apply time."""
+
+    create: list[list[Any]] = field(default_factory=list)
+    delete: list[list[Any]] = field(default_factory=list)
+    filters: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeScram:
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterEndpoints:
+    node: int
+    listeners: dict[str, list[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPidBlock:
+    node: int
+    request: str
+
+
+Change = InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
+KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
+                            ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block"}
+CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
+KINDS = frozenset({"state", *CLASS_OF})
+
+
+def encode_change(change: Change, change_id: str | None = None, seen: int | None = None) -> bytes:
+    """A change as its log entry (with the id it is applied once under, and the changes its
+    requester had seen)."""
+    body = {f.name: getattr(change, f.name) for f in fields(change) if getattr(change, f.name) is not None}
+    envelope = {"id": change_id, "seen": seen} if change_id is not None else {}
+    return metadata_op(op=KIND_OF[type(change)], **envelope, **body)
+
+
+def decode_change(op: dict[str, Any]) -> Change:
+    """The typed change of a checked record (``decode_op``) other than a state record."""
+    cls = CLASS_OF[op["op"]]
+    try:
+        return cls(**{f.name: op[f.name] for f in fields(cls) if op.get(f.name) is not None})  # type: ignore[no-any-return]
+    except TypeError as e:  # a field missing: not a record this build wrote or reads
+        raise MetadataVersionError(f"a malformed {op['op']!r} metadata record: {e}") from e
 
 
 def decode_op(payload: bytes) -> dict[str, Any]:
@@ -75,47 +149,49 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
-        elif kind == "acls":
+            continue
+        rec = decode_change(op)
+        if isinstance(rec, ChangeAcls):
             # CreateAcls / DeleteAcls: the removals, then the additions, as one step (Kafka's
             # AccessControlEntryRecord / RemoveAccessControlEntryRecord batch). DeleteAcls filters
             # match here, the committed set, not the requesting node's copy, which may lag behind.
-            matched = [matching(acls, _acl_filter(f)) for f in op.get("filters") or ()]
-            acls -= {acl_row(x) for x in op.get("delete") or ()}.union(*matched)
-            acls |= {acl_row(x) for x in op.get("create") or ()}
+            matched = [matching(acls, _acl_filter(f)) for f in rec.filters]
+            acls -= {acl_row(x) for x in rec.delete}.union(*matched)
+            acls |= {acl_row(x) for x in rec.create}
             result = [[list(r) for r in m] for m in matched]
-        elif kind == "scram":  # AlterUserScramCredentials: each row replaces its (user, mechanism)
-            scram = with_scram(scram, [scram_row(x) for x in op.get("rows") or ()])
-        elif kind == "endpoints":
+        elif isinstance(rec, ChangeScram):  # AlterUserScramCredentials: each row replaces its (user, mechanism)
+            scram = with_scram(scram, [scram_row(x) for x in rec.rows])
+        elif isinstance(rec, RegisterEndpoints):
             # A node's further listeners as clients reach them (Kafka's broker registration),
             # so every node can tell a client the addresses on the listener it came in through.
-            state["endpoints"][int(op["node"])] = {str(k): list(v) for k, v in dict(op["listeners"]).items()}
-        elif kind == "pid_block":
+            state["endpoints"][int(rec.node)] = {str(k): list(v) for k, v in dict(rec.listeners).items()}
+        elif isinstance(rec, GrantPidBlock):
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
-            node = int(op["node"])
-            if state["pid_grants"].get(node, [None])[0] != op["request"]:
-                state["pid_grants"][node] = [op["request"], state["next_pid_block"]]
+            node = int(rec.node)
+            if state["pid_grants"].get(node, [None])[0] != rec.request:
+                state["pid_grants"][node] = [rec.request, state["next_pid_block"]]
                 state["next_pid_block"] += PID_BLOCK
-        elif kind == "init" and state["cluster_id"] is None:
-            state["cluster_id"] = op["cluster_id"]
-            state["n"] = int(op["n"])
-            state["next_slot"] = 1 + int(op["n"])
-        elif kind == "create" and state["n"] is not None and op["name"] not in state["topics"]:
-            refusal = _partition_limit(partitions, op)
+        elif isinstance(rec, InitCluster) and state["cluster_id"] is None:
+            state["cluster_id"] = rec.cluster_id
+            state["n"] = int(rec.n)
+            state["next_slot"] = 1 + int(rec.n)
+        elif isinstance(rec, CreateTopic) and state["n"] is not None and rec.name not in state["topics"]:
+            refusal = _partition_limit(partitions, rec)
             if refusal is not None:
-                _remember_refusal(state["refused"], op["topic_id"], refusal)
+                _remember_refusal(state["refused"], rec.topic_id, refusal)
             else:
-                state["topics"][op["name"]] = {"partitions": int(op["partitions"]), "topic_id": op["topic_id"],
-                                               "configs": dict(op.get("configs") or {}), "slot": state["next_slot"]}
-                state["next_slot"] += int(op["partitions"])
-                partitions += int(op["partitions"])
-        elif kind == "delete":
+                state["topics"][rec.name] = {"partitions": int(rec.partitions), "topic_id": rec.topic_id,
+                                             "configs": dict(rec.configs), "slot": state["next_slot"]}
+                state["next_slot"] += int(rec.partitions)
+                partitions += int(rec.partitions)
+        elif isinstance(rec, DeleteTopic):
             # The topic id the requester saw: a topic deleted and created again under the name
-            # meanwhile is another topic, which this delete leaves alone (entries without one
+            # meanwhile is another topic, which this delete leaves alone (records without one
             # delete whatever holds the name, as they always did).
-            gone = state["topics"].get(op["name"])
-            if gone is not None and op.get("topic_id", gone["topic_id"]) == gone["topic_id"]:
-                del state["topics"][op["name"]]
+            gone = state["topics"].get(rec.name)
+            if gone is not None and (rec.topic_id is None or rec.topic_id == gone["topic_id"]):
+                del state["topics"][rec.name]
                 partitions -= int(gone["partitions"])
                 result = True
         if change is not None:
@@ -155,14 +231,14 @@ def _admit(state: dict[str, Any], change: str, seen: int) -> bool:
     return True
 
 
-def _partition_limit(total: int, op: dict[str, Any]) -> str | None:
+def _partition_limit(total: int, op: CreateTopic) -> str | None:
     """Why this creation may not join the ``total`` partitions of the committed state: it would
     pass the ``max_partitions`` its requester wrote into the entry. Creations that passed the
     request-time check together cannot all be applied; the bound travels in the entry so every
     node decides alike (entries from before it have none, and replay as they were applied)."""
-    if op.get("max_partitions") is None:
+    if op.max_partitions is None:
         return None
-    return partition_limit_message(total, int(op["partitions"]), int(op["max_partitions"]))
+    return partition_limit_message(total, int(op.partitions), int(op.max_partitions))
 
 
 def _remember_refusal(refused: dict[str, str], key: str, why: str) -> None:

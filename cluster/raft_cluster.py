@@ -39,11 +39,19 @@ from cluster.metadata import (
     scram_row,
 )
 from cluster.metadata_log import (
+    Change,
+    ChangeAcls,
+    ChangeScram,
+    CreateTopic,
+    DeleteTopic,
+    GrantPidBlock,
+    InitCluster,
     MetadataVersionError,
+    RegisterEndpoints,
     compact_metadata,
+    encode_change,
     filter_fields,
     fold_metadata,
-    metadata_op,
 )
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.authorizer import AclFilter
@@ -187,7 +195,7 @@ class RaftCluster:
                     if self.state["endpoints"].get(self.me.node_id) == listeners:
                         return
                     try:
-                        await self._change("endpoints", node=self.me.node_id, listeners=listeners)
+                        await self._change(RegisterEndpoints(self.me.node_id, listeners))
                     except (ReplicationError, TimeoutError) as e:
                         log.warning("event=endpoints_registration_failed error=%r", str(e))
                 await asyncio.sleep(1.0)
@@ -352,8 +360,8 @@ class RaftCluster:
 
     async def _init(self) -> None:
         try:
-            await self.meta_log.submit(metadata_op(op="init", cluster_id=self.metadata.cluster_id,
-                                           n=self.metadata.offsets_partitions))
+            await self.meta_log.submit(encode_change(InitCluster(self.metadata.cluster_id,
+                                                                 self.metadata.offsets_partitions)))
         except Exception as e:  # noqa: BLE001 - retried by the follower loop
             log.warning("event=metadata_init_failed error=%r", str(e))
             self._init_sent = False
@@ -432,11 +440,11 @@ class RaftCluster:
                     raise
                 await asyncio.sleep(0.1)
 
-    async def _change(self, kind: str, **fields: Any) -> Any:
+    async def _change(self, record: Change) -> Any:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
         The change keeps one id through every resubmission, so it is applied at most once."""
         change = uuid.uuid4().hex
-        await self._submit(metadata_op(op=kind, id=change, seen=self.state["seq"], **fields))
+        await self._submit(encode_change(record, change, self.state["seq"]))
         await self._wait(lambda: change in self.state["applied"] or change in self.state["refused"])
         state = self.state
         if change in state["refused"]:
@@ -447,8 +455,7 @@ class RaftCluster:
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         topic_id = str(uuid.uuid4())
-        await self._change("create", name=name, partitions=partitions, configs=configs, topic_id=topic_id,
-                           max_partitions=self.config.max_partitions)
+        await self._change(CreateTopic(name, partitions, topic_id, dict(configs), self.config.max_partitions))
         await self._wait(lambda: topic_id in self.state["refused"] or name in self.metadata.topics and all(
             (name, p) in self.data_logs for p in range(partitions)))
         refusal = self.state["refused"].get(topic_id)
@@ -465,7 +472,7 @@ class RaftCluster:
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""
         request = str(uuid.uuid4())
-        await self._change("pid_block", node=self.me.node_id, request=request)
+        await self._change(GrantPidBlock(self.me.node_id, request))
 
         def granted() -> bool:  # self.state: the metadata log as _follow_metadata last folded it
             grant = self.state["pid_grants"].get(self.me.node_id)
@@ -475,20 +482,20 @@ class RaftCluster:
         return int(self.state["pid_grants"][self.me.node_id][1])
 
     async def create_acls(self, rows: list[AclRow]) -> None:
-        await self._change("acls", create=[list(x) for x in rows])
+        await self._change(ChangeAcls(create=[list(x) for x in rows]))
 
     async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclRow]]:
-        matched = await self._change("acls", filters=[filter_fields(f) for f in filters])
+        matched = await self._change(ChangeAcls(filters=[filter_fields(f) for f in filters]))
         return [[acl_row(x) for x in m] for m in matched]
 
     async def alter_scram(self, change: list[ScramRow]) -> None:
-        await self._change("scram", rows=[list(x) for x in change])
+        await self._change(ChangeScram([list(x) for x in change]))
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)
         if t is None:
             return None
-        deleted = await self._change("delete", name=name, topic_id=str(t.topic_id))
+        deleted = await self._change(DeleteTopic(name, str(t.topic_id)))
         return t if deleted else None  # None: the topic it saw was gone already (perhaps created again)
 
     async def _wait(self, cond: Callable[[], bool], timeout: float = 10.0, poll: float = 0.05) -> None:

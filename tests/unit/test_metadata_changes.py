@@ -136,3 +136,28 @@ def test_a_compaction_that_meets_a_record_it_cannot_read_stops_the_node() -> Non
     finally:
         failstop.reset_action()
     assert "upgrade this node" in stopped[0][0] and stopped[0][1] == failstop.EXIT_CORRUPT
+
+
+def test_changes_are_typed_records_that_round_trip_and_old_records_read_with_their_defaults() -> None:
+    from cluster.metadata_log import (
+        ChangeAcls,
+        CreateTopic,
+        DeleteTopic,
+        GrantPidBlock,
+        InitCluster,
+        RegisterEndpoints,
+        decode_change,
+        decode_op,
+        encode_change,
+    )
+
+    changes = [InitCluster("c", 4), CreateTopic("t", 3, "id-t", {"retention.ms": "1"}, 4000),
+               DeleteTopic("t", "id-t"), ChangeAcls(filters=[[2, "t", 3, "User:a", "*", 3, 3]]),
+               RegisterEndpoints(1, {"CLIENTS": ["h", 9093]}), GrantPidBlock(2, "r-1")]
+    for change in changes:
+        assert decode_change(decode_op(encode_change(change, "id-1", 7))) == change
+    old_create = msgpack.packb({"op": "create", "name": "t", "partitions": 2, "topic_id": "x"})
+    assert decode_change(decode_op(old_create)) == CreateTopic("t", 2, "x", {}, None)
+    assert decode_change(decode_op(msgpack.packb({"op": "delete", "name": "t"}))) == DeleteTopic("t", None)
+    with pytest.raises(MetadataVersionError, match="malformed"):
+        decode_change(decode_op(msgpack.packb({"op": "create", "name": "t"})))
