@@ -8,6 +8,7 @@ from __future__ import annotations
 from cluster.apis import (
     acls,
     api_versions,
+    configs,
     fetch,
     find_coordinator,
     metadata,
@@ -20,5 +21,5 @@ from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, api_versions, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
+    for mod in (acls, api_versions, configs, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

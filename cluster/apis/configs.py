@@ -1,0 +1,179 @@
+"""DescribeConfigs (32) v1–4: a topic's configs (its overrides, then the defaults it gets from
+the node's settings or Kafka's), and a node's own settings under their Kafka names.
+
+Kafka's rules (``ConfigHelper``): every key is returned when a resource names none; an entry's
+source is its first synonym's (the topic override, then the broker setting it defaults from,
+then Kafka's default); a password's value is null and marked sensitive; a BROKER resource names
+the node asked (its id, or "" for the cluster-wide dynamic defaults, of which kcoord has none).
+Topic and broker configs cannot be altered here yet: broker entries are read-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.config import KAFKA_NAMES, NodeConfig
+from cluster.dispatch import RequestContext
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from cluster.services import NodeServices
+
+API_KEY = 32
+TOPIC, BROKER = 2, 4  # ConfigResource types
+# ConfigSource
+TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT = 1, 4, 5
+# ConfigType
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
+LONG_MAX = str((1 << 63) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    name: str
+    type: int
+    default: str  # Kafka's, when no broker setting gives it
+    broker: str | None = None  # the node setting (NodeConfig field) it defaults from
+
+
+# The topic configs kcoord accepts (cluster/metadata.py), with Kafka 4.4's types and defaults.
+TOPIC_KEYS = (
+    TopicKey("cleanup.policy", LIST, "delete"),
+    TopicKey("compression.gzip.level", INT, "-1"),
+    TopicKey("compression.lz4.level", INT, "9"),
+    TopicKey("compression.type", STRING, "producer"),
+    TopicKey("compression.zstd.level", INT, "3"),
+    TopicKey("delete.retention.ms", LONG, "86400000"),
+    TopicKey("file.delete.delay.ms", LONG, "60000"),
+    TopicKey("flush.messages", LONG, LONG_MAX, "log_flush_interval_messages"),
+    TopicKey("flush.ms", LONG, LONG_MAX, "log_flush_interval_ms"),
+    TopicKey("follower.replication.throttled.replicas", LIST, ""),
+    TopicKey("index.interval.bytes", INT, "4096"),
+    TopicKey("leader.replication.throttled.replicas", LIST, ""),
+    TopicKey("local.retention.bytes", LONG, "-2"),
+    TopicKey("local.retention.ms", LONG, "-2"),
+    TopicKey("max.compaction.lag.ms", LONG, LONG_MAX),
+    TopicKey("max.message.bytes", INT, "1048588", "message_max_bytes"),
+    TopicKey("message.timestamp.after.max.ms", LONG, "3600000"),
+    TopicKey("message.timestamp.before.max.ms", LONG, LONG_MAX),
+    TopicKey("message.timestamp.type", STRING, "CreateTime"),
+    TopicKey("min.cleanable.dirty.ratio", DOUBLE, "0.5"),
+    TopicKey("min.compaction.lag.ms", LONG, "0"),
+    TopicKey("min.insync.replicas", INT, "1"),
+    TopicKey("preallocate", BOOLEAN, "false"),
+    TopicKey("remote.storage.enable", BOOLEAN, "false"),
+    TopicKey("retention.bytes", LONG, "-1", "log_retention_bytes"),
+    TopicKey("retention.ms", LONG, "604800000", "log_retention_ms"),
+    TopicKey("segment.bytes", INT, "1073741824", "log_segment_bytes"),
+    TopicKey("segment.index.bytes", INT, "10485760"),
+    TopicKey("segment.jitter.ms", LONG, "0"),
+    TopicKey("segment.ms", LONG, "604800000"),
+    TopicKey("unclean.leader.election.enable", BOOLEAN, "false"),
+)
+_TYPES = {bool: BOOLEAN, int: LONG, float: DOUBLE, str: STRING}
+_NODE_DEFAULTS = NodeConfig()
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None  # a setting with no value (Kafka's null)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _setting(config: NodeConfig, field: str) -> tuple[str | None, int]:
+    """A node setting's value as Kafka writes it, and its source (set here, or the default)."""
+    value = getattr(config, field)
+    return _text(value), STATIC_BROKER if value != getattr(_NODE_DEFAULTS, field) else DEFAULT
+
+
+Entry = tuple[str, str | None, int, int, bool, list[tuple[str, str | None, int]]]
+
+
+def topic_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
+    """(name, value, source, type, sensitive, synonyms) of every topic config, synonyms first
+    the override, then the broker setting, then Kafka's default."""
+    out: list[Entry] = []
+    for key in TOPIC_KEYS:
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key.name in overrides:
+            synonyms.append((key.name, overrides[key.name], TOPIC_OVERRIDE))
+        if key.broker is not None:
+            value, source = _setting(config, key.broker)
+            synonyms.append((KAFKA_NAMES[key.broker], value, source))
+        else:
+            synonyms.append((key.name, key.default, DEFAULT))
+        name, value, source = key.name, synonyms[0][1], synonyms[0][2]
+        out.append((name, value, source, key.type, False, synonyms))
+    return out
+
+
+def broker_entries(config: NodeConfig) -> list[Entry]:
+    """Every node setting that has a Kafka name; passwords and secrets hidden."""
+    out: list[Entry] = []
+    by_field = {f.name: f for f in dataclasses.fields(config)}
+    for field, kafka in sorted(KAFKA_NAMES.items(), key=lambda kv: kv[1]):
+        if field not in by_field:
+            continue
+        value, source = _setting(config, field)
+        secret = "password" in kafka or "secret" in field
+        kind = PASSWORD if secret else _TYPES.get(type(getattr(config, field)), LIST)
+        out.append((kafka, None if secret else value, source, kind, secret, [(kafka, None if secret else value, source)]))
+    return out
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return build(ctx.node, request, ctx=ctx)
+
+
+def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+          ctx: RequestContext | None = None) -> Any:
+    v = version_of(request)
+    m = resp_mod(API_KEY, v)
+    results = []
+    for res in request.resources:
+        code, message, entries = _describe(node, res, ctx) if error is None else (error, None, [])
+        wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
+        configs = tuple(
+            mk(m.DescribeConfigsResourceResult, name=name, value=value, read_only=res.resource_type == BROKER,
+               config_source=source, is_sensitive=sensitive, config_type=kind, documentation=None,
+               is_default=source == DEFAULT,
+               synonyms=tuple(mk(m.DescribeConfigsSynonym, name=n, value=sv, source=s) for n, sv, s in synonyms)
+               if request.include_synonyms else ())
+            for name, value, source, kind, sensitive, synonyms in entries if wanted is None or name in wanted)
+        results.append(mk(m.DescribeConfigsResult, error_code=code, error_message=message,
+                          resource_type=res.resource_type, resource_name=res.resource_name, configs=configs))
+    return mk(m.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
+
+
+def _describe(node: NodeServices, res: Any, ctx: RequestContext | None) -> tuple[ErrorCode, str | None, list[Entry]]:
+    def allowed(rtype: ResourceType, name: str) -> bool:
+        return ctx is None or ctx.allowed(Operation.DESCRIBE_CONFIGS, rtype, name)
+
+    if res.resource_type == TOPIC:
+        if not allowed(ResourceType.TOPIC, res.resource_name):
+            return ErrorCode.topic_authorization_failed, None, []
+        topic = node.topic(res.resource_name)
+        if topic is None and not node.is_internal_topic(res.resource_name):
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
+        return ErrorCode.none, None, topic_entries(node.config, dict(topic.configs) if topic is not None else {})
+    if res.resource_type == BROKER:
+        if not allowed(ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.cluster_authorization_failed, None, []
+        if res.resource_name == "":
+            return ErrorCode.none, None, []  # cluster-wide dynamic defaults: none here
+        if res.resource_name != str(node.node_id):
+            return (ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received "
+                    f"{res.resource_name}", [])
+        return ErrorCode.none, None, broker_entries(node.config)
+    return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}", []
+
+
+def register(node: NodeServices) -> None:
+    node.registry.register(API_KEY, 1, 4, handle, error_response=lambda req, code: build(node, req, error=code))
