@@ -4,8 +4,9 @@ the node's settings or Kafka's), and a node's own settings under their Kafka nam
 Kafka's rules (``ConfigHelper``): every key is returned when a resource names none; an entry's
 source is its first synonym's (the topic override, then the broker setting it defaults from,
 then Kafka's default); a password's value is null and marked sensitive; a BROKER resource names
-the node asked (its id, or "" for the cluster-wide dynamic defaults, of which kcoord has none).
-Topic and broker configs cannot be altered here yet: broker entries are read-only.
+the node asked (its id, or "" for the cluster-wide dynamic defaults, of which kcoord has none); a
+GROUP resource gets the consumer-group settings kcoord honours (the node's, as no group sets its
+own yet). Configs cannot be altered here yet: broker entries are read-only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import NodeServices
 
 API_KEY = 32
-TOPIC, BROKER = 2, 4  # ConfigResource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # ConfigResource types
 # ConfigSource
 TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT = 1, 4, 5
 # ConfigType
@@ -73,6 +74,10 @@ TOPIC_KEYS = (
     TopicKey("segment.ms", LONG, "604800000"),
     TopicKey("unclean.leader.election.enable", BOOLEAN, "false"),
 )
+# A consumer group's configs (KIP-848) that kcoord honours: no group sets its own yet, so each is
+# the node's group.consumer.* setting, as Kafka describes a group without overrides.
+GROUP_KEYS = (("consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
+              ("consumer.session.timeout.ms", "group_consumer_session_timeout_ms"))
 _TYPES = {bool: BOOLEAN, int: LONG, float: DOUBLE, str: STRING}
 _NODE_DEFAULTS = NodeConfig()
 
@@ -111,6 +116,14 @@ def topic_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
             synonyms.append((key.name, key.default, DEFAULT))
         name, value, source = key.name, synonyms[0][1], synonyms[0][2]
         out.append((name, value, source, key.type, False, synonyms))
+    return out
+
+
+def group_entries(config: NodeConfig) -> list[Entry]:
+    out: list[Entry] = []
+    for name, field in GROUP_KEYS:
+        value = _text(getattr(config, field))
+        out.append((name, value, DEFAULT, INT, False, [(name, value, DEFAULT)]))
     return out
 
 
@@ -172,6 +185,10 @@ def _describe(node: NodeServices, res: Any, ctx: RequestContext | None) -> tuple
             return (ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received "
                     f"{res.resource_name}", [])
         return ErrorCode.none, None, broker_entries(node.config)
+    if res.resource_type == GROUP:
+        if not allowed(ResourceType.GROUP, res.resource_name):
+            return ErrorCode.group_authorization_failed, None, []
+        return ErrorCode.none, None, group_entries(node.config)
     return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}", []
 
 

@@ -1,7 +1,7 @@
 """DescribeConfigs (32): a topic's configs (its overrides, then the defaults it gets from the node's
 settings or Kafka's, with their sources and synonyms), the node's own settings under their Kafka
-names (secrets hidden), and Kafka's errors for a topic that does not exist, another node's id and a
-resource type kcoord does not describe. Asked as clients ask: confluent-kafka's AdminClient, and a
+names (secrets hidden), a consumer group's settings, and Kafka's errors for a topic that does not
+exist, another node's id and a resource type kcoord does not describe. Asked as clients ask: confluent-kafka's AdminClient, and a
 raw v4 request."""
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def test_synonyms_types_and_errors_as_kafka_answers_them(bootstrap: str) -> None
         m.DescribeConfigsResource(resource_type=2, resource_name="no-such-topic", configuration_keys=None),
         m.DescribeConfigsResource(resource_type=4, resource_name="7", configuration_keys=None),
         m.DescribeConfigsResource(resource_type=32, resource_name="g", configuration_keys=None),
+        m.DescribeConfigsResource(resource_type=8, resource_name="0", configuration_keys=None),
     ), include_synonyms=True, include_documentation=True))
-    topic, missing, other_node, group = resp.results
+    topic, missing, other_node, group, logger = resp.results
     entries = {c.name: c for c in topic.configs}
     assert set(entries) == {"retention.bytes", "retention.ms"}  # the keys asked for, no more
     rb = entries["retention.bytes"]
@@ -68,4 +69,6 @@ def test_synonyms_types_and_errors_as_kafka_answers_them(bootstrap: str) -> None
     assert [s.name for s in entries["retention.ms"].synonyms] == ["log.retention.ms"]
     assert int(missing.error_code.value) == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert int(other_node.error_code.value) == 42 and "broker id" in (other_node.error_message or "")  # INVALID_REQUEST
-    assert int(group.error_code.value) == 42
+    assert int(group.error_code.value) == 0 and {c.name: (c.value, c.config_source) for c in group.configs} == {
+        "consumer.heartbeat.interval.ms": ("5000", DEFAULT), "consumer.session.timeout.ms": ("45000", DEFAULT)}
+    assert int(logger.error_code.value) == 42  # BROKER_LOGGER: not described here
