@@ -1,4 +1,5 @@
-"""Metadata (3) v0–12: brokers, cluster id, controller, topics/partitions/leaders."""
+"""Metadata (3) v0–12: brokers, cluster id, controller, topics/partitions/leaders; and
+DescribeCluster (60) v0–2, the same view of the brokers without the topics."""
 
 from __future__ import annotations
 
@@ -194,5 +195,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(node, request, listener=ctx.listener, ctx=ctx, refused=frozenset(refused))
 
 
+DESCRIBE_CLUSTER = 60
+BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint types: 1 brokers, 2 controllers
+
+
+def build_describe_cluster(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+                           ctx: RequestContext | None = None) -> Any:
+    """The brokers as the requester's listener reaches them, the cluster id and the controller.
+    kcoord's nodes are brokers and controllers at once; asking for the controllers' endpoints
+    (type 2) is answered UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers it."""
+    m = resp_mod(DESCRIBE_CLUSTER, version_of(request))
+    endpoint = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    if error is None and endpoint != BROKERS_ENDPOINT:
+        error = ErrorCode.unsupported_endpoint_type
+    if error is not None:
+        return mk(m.DescribeClusterResponse, throttle_time=ZERO, error_code=error, error_message=None,
+                  endpoint_type=endpoint, cluster_id=node.cluster_id, controller_id=-1, brokers=(),
+                  cluster_authorized_operations=NO_OPERATIONS)
+    brokers = tuple(mk(m.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
+                       is_fenced=False)
+                    for b in (node.through(x, listener) if listener else x for x in node.topology.brokers()))
+    return mk(m.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
+              endpoint_type=endpoint, cluster_id=node.cluster_id, controller_id=node.topology.controller_id(),
+              brokers=brokers, cluster_authorized_operations=_Access(ctx, request).cluster_bits())
+
+
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    return build_describe_cluster(ctx.node, request, listener=ctx.listener, ctx=ctx)
+
+
 def register(node: NodeServices) -> None:
     node.registry.register(API_KEY, 0, 12, handle, error_response=lambda req, code: build(node, req, error=code))
+    node.registry.register(DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster,
+                           error_response=lambda req, code: build_describe_cluster(node, req, error=code))
