@@ -459,6 +459,34 @@ def _i6_consumer_protocol(tb: Tables, opts: Options, groups: list[str],
     return bad, quiet, excused
 
 
+def _churn_windows(tb: Tables, opts: Options) -> DataFrame:
+    """When another member's coming or going may still move partitions, as Kafka moves them too:
+    a leave until a session timeout after it (the rebalance it starts), a crash until its session
+    has expired (later by every coordinator load meanwhile, which restarts the timer), a new member
+    from its first event until a session timeout after its first assignment (its join)."""
+    ev = tb.ev
+    expiry = opts.session_timeout + opts.fault_grace
+    rows: list[tuple[str, str, str | None, float, float]] = []
+    loads: dict[str, list[float]] = {}
+    for r in ev.where(F.col("type").isin("leave", "crash")).select("group", "member", "instance", "t", "type").collect():
+        if r["type"] == "leave":
+            end = r["t"] + opts.session_timeout
+        else:
+            if r["group"] not in loads:
+                loads[r["group"]] = coordinator_loads(tb, opts, r["group"])
+            end = session_end(r["t"], loads[r["group"]], expiry)
+        rows.append((r["group"], r["member"], r["instance"], r["t"], end))
+    firsts = (ev.where(F.col("type").isin("assign", "revoke"))
+              .groupBy("group", "member").agg(F.first("instance", ignorenulls=True).alias("instance"),
+                                             F.min("t").alias("t0"),
+                                             F.min(F.when(F.col("type") == "assign", F.col("t"))).alias("t1")))
+    for r in firsts.collect():
+        rows.append((r["group"], r["member"], r["instance"], r["t0"],
+                     (r["t1"] if r["t1"] is not None else r["t0"]) + opts.session_timeout))
+    return ev.sparkSession.createDataFrame(
+        rows, "o_group string, o_member string, o_instance string, o_start double, o_end double")
+
+
 def check_i7(tb: Tables, opts: Options) -> Verdict:
     ev = tb.ev
     static = (ev.where(F.col("instance").isNotNull()).select("group", "member", "instance").distinct())
@@ -493,10 +521,10 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
          .withColumn("w_end", F.col("t_r") + opts.fault_grace)
          .withColumn("bid", F.monotonically_increasing_id()))
     returned -= b.count()
-    others_churn = ev.where(F.col("type").isin("leave", "crash")).select(
-        F.col("group").alias("o_group"), F.col("member").alias("o_member"), F.col("t").alias("o_t"))
-    noisy = (b.join(others_churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
-                    & (F.col("o_t") >= b["t_b"]) & (F.col("o_t") <= b["w_end"])).select("bid").distinct())
+    churn = _churn_windows(tb, opts)
+    noisy = (b.join(churn, (b["group"] == F.col("o_group")) & (b["member"] != F.col("o_member"))
+                    & (F.coalesce(F.col("o_instance"), F.lit("")) != b["instance"])
+                    & (F.col("o_start") <= b["w_end"]) & (F.col("o_end") >= b["t_b"])).select("bid").distinct())
     outages = [(g, a, z) for g, spans in session_breaking(tb, opts).items() for a, z in spans]
     # Any kill_all near a bounce: the restarted coordinator replays only what was stored, so a
     # member whose join completed but whose generation was not yet written comes back unknown
@@ -508,6 +536,7 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
         out_df = ev.sparkSession.createDataFrame(outages, "o_group string, o_start double, o_end double")
         noisy = noisy.union(b.join(out_df, (b["group"] == F.col("o_group")) & (F.col("o_start") <= b["w_end"])
                                    & (F.col("o_end") >= b["t_b"])).select("bid")).distinct()
+    amid_churn = noisy.count()
     rev = (ev.where((F.col("type") == "revoke") & (F.size("partitions") > 0))
            .select(F.col("group").alias("v_group"), F.col("member").alias("revoked_member"),
                    F.col("t").alias("t_revoke"), "partitions", F.col("instance").alias("v_instance")))
@@ -518,13 +547,16 @@ def check_i7(tb: Tables, opts: Options) -> Verdict:
            .select("group", F.col("instance").alias("bounced_instance"), F.col("member").alias("bounced_member"),
                    "t_b", "t_r", "revoked_member", "t_revoke", "partitions").orderBy("t_b"))
     return _verdict("I7", [("revocation-on-static-bounce", bad)], opts,
-                    ["bounces overlapping another member's leave/crash are not judged",
+                    [f"bounces overlapping another member's churn are not judged: a leave until {opts.session_timeout:g} s "
+                     "after it, a crash until its session expired, a new member until "
+                     f"{opts.session_timeout:g} s after its first assignment",
                      f"bounces within {opts.fault_grace:g} s of a kill_all are not judged (unstored generations are lost)",
                      "a static member that held nothing when it went (never assigned, or lost) is not judged",
                      f"a static member not back within the {opts.session_timeout:g} s session timeout is expired "
                      "(its partitions move, as in Kafka): not judged",
                     "conflicting group.instance.id fencing (exactly one survivor) is not checked"],
-                    {"static_bounces": b.count(), "bounces_holding_nothing": empty_handed,
+                    {"static_bounces": b.count(), "bounces_amid_churn_or_outage": amid_churn,
+                     "bounces_holding_nothing": empty_handed,
                      "bounces_past_session_timeout": returned})
 
 
