@@ -328,17 +328,31 @@ class PartitionStore:
         part = self._parts.get(key)
         if part is None:
             d = self.directory(topic, partition)
-            data = DataLog(
-                d,
-                segment_bytes=int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
-                retention_ms=int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
-                retention_bytes=int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
-                cleanup_policy=topic_configs.get("cleanup.policy", DEFAULT_POLICY),
-            )
-            max_message = int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
-            part = DataPartition(topic, partition, d, data, max_message_bytes=max_message)
+            settings = self._settings(topic_configs)
+            data = DataLog(d, **settings)
+            part = DataPartition(topic, partition, d, data, max_message_bytes=self._max_message(topic_configs))
             self._parts[key] = part
         return part
+
+    def _settings(self, topic_configs: dict[str, str]) -> dict[str, Any]:
+        """A data log's settings from its topic's overrides, else the node's."""
+        return {"segment_bytes": int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
+                "retention_ms": int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
+                "retention_bytes": int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
+                "cleanup_policy": topic_configs.get("cleanup.policy", DEFAULT_POLICY)}
+
+    def _max_message(self, topic_configs: dict[str, str]) -> int:
+        return int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
+
+    def reconfigure(self, topic: str, topic_configs: dict[str, str]) -> None:
+        """A topic's configs altered: its open partitions follow from their next append, fetch or
+        retention run on."""
+        settings = self._settings(topic_configs)
+        for (name, _), part in self._parts.items():
+            if name == topic:
+                part.data.reconfigure(**settings)
+                part.max_message_bytes = self._max_message(topic_configs)
+        log.info("event=topic_reconfigured topic=%s configs=%s", topic, sorted(topic_configs.items()))
 
     def get(self, topic: str, partition: int) -> DataPartition | None:
         return self._parts.get((topic, partition))

@@ -206,6 +206,14 @@ class ClusterMetadata:
         self.save()
         return t
 
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Single node: a topic's new config overrides, kept on disk."""
+        t = self.topics[name]
+        self.topics[name] = self._by_id[t.topic_id] = TopicMeta(name, t.partitions, t.topic_id, dict(configs),
+                                                                t.internal)
+        self._image = None
+        self.save()
+
     def remove_topic(self, name: str) -> TopicMeta | None:
         t = self.topics.pop(name, None)
         if t is not None:

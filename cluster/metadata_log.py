@@ -29,6 +29,7 @@ from cluster.metadata import (
 )
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
+from cluster.topic_configs import ConfigError, altered
 
 METADATA_VERSION = 1  # of every record this build writes; it reads 0 (no version) up to this
 
@@ -79,14 +80,30 @@ class RegisterEndpoints:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterTopicConfigs:
+    """IncrementalAlterConfigs / AlterConfigs (``replace``) on one topic: the operations, applied
+    to the committed overrides where the change is folded (``cluster/topic_configs.py``), so two
+    alterations of different keys both take effect; ``max_message_bytes`` is the bound its
+    requester had, so every node validates alike."""
+
+    name: str
+    topic_id: str
+    ops: list[list[Any]] = field(default_factory=list)  # [key, operation, value]
+    replace: bool = False
+    max_message_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class GrantPidBlock:
     node: int
     request: str
 
 
-Change = InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
+Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
+          | AlterTopicConfigs)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
-                            ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block"}
+                            ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
+                            AlterTopicConfigs: "topic_configs"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -185,6 +202,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                                              "configs": dict(rec.configs), "slot": state["next_slot"]}
                 state["next_slot"] += int(rec.partitions)
                 partitions += int(rec.partitions)
+        elif isinstance(rec, AlterTopicConfigs):
+            result = _alter_topic_configs(state["topics"], rec)
         elif isinstance(rec, DeleteTopic):
             # The topic id the requester saw: a topic deleted and created again under the name
             # meanwhile is another topic, which this delete leaves alone (records without one
@@ -229,6 +248,21 @@ def _admit(state: dict[str, Any], change: str, seen: int) -> bool:
         return False
     applied[change] = state["seq"]
     return True
+
+
+def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list[str | None]:
+    """Apply a config alteration to the committed topic; what its requester is told: ["none"],
+    or an error's name and message (the topic gone, or the result invalid: nothing applied)."""
+    topic = topics.get(rec.name)
+    if topic is None or topic["topic_id"] != rec.topic_id:
+        return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+    ops = [(str(k), int(o), None if v is None else str(v)) for k, o, v in rec.ops]
+    try:
+        topic["configs"] = altered(dict(topic["configs"]), ops, replace=bool(rec.replace),
+                                   message_max_bytes=int(rec.max_message_bytes))
+    except ConfigError as e:
+        return [e.code, str(e)]
+    return ["none", None]
 
 
 def _partition_limit(total: int, op: CreateTopic) -> str | None:

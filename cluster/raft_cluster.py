@@ -39,6 +39,7 @@ from cluster.metadata import (
     scram_row,
 )
 from cluster.metadata_log import (
+    AlterTopicConfigs,
     Change,
     ChangeAcls,
     ChangeScram,
@@ -57,6 +58,7 @@ from cluster.offsets_compaction import compact_offsets
 from cluster.security.authorizer import AclFilter
 from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
+from cluster.topic_configs import Op
 from cluster.txn_entries import compact_txn
 from replication.api import PeerLog, ReplicationError
 from replication.data_log import settle_install
@@ -381,6 +383,9 @@ class RaftCluster:
         for name, t in state["topics"].items():
             old = self.metadata.topics.get(name)
             tid = uuid.UUID(t["topic_id"])
+            if old is not None and old.topic_id == tid and old.configs != t["configs"]:
+                self.partitions.reconfigure(name, dict(t["configs"]))  # altered: applied live
+                old = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))
             topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
                 name, t["partitions"], tid, dict(t["configs"]))
         self.metadata.replace_topics(topics)
@@ -490,6 +495,13 @@ class RaftCluster:
 
     async def alter_scram(self, change: list[ScramRow]) -> None:
         await self._change(ChangeScram([list(x) for x in change]))
+
+    async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter a topic's config overrides through the metadata log; ["none"] or an error's name
+        and message, as the change was folded (``AlterTopicConfigs``)."""
+        result = await self._change(AlterTopicConfigs(topic.name, str(topic.topic_id), [list(o) for o in ops],
+                                                      replace, self.config.message_max_bytes))
+        return list(result)
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)

@@ -22,6 +22,7 @@ from cluster.metadata import (
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter
+from cluster.topic_configs import ConfigError, Op, altered
 from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
 from replication.local import LocalLog
@@ -123,6 +124,17 @@ class SingleNodeTopology:
         if t is not None:
             self.partitions.drop_topic(name, t.partitions)
         return t
+
+    async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
+        if self.metadata.topics.get(topic.name) is not topic:
+            return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+        try:
+            configs = altered(topic.configs, ops, replace=replace, message_max_bytes=self.config.message_max_bytes)
+        except ConfigError as e:
+            return [e.code, str(e)]
+        self.metadata.set_topic_configs(topic.name, configs)
+        self.partitions.reconfigure(topic.name, configs)
+        return ["none", None]
 
     async def allocate_producer_id_block(self) -> int:
         return self.metadata.allocate_producer_id_block()

@@ -16,6 +16,7 @@ from cluster.broker_info import BrokerInfo
 from cluster.data_plane import DataPartition
 from cluster.metadata import AclRow, ScramRow, TopicMeta
 from cluster.security.authorizer import AclFilter
+from cluster.topic_configs import Op
 from replication.api import CoordinatorLog
 
 
@@ -86,6 +87,12 @@ class Topology(Protocol):
         ...
 
     async def delete_topic(self, name: str) -> TopicMeta | None: ...
+
+    async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter ``topic``'s config overrides (``cluster/topic_configs.py``) in one step of the
+        cluster's metadata, applied live to its partitions on every node: ["none"], or the name
+        of the Kafka error and its message (nothing applied)."""
+        ...
 
     async def create_acls(self, rows: list[AclRow]) -> None:
         """Add ``rows`` in one step of the cluster's metadata (every node's ``metadata.acls``

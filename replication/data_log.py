@@ -466,6 +466,15 @@ class DataLog:
         os.makedirs(directory, exist_ok=True)
         self._open()
 
+    def reconfigure(self, *, segment_bytes: int, retention_ms: int, retention_bytes: int, cleanup_policy: str) -> None:
+        """The topic's settings altered (IncrementalAlterConfigs): they hold from the next append
+        (a segment rolls at the new size) and the next retention run on."""
+        with self.lock:
+            self.segment_bytes = segment_bytes
+            self.retention_ms = retention_ms
+            self.retention_bytes = retention_bytes
+            self.cleanup_policy = cleanup_policies(cleanup_policy)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from cluster.apis import (
     acls,
+    alter_configs,
     api_versions,
     configs,
     fetch,
@@ -21,5 +22,5 @@ from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, api_versions, configs, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
+    for mod in (acls, alter_configs, api_versions, configs, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

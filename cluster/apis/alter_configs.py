@@ -1,0 +1,126 @@
+"""IncrementalAlterConfigs (44) v0–1 and AlterConfigs (33) v0–2: a topic's config overrides,
+changed through the cluster's metadata log and applied live on every node (retention, cleanup
+policy, segment size, ``max.message.bytes``).
+
+Kafka's rules (``ConfigAdminManager``, ``ConfigurationControlManager``): a resource named twice in
+one request, a key named twice in one resource, or a value missing where the operation needs one
+is INVALID_REQUEST; an unknown key, a bad value, or APPEND/SUBTRACT on a key that is not a list is
+INVALID_CONFIG, and nothing of that resource is applied; ``validate_only`` answers as if applied
+and changes nothing. AlterConfigs replaces the topic's whole override set. kcoord's node settings
+are static and its groups take no per-group configs yet: altering a BROKER or GROUP resource is
+refused (INVALID_CONFIG) naming the keys, an empty alteration of one succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.apis.configs import BROKER, GROUP, TOPIC
+from cluster.dispatch import RequestContext
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from cluster.services import NodeServices
+from cluster.topic_configs import SET, ConfigError, Op, altered
+from replication.api import ReplicationError
+
+log = logging.getLogger(__name__)
+ALTER_KEY = 33
+INCREMENTAL_KEY = 44
+Result = tuple[ErrorCode, str | None]
+OK: Result = (ErrorCode.none, None)
+
+
+async def _alter(node: NodeServices, ctx: RequestContext | None, res: Any, ops: list[Op], replace: bool,
+                 validate_only: bool) -> Result:
+    def allowed(rtype: ResourceType, name: str) -> bool:
+        return ctx is None or ctx.allowed(Operation.ALTER_CONFIGS, rtype, name)
+
+    if res.resource_type == TOPIC:
+        if not allowed(ResourceType.TOPIC, res.resource_name):
+            return ErrorCode.topic_authorization_failed, None
+        if node.is_internal_topic(res.resource_name):
+            return ErrorCode.invalid_request, f"kcoord manages the configs of {res.resource_name} itself"
+        topic = node.topic(res.resource_name)
+        if topic is None:
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+        try:  # the early answer; the committed change is checked again where it is folded
+            altered(topic.configs, ops, replace=replace, message_max_bytes=node.config.message_max_bytes)
+        except ConfigError as e:
+            return ErrorCode[e.code], str(e)
+        if validate_only:
+            return OK
+        try:
+            code, message = await node.topology.alter_topic_configs(topic, ops, replace)
+        except (ReplicationError, TimeoutError) as e:
+            return ErrorCode.not_controller, f"metadata not available: {e}"
+        if code == "none":
+            return OK
+        return ErrorCode[str(code)], message
+    if res.resource_type == BROKER:
+        if not allowed(ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.cluster_authorization_failed, None
+        if res.resource_name not in ("", str(node.node_id)):
+            return (ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received "
+                    f"{res.resource_name}")
+        return _static(ops, "kcoord's node settings are static (set them in the node's configuration)")
+    if res.resource_type == GROUP:
+        if not allowed(ResourceType.GROUP, res.resource_name):
+            return ErrorCode.group_authorization_failed, None
+        return _static(ops, "kcoord takes no per-group configs yet; the node's group.consumer.* settings apply")
+    return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+
+
+def _static(ops: list[Op], why: str) -> Result:
+    if not ops:
+        return OK
+    return ErrorCode.invalid_config, f"Cannot update these configs dynamically: {sorted(k for k, _, _ in ops)}: {why}"
+
+
+def _response(api_key: int, request: Any, results: list[tuple[Any, Result]]) -> Any:
+    m = resp_mod(api_key, version_of(request))
+    name = "IncrementalAlterConfigsResponse" if api_key == INCREMENTAL_KEY else "AlterConfigsResponse"
+    return mk(getattr(m, name), throttle_time=ZERO, responses=tuple(
+        mk(m.AlterConfigsResourceResponse, error_code=code, error_message=message,
+           resource_type=res.resource_type, resource_name=res.resource_name) for res, (code, message) in results))
+
+
+def error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
+    return _response(api_key, request, [(res, (code, None)) for res in request.resources])
+
+
+async def build(node: NodeServices, request: Any, api_key: int, ctx: RequestContext | None = None) -> Any:
+    counts: dict[tuple[int, str], int] = {}
+    for res in request.resources:
+        counts[(res.resource_type, res.resource_name)] = counts.get((res.resource_type, res.resource_name), 0) + 1
+    results: list[tuple[Any, Result]] = []
+    for res in request.resources:
+        if counts[(res.resource_type, res.resource_name)] > 1:
+            results.append((res, (ErrorCode.invalid_request, f"Duplicate resource: {res.resource_name}")))
+            continue
+        if api_key == INCREMENTAL_KEY:
+            ops: list[Op] = [(c.name, int(c.config_operation), c.value) for c in res.configs]
+        else:
+            ops = [(c.name, SET, c.value) for c in res.configs]
+        code, message = await _alter(node, ctx, res, ops, api_key == ALTER_KEY, request.validate_only)
+        if code is ErrorCode.none and not request.validate_only and res.resource_type == TOPIC:
+            log.info("event=topic_configs_altered topic=%s ops=%s", res.resource_name, ops)
+        results.append((res, (code, message)))
+    return _response(api_key, request, results)
+
+
+async def handle_alter(ctx: RequestContext, request: Any) -> Any:
+    return await build(ctx.node, request, ALTER_KEY, ctx)
+
+
+async def handle_incremental(ctx: RequestContext, request: Any) -> Any:
+    return await build(ctx.node, request, INCREMENTAL_KEY, ctx)
+
+
+def register(node: NodeServices) -> None:
+    node.registry.register(ALTER_KEY, 0, 2, handle_alter,
+                           error_response=lambda req, code: error_response(ALTER_KEY, req, code))
+    node.registry.register(INCREMENTAL_KEY, 0, 1, handle_incremental,
+                           error_response=lambda req, code: error_response(INCREMENTAL_KEY, req, code))
