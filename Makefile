@@ -41,8 +41,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit tests/runtime
 
+# Two workers: tests/cluster (node processes) on one, every other test on the other (tests/conftest.py).
 test: setup lint
-	$(BIN)/pytest -q -m "not slow" --durations=30
+	$(BIN)/pytest -q -m "not slow" -n 2 --tiers --durations=30
 
 # The fast tier (CONTRIBUTING.md): lint, then the pure and in-process wire tests (no node
 # processes, nothing slow), in under three minutes.

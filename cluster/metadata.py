@@ -26,7 +26,7 @@ PRODUCER_ID_BLOCK = 1000
 
 # Kafka topic-level configs we accept in CreateTopics; numeric ones are validated.
 NUMERIC_TOPIC_CONFIGS = {
-    "retention.ms": -1, "retention.bytes": -1, "segment.bytes": 1024, "segment.ms": 1,
+    "retention.ms": -1, "retention.bytes": -1, "segment.bytes": 1 << 20, "segment.ms": 1,
     "max.message.bytes": 0, "min.insync.replicas": 1, "segment.index.bytes": 4,
     "index.interval.bytes": 0, "flush.messages": 1, "flush.ms": 0, "delete.retention.ms": 0,
     "file.delete.delay.ms": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1,
@@ -63,8 +63,14 @@ def validate_topic_name(name: str | None) -> str | None:
     return None
 
 
+MAX_CONFIG_VALUE = 32 * 1024  # a value travels in a metadata record every node folds
+
+
 def validate_topic_config(name: str, value: str | None, *, message_max_bytes: int) -> str | None:
     """An error message, or ``None`` if valid (``message_max_bytes``: the node's message.max.bytes)."""
+    if value is not None and len(value) > MAX_CONFIG_VALUE:
+        # A deliberate difference: Kafka takes any length; here it would go to every node's metadata.
+        return f"Invalid value for configuration {name}: longer than {MAX_CONFIG_VALUE} characters"
     if name in NUMERIC_TOPIC_CONFIGS:
         try:
             v = float(value or "") if name == "min.cleanable.dirty.ratio" else int(value or "")
@@ -205,6 +211,14 @@ class ClusterMetadata:
         self._image = None
         self.save()
         return t
+
+    def set_partitions(self, name: str, count: int) -> TopicMeta:
+        """Single node: a topic grown to ``count`` partitions, kept on disk."""
+        t = self.topics[name]
+        self.topics[name] = self._by_id[t.topic_id] = TopicMeta(name, count, t.topic_id, dict(t.configs), t.internal)
+        self._image = None
+        self.save()
+        return self.topics[name]
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Single node: a topic's new config overrides, kept on disk."""

@@ -31,7 +31,13 @@ from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter, Operation, PatternType, Permission, ResourceType
 from cluster.topic_configs import ConfigError, altered
 
-METADATA_VERSION = 1  # of every record this build writes; it reads 0 (no version) up to this
+# This build reads records of versions 0 (none) to METADATA_VERSION. It writes version 1, and 2 for
+# what a build that reads only 1 would misread: the kinds it lacks (topic configs, partition
+# increases) and a state record holding a grown topic (whose later partitions' slots it would
+# compute as the first ones').
+METADATA_VERSION = 2
+WRITES = 1
+NEW_KINDS = frozenset({"topic_configs", "partitions"})
 
 
 class MetadataVersionError(ValueError):
@@ -94,16 +100,27 @@ class AlterTopicConfigs:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatePartitions:
+    """CreatePartitions: the topic grows to ``count`` partitions; the new ones get Raft slots of
+    their own after every slot taken (a topic's first partitions keep theirs)."""
+
+    name: str
+    topic_id: str
+    count: int
+    max_partitions: int = 0  # the bound its requester had, so every node decides alike
+
+
+@dataclass(frozen=True, slots=True)
 class GrantPidBlock:
     node: int
     request: str
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs)
+          | AlterTopicConfigs | CreatePartitions)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
-                            AlterTopicConfigs: "topic_configs"}
+                            AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -113,7 +130,8 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
     requester had seen)."""
     body = {f.name: getattr(change, f.name) for f in fields(change) if getattr(change, f.name) is not None}
     envelope = {"id": change_id, "seen": seen} if change_id is not None else {}
-    return metadata_op(op=KIND_OF[type(change)], **envelope, **body)
+    kind = KIND_OF[type(change)]
+    return metadata_op(op=kind, **envelope, **body, v=2 if kind in NEW_KINDS else WRITES)
 
 
 def decode_change(op: dict[str, Any]) -> Change:
@@ -204,6 +222,11 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 partitions += int(rec.partitions)
         elif isinstance(rec, AlterTopicConfigs):
             result = _alter_topic_configs(state["topics"], rec)
+        elif isinstance(rec, CreatePartitions):
+            result = _create_partitions(state, partitions, rec)
+            if result[0] == "none":
+                partitions += int(rec.count) - int(state["topics"][rec.name]["partitions"])
+                state["topics"][rec.name]["partitions"] = int(rec.count)
         elif isinstance(rec, DeleteTopic):
             # The topic id the requester saw: a topic deleted and created again under the name
             # meanwhile is another topic, which this delete leaves alone (records without one
@@ -265,6 +288,34 @@ def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list
     return ["none", None]
 
 
+def _create_partitions(state: dict[str, Any], total: int, rec: CreatePartitions) -> list[str | None]:
+    """Check a partition increase against the committed state and take the new partitions' slots
+    (the caller sets the count); what its requester is told: ["none"] or an error and message."""
+    topic = state["topics"].get(rec.name)
+    if topic is None or topic["topic_id"] != rec.topic_id:
+        return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+    have, count = int(topic["partitions"]), int(rec.count)
+    if count <= have:  # another increase got there first
+        return ["invalid_partitions", f"Topic currently has {have} partitions, which is higher than or equal to "
+                                      f"the requested {count}."]
+    refusal = partition_limit_message(total, count - have, int(rec.max_partitions))
+    if refusal is not None:
+        return ["policy_violation", refusal]
+    topic.setdefault("more", []).append([have, state["next_slot"]])
+    state["next_slot"] += count - have
+    return ["none", None]
+
+
+def partition_slot(topic: dict[str, Any], partition: int) -> int:
+    """The Raft slot of a topic's partition: its first partitions from the topic's slot on, each
+    later increase from the slot it was given (``CreatePartitions``)."""
+    base, first = int(topic["slot"]), 0
+    for start, slot in topic.get("more") or ():
+        if partition >= int(start):
+            base, first = int(slot), int(start)
+    return base + partition - first
+
+
 def _partition_limit(total: int, op: CreateTopic) -> str | None:
     """Why this creation may not join the ``total`` partitions of the committed state: it would
     pass the ``max_partitions`` its requester wrote into the entry. Creations that passed the
@@ -297,9 +348,10 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
-    return [metadata_op(op="state", **state)]
+    grown = any(t.get("more") for t in state["topics"].values())
+    return [metadata_op(op="state", **state, v=2 if grown else WRITES)]
 
 
-def metadata_op(**fields: Any) -> bytes:
-    """A metadata change as its log entry, at this build's record version."""
-    return bytes(msgpack.packb({**fields, "v": METADATA_VERSION}, use_bin_type=True))
+def metadata_op(*, v: int = WRITES, **fields: Any) -> bytes:
+    """A metadata change as its log entry, at record version ``v``."""
+    return bytes(msgpack.packb({**fields, "v": v}, use_bin_type=True))

@@ -16,6 +16,7 @@ A partition's preferred leader is ``slot % len(peers)``, which spreads leadershi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -43,6 +44,7 @@ from cluster.metadata_log import (
     Change,
     ChangeAcls,
     ChangeScram,
+    CreatePartitions,
     CreateTopic,
     DeleteTopic,
     GrantPidBlock,
@@ -53,6 +55,7 @@ from cluster.metadata_log import (
     encode_change,
     filter_fields,
     fold_metadata,
+    partition_slot,
 )
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.authorizer import AclFilter
@@ -81,6 +84,8 @@ def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
 
 
 # ------------------------------------------------------------------ data partitions
+
+ELECT_WAIT_S = 5.0  # how long ElectLeaders waits for one transfer
 
 class RaftCluster:
     def __init__(self, config: NodeConfig, metadata: ClusterMetadata, partitions: PartitionStore,
@@ -386,6 +391,8 @@ class RaftCluster:
             if old is not None and old.topic_id == tid and old.configs != t["configs"]:
                 self.partitions.reconfigure(name, dict(t["configs"]))  # altered: applied live
                 old = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))
+            if old is not None and old.topic_id == tid and old.partitions != t["partitions"]:
+                old = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))  # grown (CreatePartitions)
             topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
                 name, t["partitions"], tid, dict(t["configs"]))
         self.metadata.replace_topics(topics)
@@ -395,7 +402,7 @@ class RaftCluster:
         scram = frozenset(scram_row(x) for x in state["scram"])
         if scram != self.metadata.scram:
             self.metadata.scram = scram
-        wanted = {(name, p): t["slot"] + p for name, t in state["topics"].items() for p in range(t["partitions"])}
+        wanted = {(name, p): partition_slot(t, p) for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
         for key in [k for k in self.data_logs if wanted.get(k) != self._data_slots.get(k)]:
@@ -502,6 +509,41 @@ class RaftCluster:
         result = await self._change(AlterTopicConfigs(topic.name, str(topic.topic_id), [list(o) for o in ops],
                                                       replace, self.config.message_max_bytes))
         return list(result)
+
+    async def create_partitions(self, topic: TopicMeta, count: int) -> list[str | None]:
+        """Grow ``topic`` to ``count`` partitions through the metadata log; ["none"] once this node
+        has opened the new ones and each has a leader, else an error's name and message."""
+        result = list(await self._change(CreatePartitions(topic.name, str(topic.topic_id), count,
+                                                           self.config.max_partitions)))
+        if result[0] == "none":  # committed: answered as done, once the new partitions have leaders or soon after
+            with contextlib.suppress(TimeoutError):
+                await self._wait(lambda: all((topic.name, p) in self.data_logs and self.leader_of(
+                    self.data_logs[(topic.name, p)]) is not None for p in range(count)), timeout=5.0)
+        return result
+
+    async def elect_preferred(self, topic: str, partition: int, timeout: float) -> tuple[str, Peer | None]:
+        """ElectLeaders (preferred) for one data partition: ("none", _) once its preferred node
+        leads, ("election_not_needed", _) if it does already, ("forward", leader) if another node
+        leads it (only the leader can hand leadership over), or the error's name."""
+        lg = self.data_logs.get((topic, partition))
+        if lg is None:
+            return "unknown_topic_or_partition", None
+        preferred = self.peers[self._data_slots[(topic, partition)] % len(self.peers)]
+        leader = self.leader_of(lg)
+        if leader is not None and leader.node_id == preferred.node_id:
+            return "election_not_needed", None
+        if leader is None or not lg.is_leader():
+            return ("forward", leader) if leader is not None else ("preferred_leader_not_available", None)
+        if self.raft_addr(preferred, self._data_slots[(topic, partition)]) not in lg.connected_peers():
+            return "preferred_leader_not_available", None
+        lg.elect_preferred()
+        try:
+            # a transfer takes well under a second; one that did not happen is not waited out
+            await self._wait(lambda: (now := self.leader_of(lg)) is not None and now.node_id == preferred.node_id,
+                             timeout=min(timeout, ELECT_WAIT_S))
+        except TimeoutError:
+            return "request_timed_out", None
+        return "none", None
 
     async def delete_topic(self, name: str) -> TopicMeta | None:
         t = self.metadata.topics.get(name)

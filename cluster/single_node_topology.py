@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 
 from cluster.broker_info import BrokerInfo
-from cluster.config import NodeConfig
+from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.metadata import (
     OFFSETS_TOPIC,
@@ -124,6 +124,24 @@ class SingleNodeTopology:
         if t is not None:
             self.partitions.drop_topic(name, t.partitions)
         return t
+
+    async def create_partitions(self, topic: TopicMeta, count: int) -> list[str | None]:
+        if self.metadata.topics.get(topic.name) is not topic:
+            return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+        refusal = partition_limit_message(sum(t.partitions for t in self.metadata.topics.values()),
+                                          count - topic.partitions, self.config.max_partitions)
+        if refusal is not None:
+            return ["policy_violation", refusal]
+        grown = self.metadata.set_partitions(topic.name, count)
+        for p in range(topic.partitions, count):
+            self.partitions.open(topic.name, p, grown.configs)
+        return ["none", None]
+
+    async def elect_preferred(self, topic: str, partition: int, timeout: float) -> tuple[str, Peer | None]:
+        t = self.metadata.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return "unknown_topic_or_partition", None
+        return "election_not_needed", None  # the only node leads every partition
 
     async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
         if self.metadata.topics.get(topic.name) is not topic:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from cluster.broker_info import BrokerInfo
+from cluster.config import Peer
 from cluster.data_plane import DataPartition
 from cluster.metadata import AclRow, ScramRow, TopicMeta
 from cluster.security.authorizer import AclFilter
@@ -87,6 +88,18 @@ class Topology(Protocol):
         ...
 
     async def delete_topic(self, name: str) -> TopicMeta | None: ...
+
+    async def create_partitions(self, topic: TopicMeta, count: int) -> list[str | None]:
+        """Grow ``topic`` to ``count`` partitions in one step of the cluster's metadata (checked
+        there against its current count and ``max_partitions``): ["none"] once this node serves
+        them, else the name of the Kafka error and its message."""
+        ...
+
+    async def elect_preferred(self, topic: str, partition: int, timeout: float) -> tuple[str, Peer | None]:
+        """ElectLeaders (preferred) for a data partition: "none" once the partition's preferred
+        node leads it, "election_not_needed", ("forward", the leader) when another node leads it
+        and must hand it over, or the name of another Kafka error."""
+        ...
 
     async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
         """Alter ``topic``'s config overrides (``cluster/topic_configs.py``) in one step of the

@@ -584,7 +584,7 @@ class DataLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in list(self._segments))  # a copy: an install may swap the list meanwhile
 
     @property
     def segment_count(self) -> int:

@@ -1,5 +1,6 @@
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -27,3 +28,25 @@ def fail_stops():  # type: ignore[no-untyped-def]
     failstop.set_action(action)
     yield seen
     failstop.reset_action()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tiers", action="store_true",
+                     help="with -n 2: tests/cluster on one worker, every other test on the other")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test`` runs ``-n 2 --tiers``: the tests that start node processes (tests/cluster) on
+    one pytest-xdist worker and every other test on the other, each tier whole and in its collection
+    order. Both mostly wait on sockets and timers, so they overlap well on two cores, and no two
+    clusters of tests/cluster run at once. (xdist's own ``loadgroup`` cannot group under pytest 9.2.)"""
+    if not config.getoption("tiers"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "cluster" if nodeid.startswith("tests/cluster/") else "rest"
+
+    return TierScheduling(config, log)

@@ -10,17 +10,22 @@ from cluster.apis import (
     alter_configs,
     api_versions,
     configs,
+    elect_leaders,
     fetch,
     find_coordinator,
+    log_dirs,
     metadata,
+    partitions,
     produce,
     sasl,
     scram_users,
+    topic_partitions,
     topics,
 )
 from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, alter_configs, api_versions, configs, metadata, topics, produce, fetch, find_coordinator, sasl, scram_users):
+    for mod in (acls, alter_configs, api_versions, configs, metadata, partitions, topics, topic_partitions,
+                log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

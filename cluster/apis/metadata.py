@@ -22,7 +22,9 @@ ZERO_UUID = uuid.UUID(int=0)
 NO_OPERATIONS = -2147483648  # authorized operations not asked for
 
 
-def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
+def partition_entry(cls: type, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
+    """A partition's leader, epoch and replicas as ``cls`` (Metadata's or DescribeTopicPartitions')
+    carries them."""
     replicas = tuple(node.topology.replica_ids())
     if name == OFFSETS_TOPIC:
         leader = node.topology.offsets_leader(p)
@@ -36,20 +38,20 @@ def _partition(m: Any, node: NodeServices, name: str | None, p: int, live: froze
     if leader_id not in live:
         leader_id, epoch = -1, -1
     error = ErrorCode.none if leader_id >= 0 else ErrorCode.leader_not_available
-    return mk(m.MetadataResponsePartition, error_code=error, partition_index=p, leader_id=leader_id,
+    return mk(cls, error_code=error, partition_index=p, leader_id=leader_id,
               leader_epoch=epoch, replica_nodes=replicas, isr_nodes=tuple(r for r in replicas if r in live),
-              offline_replicas=tuple(r for r in replicas if r not in live))
+              eligible_leader_replicas=(), last_known_elr=(), offline_replicas=tuple(r for r in replicas if r not in live))
 
 
 def _topic(m: Any, node: NodeServices, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
            partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset(),
            ops: int = NO_OPERATIONS) -> Any:
-    parts = tuple(_partition(m, node, name, p, live) for p in range(partitions))
+    parts = tuple(partition_entry(m.MetadataResponsePartition, node, name, p, live) for p in range(partitions))
     return mk(m.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
               is_internal=internal, partitions=parts, topic_authorized_operations=ops)
 
 
-class _Access:
+class Access:
     """What the requesting principal may see: DESCRIBE per topic, the bitfields if asked for."""
 
     def __init__(self, ctx: RequestContext | None, request: Any) -> None:
@@ -73,7 +75,7 @@ class _Access:
         return self.ctx.node.access.operations(self.ctx.principal, self.ctx.ip, rtype, name)
 
 
-def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: _Access) -> Any:
+def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: Access) -> Any:
     if not access.describes(name):
         return _topic(m, node, name, ErrorCode.topic_authorization_failed)
     ops = access.ops(ResourceType.TOPIC, name, access.topic_ops)
@@ -90,7 +92,7 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, l
           ctx: RequestContext | None = None, refused: frozenset[str] = frozenset()) -> Any:
     """The answer (``ctx``: the request's, for its principal's view; None for an error answer;
     ``refused``: topics whose auto-creation a partition bound refused)."""
-    access = _Access(ctx, request)
+    access = Access(ctx, request)
     v = version_of(request)
     m = resp_mod(API_KEY, v)
     brokers = tuple(mk(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
@@ -217,7 +219,7 @@ def build_describe_cluster(node: NodeServices, request: Any, *, error: ErrorCode
                     for b in (node.through(x, listener) if listener else x for x in node.topology.brokers()))
     return mk(m.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
               endpoint_type=endpoint, cluster_id=node.cluster_id, controller_id=node.topology.controller_id(),
-              brokers=brokers, cluster_authorized_operations=_Access(ctx, request).cluster_bits())
+              brokers=brokers, cluster_authorized_operations=Access(ctx, request).cluster_bits())
 
 
 async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:

@@ -1,6 +1,7 @@
-"""``kcoord topics``: create / list / describe / delete topics, as ``kafka-topics.sh`` does.
+"""``kcoord topics``: create / list / describe / alter / delete topics, as ``kafka-topics.sh`` does.
 
-Everything goes through the Kafka protocol (CreateTopics, Metadata, DeleteTopics), so it works
+Everything goes through the Kafka protocol (CreateTopics, Metadata, CreatePartitions,
+DeleteTopics), so it works
 against Apache Kafka as well. Exit status: 0 on success, 1 when something failed.
 """
 
@@ -27,7 +28,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(COMMAND, help="create, list, describe, delete topics", description=__doc__)
+    p = subparsers.add_parser(COMMAND, help="create, list, describe, alter, delete topics", description=__doc__)
     sub = p.add_subparsers(dest="topics_cmd", required=True)
 
     pc = sub.add_parser("create", help="create a topic")
@@ -48,6 +49,11 @@ def add_parser(subparsers: Any) -> None:
     pd.add_argument("--exclude-internal", action="store_true")
     pd.add_argument("--under-replicated-partitions", action="store_true",
                     help="only partitions whose ISR is smaller than the replica set")
+
+    pa = sub.add_parser("alter", help="grow a topic to more partitions")
+    add_common(pa)
+    pa.add_argument("--topic", required=True)
+    pa.add_argument("--partitions", type=int, required=True, help="the new partition count (an increase)")
 
     pdel = sub.add_parser("delete", help="delete topics")
     add_common(pdel)
@@ -138,6 +144,18 @@ def cmd_describe(adm: Any, args: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_alter(adm: Any, args: argparse.Namespace) -> int:
+    grow = admin_class("NewPartitions")(args.topic, args.partitions)
+    for f in adm.create_partitions([grow], request_timeout=timeout_s(args)).values():
+        try:
+            result(f, args)
+        except Exception as e:  # noqa: BLE001
+            error(f"failed to alter topic {args.topic}: {kafka_error(e)[1]}")
+            return 1
+    print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return 0
+
+
 def cmd_delete(adm: Any, args: argparse.Namespace) -> int:
     rc = 0
     for name, f in adm.delete_topics(list(dict.fromkeys(args.topic)), request_timeout=timeout_s(args)).items():
@@ -153,7 +171,8 @@ def cmd_delete(adm: Any, args: argparse.Namespace) -> int:
     return rc
 
 
-HANDLERS = {"create": cmd_create, "list": cmd_list, "describe": cmd_describe, "delete": cmd_delete}
+HANDLERS = {"create": cmd_create, "list": cmd_list, "describe": cmd_describe, "alter": cmd_alter,
+            "delete": cmd_delete}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -62,6 +62,8 @@ class LogHost(Protocol):
 
     def tick_by(self, when: float) -> None: ...
 
+    def wake(self) -> None: ...
+
 
 class RaftLog:
     """A ReplicatedLog over one Raft group; created and driven by a ``host.RaftHost``."""
@@ -231,6 +233,8 @@ class RaftLog:
 
     async def submit(self, payload: bytes) -> int:
         """Append from any node, without fencing (for idempotent metadata operations)."""
+        if len(payload) > MAX_ENTRY_BYTES:
+            raise ReplicationError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
 
@@ -443,6 +447,16 @@ class RaftLog:
         if now - self._preferred_since < t.transfer_settle or self._busy():
             return False  # asked again at the ticker's next balancing pass of this round
         self._tried_round = current
+        return True
+
+    def elect_preferred(self) -> bool:
+        """ElectLeaders on the leader: hand leadership to the preferred node now, as a balancing
+        round would (quiesce, let it match our log, transfer). False if this node does not lead
+        or is the preferred one."""
+        if not self.group._isLeader() or self.preferred == self.self_addr:
+            return False
+        self.start_transfer(time.monotonic())
+        self.host.wake()
         return True
 
     def start_transfer(self, now: float) -> None:

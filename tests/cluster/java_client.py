@@ -4,6 +4,7 @@ Java 17 and Maven are on the test machine; their absence fails the tests that ne
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -26,20 +27,29 @@ def maven_classpath(name: str, artifacts: list[tuple[str, str, str]]) -> str:
     with Maven into ``<cache>/<name>/libs`` on first use."""
     home = Path(os.environ.get("KCOORD_CACHE") or Path.home() / ".cache" / "kcoord") / name
     libs, done = home / "libs", home / ".resolved"
-    if not done.exists():
-        mvn = shutil.which("mvn")
-        assert mvn is not None, "the Java tests need Maven (mvn)"
-        home.mkdir(parents=True, exist_ok=True)
-        deps = "\n".join(f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
-                          "</dependency>" for g, a, v in artifacts)
-        (home / "pom.xml").write_text(POM.format(name=name, dependencies=deps))
-        shutil.rmtree(libs, ignore_errors=True)
-        proc = subprocess.run([mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-                               f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
-                              capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-        done.write_text(" ".join(":".join(x) for x in artifacts) + "\n")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    # one resolution at a time: make test's two workers may both need jars on a cold cache, and
+    # two Maven runs writing one local repository (~/.m2) at once can corrupt it
+    with open(home.parent / ".maven.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            _resolve(name, home, libs, done, artifacts)
     return os.pathsep.join(str(j) for j in sorted(libs.glob("*.jar")))
+
+
+def _resolve(name: str, home: Path, libs: Path, done: Path, artifacts: list[tuple[str, str, str]]) -> None:
+    mvn = shutil.which("mvn")
+    assert mvn is not None, "the Java tests need Maven (mvn)"
+    home.mkdir(parents=True, exist_ok=True)
+    deps = "\n".join(f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+                      "</dependency>" for g, a, v in artifacts)
+    (home / "pom.xml").write_text(POM.format(name=name, dependencies=deps))
+    shutil.rmtree(libs, ignore_errors=True)
+    proc = subprocess.run([mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
+                           f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    done.write_text(" ".join(":".join(x) for x in artifacts) + "\n")
 
 
 def clients_classpath() -> str:

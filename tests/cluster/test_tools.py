@@ -364,6 +364,32 @@ def test_topics_create_list_describe_delete(node: NodeProcess, capsys: pytest.Ca
     assert rc == 0, err
 
 
+def test_topics_alter_and_configs_describe_alter(node: NodeProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    bs = node.bootstrap
+    name = f"c-{uuid.uuid4().hex[:8]}"
+    rc, out, err = tool(capsys, bs, "topics", "create", "--topic", name, "--partitions", "2",
+                        "--config", "retention.ms=3600000")
+    assert rc == 0, err
+    rc, out, err = tool(capsys, bs, "topics", "alter", "--topic", name, "--partitions", "3")
+    assert rc == 0 and "now has 3 partitions" in out, err
+    rc, out, err = tool(capsys, bs, "topics", "alter", "--topic", name, "--partitions", "2")
+    assert rc == 1 and "failed to alter" in err
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--topic", name, "--add-config",
+                        "max.message.bytes=64000,cleanup.policy=compact", "--delete-config", "retention.ms")
+    assert rc == 0 and f"Completed updating config for topic {name}." in out, err
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--topic", name, "--append-config", "cleanup.policy=delete")
+    assert rc == 0, err
+    rc, out, err = tool(capsys, bs, "configs", "describe", "--topic", name)
+    assert rc == 0, err
+    rows = {r[0]: r[1:] for r in (line.split() for line in out.splitlines()) if r and "." in r[0]}
+    assert rows == {"cleanup.policy": ["compact,delete", "DYNAMIC_TOPIC_CONFIG"],
+                    "max.message.bytes": ["64000", "DYNAMIC_TOPIC_CONFIG"]}, out
+    rc, out, err = tool(capsys, bs, "configs", "describe", "--topic", name, "--all")
+    assert "retention.ms" in out and "segment.bytes" in out
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--topic", name, "--add-config", "retention.ms=soon")
+    assert rc == 1 and "INVALID_CONFIG" in err
+
+
 # ------------------------------------------------------------------ status
 
 

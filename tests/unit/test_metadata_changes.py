@@ -15,8 +15,13 @@ import pytest
 from cluster.metadata_log import (
     CHANGES_KEPT,
     METADATA_VERSION,
+    WRITES,
+    AlterTopicConfigs,
+    CreatePartitions,
+    CreateTopic,
     MetadataVersionError,
     compact_metadata,
+    encode_change,
     fold_metadata,
 )
 from cluster.metadata_log import metadata_op as _op
@@ -110,9 +115,21 @@ def test_ids_kept_are_bounded_and_a_copy_too_late_to_tell_is_refused() -> None:
 def test_every_record_carries_its_version_and_one_from_before_versions_still_folds() -> None:
     ops = [INIT, _op(op="create", name="t", partitions=2, topic_id="id-t", configs={})]
     for payload in [*ops, *compact_metadata(ops)]:
-        assert msgpack.unpackb(payload, raw=False)["v"] == METADATA_VERSION
+        assert msgpack.unpackb(payload, raw=False)["v"] == WRITES
     old = [msgpack.packb({k: v for k, v in msgpack.unpackb(p, raw=False).items() if k != "v"}) for p in ops]
     assert fold_metadata(old)["topics"] == fold_metadata(ops)["topics"] != {}
+
+
+def test_what_a_build_reading_version_1_would_misread_is_written_at_version_2() -> None:
+    # the new kinds, and a state record holding a topic that grew (its later partitions' slots
+    # are not the first ones'); a state record of topics that never grew stays at version 1
+    grown = [INIT, encode_change(CreateTopic("t", 2, "id-t"), "c1", 1),
+             encode_change(CreatePartitions("t", "id-t", 4, 100), "c2", 2)]
+    versions = [msgpack.unpackb(p, raw=False)["v"] for p in [*grown[1:], *compact_metadata(grown)]]
+    assert versions == [WRITES, 2, 2] and METADATA_VERSION == 2
+    assert msgpack.unpackb(compact_metadata(grown[:2])[0], raw=False)["v"] == WRITES
+    altered = encode_change(AlterTopicConfigs("t", "id-t", [["retention.ms", 0, "1"]], False, 1 << 20), "c3", 3)
+    assert msgpack.unpackb(altered, raw=False)["v"] == 2
 
 
 def test_a_record_of_a_later_version_or_an_unknown_kind_is_refused_not_skipped() -> None:

@@ -1,7 +1,7 @@
-"""Altering a topic's configs (cluster/topic_configs.py, folded by cluster/metadata_log.py and
-applied by cluster/data_plane.py): Kafka's IncrementalAlterConfigs operations and refusals,
-AlterConfigs' whole replacement, alterations that meet in the log, and the new settings holding on
-an open partition."""
+"""Altering a topic (cluster/topic_configs.py, folded by cluster/metadata_log.py and applied by
+cluster/data_plane.py): Kafka's IncrementalAlterConfigs operations and refusals, AlterConfigs'
+whole replacement, alterations that meet in the log, the new settings holding on an open
+partition; and partition increases (CreatePartitions) as the log folds them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ import pytest
 
 from cluster.config import load_config
 from cluster.data_plane import PartitionStore
-from cluster.metadata_log import AlterTopicConfigs, CreateTopic, InitCluster, encode_change, fold_metadata
+from cluster.metadata_log import (
+    AlterTopicConfigs,
+    CreatePartitions,
+    CreateTopic,
+    InitCluster,
+    encode_change,
+    fold_metadata,
+    partition_slot,
+)
 from cluster.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigError, altered
 from tests.unit.test_data_log import put
 
@@ -96,3 +104,26 @@ def test_new_settings_hold_on_an_open_partition(tmp_path: Path) -> None:
     assert part.max_message_bytes == 4096
     assert store.enforce_retention() > 0 and part.data.segment_count < segments
     assert part.data.log_end_offset == 30
+
+
+def test_new_partitions_take_fresh_slots_and_the_first_keep_theirs() -> None:
+    # "t" (slots 17-18 after the 16 offsets partitions) grows to 4, then "u" is created, then "t"
+    # grows to 5: every partition keeps one slot for good, no two share one
+    state = fold_metadata(_log(CreateTopic("t", 2, "id-t"), CreatePartitions("t", "id-t", 4, 100),
+                               CreateTopic("u", 1, "id-u"), CreatePartitions("t", "id-t", 5, 100)))
+    t = state["topics"]["t"]
+    slots = [partition_slot(t, p) for p in range(t["partitions"])]
+    assert t["partitions"] == 5 and slots[:2] == [t["slot"], t["slot"] + 1]
+    every = slots + [partition_slot(state["topics"]["u"], 0)]
+    assert len(set(every)) == len(every) and state["next_slot"] == max(every) + 1
+
+
+def test_a_partition_increase_that_is_no_longer_one_or_passes_the_bound_is_refused() -> None:
+    # two requesters both saw 2 partitions and asked for 3: the second is no increase any more
+    state = fold_metadata(_log(CreateTopic("t", 2, "id-t"), CreatePartitions("t", "id-t", 3, 100),
+                               CreatePartitions("t", "id-t", 3, 100), CreatePartitions("t", "id-t", 50, 10),
+                               CreatePartitions("t", "id-0", 9, 100)))
+    assert state["topics"]["t"]["partitions"] == 3
+    *_, again, too_many, stale = list(state["results"].values())
+    assert again[0] == "invalid_partitions" and too_many[0] == "policy_violation"
+    assert stale[0] == "unknown_topic_or_partition"

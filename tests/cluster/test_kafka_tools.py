@@ -1,0 +1,68 @@
+"""Apache Kafka's own command-line tools (4.4, from the ``kafka-tools`` jar, resolved from Maven
+Central into the cache outside the repository) against a 3-node cluster, as an operator runs them:
+``kafka-topics`` creates, describes (DescribeTopicPartitions and DescribeConfigs), grows
+(CreatePartitions) and lists topics; ``kafka-configs`` alters and describes a topic's configs
+(IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
+``kafka-log-dirs`` describes every node's directory (DescribeLogDirs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.cluster_harness import Cluster
+from tests.cluster.java_client import SLF4J_VERSION, maven_classpath
+
+pytestmark = pytest.mark.cluster
+
+TOOLS_VERSION = "4.4.0"
+
+
+def _tools_classpath() -> str:
+    return maven_classpath(f"kafka-tools-{TOOLS_VERSION}", [
+        ("org.apache.kafka", "kafka-tools", TOOLS_VERSION), ("org.slf4j", "slf4j-nop", SLF4J_VERSION)])
+
+
+def _tool(cp: str, main: str, *args: str) -> str:
+    java = shutil.which("java")
+    assert java is not None, "the Kafka tools need a Java runtime"
+    proc = subprocess.run([java, "-cp", cp, f"org.apache.kafka.tools.{main}", *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"{main} {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Path) -> None:
+    cp = _tools_classpath()
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        boot = ["--bootstrap-server", cluster.bootstrap]
+        _tool(cp, "TopicCommand", *boot, "--create", "--topic", "tools-t", "--partitions", "2",
+              "--config", "retention.ms=3600000")
+        described = _tool(cp, "TopicCommand", *boot, "--describe", "--topic", "tools-t")
+        assert "PartitionCount: 2" in described and "retention.ms=3600000" in described, described
+        _tool(cp, "TopicCommand", *boot, "--alter", "--topic", "tools-t", "--partitions", "4")
+        described = _tool(cp, "TopicCommand", *boot, "--describe", "--topic", "tools-t")
+        assert "PartitionCount: 4" in described and described.count("Partition: ") == 4, described
+        assert "tools-t" in _tool(cp, "TopicCommand", *boot, "--list").split()
+        _tool(cp, "ConfigCommand", *boot, "--alter", "--entity-type", "topics", "--entity-name", "tools-t",
+              "--add-config", "cleanup.policy=compact,max.message.bytes=64000")
+        _tool(cp, "ConfigCommand", *boot, "--alter", "--entity-type", "topics", "--entity-name", "tools-t",
+              "--delete-config", "retention.ms")
+        configs = _tool(cp, "ConfigCommand", *boot, "--describe", "--entity-type", "topics", "--entity-name",
+                        "tools-t")
+        assert "cleanup.policy=compact" in configs and "max.message.bytes=64000" in configs, configs
+        assert "retention.ms=3600000" not in configs, configs
+        _tool(cp, "LeaderElectionCommand", *boot, "--election-type", "preferred", "--all-topic-partitions")
+        dirs = _tool(cp, "LogDirsCommand", *boot, "--describe", "--topic-list", "tools-t")
+        report = json.loads(next(line for line in dirs.splitlines() if line.startswith("{")))
+        assert sorted(b["broker"] for b in report["brokers"]) == [0, 1, 2], report
+        for b in report["brokers"]:
+            assert sorted(p["partition"] for d in b["logDirs"] for p in d["partitions"]) == [
+                f"tools-t-{i}" for i in range(4)], b
+    finally:
+        cluster.kill_all()
