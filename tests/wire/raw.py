@@ -113,3 +113,12 @@ def api_versions_v0(conn: RawConn, version: int = 0) -> tuple[int, int, list[tup
     corr, err, n = struct.unpack_from(">ihi", frame, 0)
     apis = [struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(n)]
     return corr, err, apis
+
+
+def ask(address: str, api_key: int, version: int, body: Any) -> Any:
+    """One request on a fresh connection to ``host:port``: its response (None if closed)."""
+    conn = RawConn(address, timeout=10.0)
+    try:
+        return conn.call(api_key, version, body)
+    finally:
+        conn.close()

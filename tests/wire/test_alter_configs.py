@@ -5,7 +5,6 @@ confluent-kafka's AdminClient and Producer, and raw requests for the errors."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,22 +13,11 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
+from tests.wire.raw import ask as _ask
 
 TOPIC_OVERRIDE = 1
 
 
-def _ask(bootstrap: str, key: int, version: int, body: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-alter-configs", 10.0)
-        try:
-            return await client.request(host, int(port), key, version, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
 
 
 def _described(admin: AdminClient, topic: str) -> dict[str, Any]:

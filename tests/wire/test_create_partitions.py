@@ -5,7 +5,6 @@ Producer and Consumer, and a raw request for the errors."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from typing import Any
 
@@ -14,22 +13,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
+from tests.wire.raw import ask
 
 TEN_S = datetime.timedelta(seconds=10)
 
 
 def _ask(bootstrap: str, body: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-create-partitions", 10.0)
-        try:
-            return await client.request(host, int(port), 37, 3, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
+    return ask(bootstrap, 37, 3, body)
 
 
 def test_a_client_grows_a_topic_and_uses_the_new_partitions(bootstrap: str) -> None:

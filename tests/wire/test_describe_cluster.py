@@ -4,28 +4,18 @@ both), answered UNSUPPORTED_ENDPOINT_TYPE as a Kafka broker answers it."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
+from tests.wire.raw import ask
 
 UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 def _ask(bootstrap: str, version: int, body: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-describe-cluster", 10.0)
-        try:
-            return await client.request(host, int(port), 60, version, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
+    return ask(bootstrap, 60, version, body)
 
 
 def test_describe_cluster_names_what_metadata_names(bootstrap: str) -> None:

@@ -6,28 +6,18 @@ raw v4 request."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
+from tests.wire.raw import ask
 
 TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT = 1, 4, 5
 
 
 def _ask(bootstrap: str, body: Any, version: int = 4) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-describe-configs", 10.0)
-        try:
-            return await client.request(host, int(port), 32, version, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
+    return ask(bootstrap, 32, version, body)
 
 
 def test_a_client_describes_a_topics_configs_and_the_nodes(bootstrap: str) -> None:

@@ -5,7 +5,6 @@ create and fill the topics."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from confluent_kafka import Producer
@@ -13,20 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
-
-
-def _ask(bootstrap: str, key: int, version: int, body: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-describe-topics", 10.0)
-        try:
-            return await client.request(host, int(port), key, version, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
+from tests.wire.raw import ask as _ask
 
 
 def _pages(bootstrap: str, names: list[str], limit: int) -> list[Any]:

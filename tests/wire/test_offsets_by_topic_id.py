@@ -4,29 +4,16 @@ does not know is answered UNKNOWN_TOPIC_ID for each partition, the rest of the r
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.apis.common import req_mod
-from cluster.peer_client import PeerClient
+from tests.wire.raw import ask as _ask
 
 UNKNOWN_TOPIC_ID = 100
 
 
-def _ask(bootstrap: str, api_key: int, version: int, body: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        client = PeerClient("test-v10", 10.0)
-        try:
-            return await client.request(host, int(port), api_key, version, body)
-        finally:
-            client.close()
-
-    return asyncio.run(go())
 
 
 def test_commit_and_fetch_by_topic_id(bootstrap: str) -> None:
