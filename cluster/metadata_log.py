@@ -3,13 +3,13 @@ the cluster (topics, ACLs, SCRAM credentials, listeners, producer-id blocks).
 
 A change is a typed record (``CreateTopic``, ``DeleteTopic``, ``ChangeAcls`` ...), written by
 ``encode_change`` and read by ``decode_change``; the log's compaction writes one ``state``
-record. Every record carries ``op`` (its kind) and ``v`` (its version, ``METADATA_VERSION`` when
-this build writes it; records from before versions have none and read as version 0, their
-missing fields as the defaults their records had then). A record of a
-later version than this build knows cannot be applied as it was meant: folding it raises
-``MetadataVersionError``, and the node stops rather than serve from a state it cannot compute
-(a rolling upgrade writes a new version only once every node reads it). Changes carry an id and
-are applied at most once (``_admit``).
+record. Every record carries ``op`` (its kind) and ``v`` (its version: the lowest that reads it
+right, ``WRITES`` or 2 below; records from before versions have none and read as version 0,
+their missing fields as the defaults their records had then). A record of a later version than
+this build knows cannot be applied as it was meant: folding it raises ``MetadataVersionError``,
+and the node stops rather than serve from a state it cannot compute. (Nodes of another release
+do not share a cluster: the Raft handshake refuses them, and a cluster is stopped to upgrade.)
+Changes carry an id and are applied at most once (``_admit``).
 """
 
 from __future__ import annotations

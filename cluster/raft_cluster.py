@@ -536,7 +536,8 @@ class RaftCluster:
             return ("forward", leader) if leader is not None else ("preferred_leader_not_available", None)
         if self.raft_addr(preferred, self._data_slots[(topic, partition)]) not in lg.connected_peers():
             return "preferred_leader_not_available", None
-        lg.elect_preferred()
+        if not lg.elect_preferred():
+            return "preferred_leader_not_available", None
         try:
             # a transfer takes well under a second; one that did not happen is not waited out
             await self._wait(lambda: (now := self.leader_of(lg)) is not None and now.node_id == preferred.node_id,

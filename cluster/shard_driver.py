@@ -30,7 +30,8 @@ from replication.api import (
 from replication.failstop import fail_stop
 
 YIELD_EVERY_RECORDS = 5000  # decode this many records, then let requests and other partitions run
-LOAD_RETRY_S = 1.0  # a failed load is tried again after this
+LOAD_RETRY_S = 1.0  # a failed load is tried again after this, then twice as long each time
+LOAD_RETRY_MAX_S = 60.0
 
 RuntimeT = TypeVar("RuntimeT", bound=ShardRuntime[Any, Any, Any])
 RequestT = TypeVar("RequestT")
@@ -156,19 +157,24 @@ class ShardDriver(Generic[RuntimeT, RequestT, ResponseT]):
         finally:
             self._on_state(partition)
 
-    async def _load(self, partition: int, epoch: int) -> None:
-        """Load a shard; a load that fails is tried again while this leadership lasts (it used to
-        leave the shard loading for good: its clients told COORDINATOR_LOAD_IN_PROGRESS until
-        the next leadership change), and a disk that fails stops the node."""
+    async def _load(self, partition: int, epoch: int, attempt: int = 0) -> None:
+        """Load a shard; a load that fails is tried again while this leadership lasts, each time
+        later (it used to leave the shard loading for good: its clients told
+        COORDINATOR_LOAD_IN_PROGRESS until the next leadership change), and a disk that fails
+        stops the node."""
+        if self.runtime.epoch_of(partition) != epoch:
+            return  # this leadership ended before its (next) try
         try:
             await self._load_once(partition, epoch)
         except OSError as e:
             fail_stop(self.name, f"loading partition {partition}: {type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - logged, and tried again below
-            self.log.error("event=%s_load_failed partition=%d epoch=%d error=%r", self.name, partition, epoch, str(e))
-            await asyncio.sleep(LOAD_RETRY_S)
+            delay = min(LOAD_RETRY_S * 2 ** attempt, LOAD_RETRY_MAX_S)
+            self.log.error("event=%s_load_failed partition=%d epoch=%d attempt=%d retry_in_s=%g error=%r", self.name,
+                           partition, epoch, attempt + 1, delay, str(e))
+            await asyncio.sleep(delay)
             if self.runtime.epoch_of(partition) == epoch and self.runtime.shard(partition) is None:
-                self._spawn(self._load(partition, epoch))
+                self._spawn(self._load(partition, epoch, attempt + 1))
 
     async def _load_once(self, partition: int, epoch: int) -> None:
         started = self._now_ms()

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,14 @@ def fail_stops():  # type: ignore[no-untyped-def]
     failstop.set_action(action)
     yield seen
     failstop.reset_action()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker chooses node ports from a range of its own
+    (``cluster.tools.local_cluster``), inherited by the clusters its tests start in subprocesses."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        os.environ["KCOORD_PORT_SHARD"] = f"{int(worker[2:])}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

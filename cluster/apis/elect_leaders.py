@@ -104,10 +104,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = asked if asked is not None else [(name, p) for name, t in sorted(node.metadata.topics.items())
                                               for p in range(t.partitions)]
     gate = asyncio.Semaphore(CONCURRENT)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000  # the request's timeout bounds the whole of it
 
     async def one(topic: str, p: int) -> Result:
         async with gate:
-            return await _elect(node, ctx, topic, p, unclean, timeout_ms)
+            left_ms = int((deadline - loop.time()) * 1000)
+            if left_ms <= 0:
+                return ErrorCode.request_timed_out, "the request's timeout passed before this partition's turn"
+            try:
+                return await _elect(node, ctx, topic, p, unclean, left_ms)
+            except Exception as e:  # noqa: BLE001 - one partition's failure is its own answer
+                log.warning("event=elect_leaders_failed topic=%s partition=%d error=%r", topic, p, str(e))
+                return ErrorCode.unknown_server_error, str(e)
 
     keys = list(dict.fromkeys(wanted))
     done = await asyncio.gather(*(one(topic, p) for topic, p in keys))

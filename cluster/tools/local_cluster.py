@@ -71,6 +71,20 @@ def port_in_use(port: int) -> bool:
 
 
 _HANDED_OUT: set[int] = set()
+PORT_SHARD_ENV = "KCOORD_PORT_SHARD"  # "k/n": choose ports from the k-th of n disjoint ranges
+
+
+def _shard(low: int, high: int) -> tuple[int, int]:
+    """The part of [low, high) this process chooses ports from: all of it, or its share when
+    several processes start clusters at once (make test's two pytest workers set
+    ``KCOORD_PORT_SHARD``), so two clusters started at the same moment never pick one port."""
+    k, _, n = os.environ.get(PORT_SHARD_ENV, "0/1").partition("/")
+    try:
+        shard, shards = int(k), max(1, int(n))
+    except ValueError:
+        return low, high
+    step = (high - low) // shards
+    return low + step * (shard % shards), low + step * (shard % shards + 1)
 
 
 def free_low_port(rng: random.Random | None = None) -> int:
@@ -79,8 +93,9 @@ def free_low_port(rng: random.Random | None = None) -> int:
     process: an ephemeral one could be taken by an outgoing connection between this choice and
     the node's bind."""
     rng = rng or random.Random()
+    low, high = _shard(30_000, 32_700)
     for _ in range(500):
-        port = rng.randrange(30_000, 32_700)
+        port = rng.randrange(low, high)
         if port not in _HANDED_OUT and not port_in_use(port):
             _HANDED_OUT.add(port)
             return port
@@ -91,8 +106,11 @@ def free_raft_bases(n: int, rng: random.Random | None = None, slots: int = 64) -
     """Raft port bases for ``n`` nodes (``base + 1000 * i``), all below the ephemeral range
     (32768+), where an outgoing connection could otherwise take one of them."""
     rng = rng or random.Random()
+    # a cluster's Raft ports run from its base to base + 1000 * (n - 1) + slots, all within the share
+    low, high = _shard(10_000, 30_000)
+    last = max(low + 100, high - RAFT_PORTS_PER_NODE * (n - 1) - slots)
     for _ in range(200):
-        base = rng.randrange(10_000, 28_000, 100)
+        base = rng.randrange(low, last, 100)
         bases = [base + RAFT_PORTS_PER_NODE * i for i in range(n)]
         if not any(port_in_use(b + s) for b in bases for s in range(0, slots, 7)):
             return bases

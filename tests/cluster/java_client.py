@@ -27,10 +27,12 @@ def maven_classpath(name: str, artifacts: list[tuple[str, str, str]]) -> str:
     with Maven into ``<cache>/<name>/libs`` on first use."""
     home = Path(os.environ.get("KCOORD_CACHE") or Path.home() / ".cache" / "kcoord") / name
     libs, done = home / "libs", home / ".resolved"
+    if done.exists():
+        return os.pathsep.join(str(j) for j in sorted(libs.glob("*.jar")))
     home.parent.mkdir(parents=True, exist_ok=True)
     # one resolution at a time: make test's two workers may both need jars on a cold cache, and
     # two Maven runs writing one local repository (~/.m2) at once can corrupt it
-    with open(home.parent / ".maven.lock", "w") as lock:
+    with open(home.parent / ".maven.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
             _resolve(name, home, libs, done, artifacts)
