@@ -8,6 +8,7 @@ replicate the same document through a metadata log.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -212,21 +213,13 @@ class ClusterMetadata:
         self.save()
         return t
 
-    def set_partitions(self, name: str, count: int) -> TopicMeta:
-        """Single node: a topic grown to ``count`` partitions, kept on disk."""
-        t = self.topics[name]
-        self.topics[name] = self._by_id[t.topic_id] = TopicMeta(name, count, t.topic_id, dict(t.configs), t.internal)
+    def update_topic(self, name: str, **changes: Any) -> TopicMeta:
+        """Single node: a topic grown (``partitions``) or given new overrides (``configs``), kept on disk."""
+        t = self.topics[name] = dataclasses.replace(self.topics[name], **changes)
+        self._by_id[t.topic_id] = t
         self._image = None
         self.save()
-        return self.topics[name]
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Single node: a topic's new config overrides, kept on disk."""
-        t = self.topics[name]
-        self.topics[name] = self._by_id[t.topic_id] = TopicMeta(name, t.partitions, t.topic_id, dict(configs),
-                                                                t.internal)
-        self._image = None
-        self.save()
+        return t
 
     def remove_topic(self, name: str) -> TopicMeta | None:
         t = self.topics.pop(name, None)

@@ -273,12 +273,16 @@ def _admit(state: dict[str, Any], change: str, seen: int) -> bool:
     return True
 
 
+# What a requester is told of a change to a topic that is gone (or is another incarnation now).
+UNKNOWN_TOPIC = ("unknown_topic_or_partition", "This server does not host this topic-partition.")
+
+
 def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list[str | None]:
     """Apply a config alteration to the committed topic; what its requester is told: ["none"],
     or an error's name and message (the topic gone, or the result invalid: nothing applied)."""
     topic = topics.get(rec.name)
     if topic is None or topic["topic_id"] != rec.topic_id:
-        return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+        return list(UNKNOWN_TOPIC)
     ops = [(str(k), int(o), None if v is None else str(v)) for k, o, v in rec.ops]
     try:
         topic["configs"] = altered(dict(topic["configs"]), ops, replace=bool(rec.replace),
@@ -293,7 +297,7 @@ def _create_partitions(state: dict[str, Any], total: int, rec: CreatePartitions)
     (the caller sets the count); what its requester is told: ["none"] or an error and message."""
     topic = state["topics"].get(rec.name)
     if topic is None or topic["topic_id"] != rec.topic_id:
-        return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+        return list(UNKNOWN_TOPIC)
     have, count = int(topic["partitions"]), int(rec.count)
     if count <= have:  # another increase got there first
         return ["invalid_partitions", f"Topic currently has {have} partitions, which is higher than or equal to "

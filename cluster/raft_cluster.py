@@ -388,13 +388,13 @@ class RaftCluster:
         for name, t in state["topics"].items():
             old = self.metadata.topics.get(name)
             tid = uuid.UUID(t["topic_id"])
-            if old is not None and old.topic_id == tid and old.configs != t["configs"]:
-                self.partitions.reconfigure(name, dict(t["configs"]))  # altered: applied live
-                old = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))
-            if old is not None and old.topic_id == tid and old.partitions != t["partitions"]:
-                old = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))  # grown (CreatePartitions)
-            topics[name] = old if old is not None and old.topic_id == tid else TopicMeta(
-                name, t["partitions"], tid, dict(t["configs"]))
+            if old is not None and old.topic_id == tid:
+                if old.configs != t["configs"]:
+                    self.partitions.reconfigure(name, dict(t["configs"]))  # altered: applied live
+                elif old.partitions == t["partitions"]:
+                    topics[name] = old  # unchanged
+                    continue
+            topics[name] = TopicMeta(name, t["partitions"], tid, dict(t["configs"]))
         self.metadata.replace_topics(topics)
         acls = frozenset(acl_row(x) for x in state["acls"])
         if acls != self.metadata.acls:
@@ -528,13 +528,14 @@ class RaftCluster:
         lg = self.data_logs.get((topic, partition))
         if lg is None:
             return "unknown_topic_or_partition", None
-        preferred = self.peers[self._data_slots[(topic, partition)] % len(self.peers)]
+        slot = self._data_slots[(topic, partition)]
+        preferred = self.peers[slot % len(self.peers)]
         leader = self.leader_of(lg)
         if leader is not None and leader.node_id == preferred.node_id:
             return "election_not_needed", None
         if leader is None or not lg.is_leader():
             return ("forward", leader) if leader is not None else ("preferred_leader_not_available", None)
-        if self.raft_addr(preferred, self._data_slots[(topic, partition)]) not in lg.connected_peers():
+        if self.raft_addr(preferred, slot) not in lg.connected_peers():
             return "preferred_leader_not_available", None
         if not lg.elect_preferred():
             return "preferred_leader_not_available", None

@@ -19,6 +19,7 @@ from cluster.metadata import (
     TopicMeta,
     partition_limit_message,
 )
+from cluster.metadata_log import UNKNOWN_TOPIC
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter
@@ -127,12 +128,12 @@ class SingleNodeTopology:
 
     async def create_partitions(self, topic: TopicMeta, count: int) -> list[str | None]:
         if self.metadata.topics.get(topic.name) is not topic:
-            return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+            return list(UNKNOWN_TOPIC)
         refusal = partition_limit_message(sum(t.partitions for t in self.metadata.topics.values()),
                                           count - topic.partitions, self.config.max_partitions)
         if refusal is not None:
             return ["policy_violation", refusal]
-        grown = self.metadata.set_partitions(topic.name, count)
+        grown = self.metadata.update_topic(topic.name, partitions=count)
         for p in range(topic.partitions, count):
             self.partitions.open(topic.name, p, grown.configs)
         return ["none", None]
@@ -145,12 +146,12 @@ class SingleNodeTopology:
 
     async def alter_topic_configs(self, topic: TopicMeta, ops: list[Op], replace: bool) -> list[str | None]:
         if self.metadata.topics.get(topic.name) is not topic:
-            return ["unknown_topic_or_partition", "This server does not host this topic-partition."]
+            return list(UNKNOWN_TOPIC)
         try:
             configs = altered(topic.configs, ops, replace=replace, message_max_bytes=self.config.message_max_bytes)
         except ConfigError as e:
             return [e.code, str(e)]
-        self.metadata.set_topic_configs(topic.name, configs)
+        self.metadata.update_topic(topic.name, configs=configs)
         self.partitions.reconfigure(topic.name, configs)
         return ["none", None]
 

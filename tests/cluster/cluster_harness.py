@@ -8,7 +8,8 @@ between nodes with nftables; ``kill_all`` removes the namespaces.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,19 @@ def running_cluster(tmp_path: Path, request: pytest.FixtureRequest, settings: di
     if rep is not None and rep.failed:
         for i in range(c.n):
             print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
+
+
+def wait_for(cond: Callable[[], object], timeout: float, what: str, *, every: float = 0.2,
+             tolerate: tuple[type[BaseException], ...] = ()) -> None:
+    """Until ``cond()`` is true, asked every ``every`` seconds (raising one of ``tolerate``
+    counts as not yet); an AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cond():
+                return
+        except tolerate:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import wait_for as _wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -51,12 +52,6 @@ def _alter(address: str, key: str, value: str) -> None:
     admin.incremental_alter_configs([res])[res].result(20)
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_configs_altered_through_one_node_hold_on_every_node(tmp_path: Path) -> None:

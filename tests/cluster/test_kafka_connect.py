@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cluster.tools.local_cluster import free_port
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, wait_for
 from tests.cluster.java_client import maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -57,17 +57,6 @@ def _rest(port: int, path: str, body: dict[str, Any] | None = None) -> Any:
         return json.loads(r.read() or b"null")
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if cond():
-                return
-        except OSError:
-            pass  # the worker's REST port not up yet
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def _lines(path: Path) -> list[str]:
@@ -82,6 +71,10 @@ def _stop(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM) -> None
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    wait_for(cond, timeout, what, every=0.5, tolerate=(OSError,))
 
 
 def test_a_connect_worker_copies_a_file_exactly_through_restarts_and_a_node_kill(tmp_path: Path) -> None:

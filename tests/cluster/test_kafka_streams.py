@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, wait_for
 from tests.cluster.java_client import SLF4J_VERSION, compile_program, maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -70,12 +70,10 @@ def _start(cp: str, bootstrap: str, state: Path, log: Path) -> subprocess.Popen[
                             start_new_session=True)
 
 
+
+
 def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
+    wait_for(cond, timeout, what, every=0.5)
 
 
 def test_an_exactly_once_streams_application_survives_a_sigkill(tmp_path: Path) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, wait_for
 from tests.cluster.java_client import maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -25,17 +24,6 @@ MIRROR = [("org.apache.kafka", "connect-mirror", "4.3.1"), ("org.apache.kafka", 
           ("org.slf4j", "slf4j-simple", "1.7.36")]
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if cond():
-                return
-        except Exception:  # noqa: BLE001 - the remote topic not there yet
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(1.0)
 
 
 def _partitions(bootstrap: str, topic: str) -> int:
@@ -63,6 +51,10 @@ def _config(bootstrap: str, topic: str, key: str) -> str | None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     return admin.describe_configs([res])[res].result(10)[key].value  # type: ignore[no-any-return]
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    wait_for(cond, timeout, what, every=1.0, tolerate=(Exception,))
 
 
 def test_mirror_maker_2_mirrors_a_topic_its_partitions_and_its_configs(tmp_path: Path) -> None:

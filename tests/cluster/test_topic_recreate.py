@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster
+from tests.cluster.cluster_harness import wait_for as _wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -59,12 +60,6 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _leaders(bootstrap: str) -> dict[int, int]:
