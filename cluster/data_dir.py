@@ -8,7 +8,11 @@ under a name whose log it does not have. Both are refused at start-up with one c
   process dies, however it dies); it holds the owner's pid for the message.
 - ``<data_dir>/node.identity``: the node id, a check of the cluster secret (which cluster this
   directory's logs belong to, known before the cluster forms) and, once the cluster has formed,
-  its cluster id. Written at the first start, checked at every later one.
+  its cluster id. Written at the first start, checked at every later one. It also holds the
+  directory's random **directory id**: the identity of this replica of the node. A replaced or
+  wiped disk gets a new one, and joins the Raft groups as a learner until the cluster records it
+  as the node's voter (``replication/raft/voters.py``); ``voter`` is set once it was, so a
+  directory that was a voter and has since been replaced (an old disk put back) is refused.
 
 The check is scrypt of the secret with a random salt, costly in time and memory by design: the
 file must not let whoever reads it test guesses of the secret cheaply offline (the secret
@@ -24,6 +28,7 @@ import hmac
 import json
 import os
 import secrets
+import uuid
 from typing import Any
 
 from replication.durable import replace_durably, sync
@@ -119,7 +124,8 @@ def check_identity(data_dir: str, node_id: int, secret: str) -> None:
     path = os.path.join(data_dir, IDENTITY_FILE)
     doc = _read(path)
     if doc is None:
-        _write(path, {"node_id": node_id, "cluster_secret_check": secret_check(secret), "cluster_id": None})
+        _write(path, {"node_id": node_id, "cluster_secret_check": secret_check(secret), "cluster_id": None,
+                      "directory_id": uuid.uuid4().hex, "voter": False})
         return
     if doc.get("node_id") != node_id:
         raise DataDirError(f"data_dir {data_dir} belongs to node {doc.get('node_id')}, not node {node_id}")
@@ -127,11 +133,35 @@ def check_identity(data_dir: str, node_id: int, secret: str) -> None:
     if "cluster_secret_check" in doc or old is None:
         if not _matches(doc.get("cluster_secret_check"), secret, path):
             raise DataDirError(f"data_dir {data_dir} belongs to another cluster (its cluster secret differs)")
+        if not isinstance(doc.get("directory_id"), str):  # written before directory ids: its own from now on
+            _write(path, {**doc, "directory_id": uuid.uuid4().hex, "voter": False})
         return
     if not isinstance(old, str) or not hmac.compare_digest(old, _old_fingerprint(secret)):
         raise DataDirError(f"data_dir {data_dir} belongs to another cluster (its cluster secret differs)")
     doc = {k: v for k, v in doc.items() if k != "cluster_secret_fingerprint"}
-    _write(path, {**doc, "cluster_secret_check": secret_check(secret)})
+    _write(path, {"directory_id": uuid.uuid4().hex, "voter": False, **doc, "cluster_secret_check": secret_check(secret)})
+
+
+def directory_id(data_dir: str) -> str:
+    """This directory's id (``check_identity`` wrote it)."""
+    doc = _read(os.path.join(data_dir, IDENTITY_FILE)) or {}
+    value = doc.get("directory_id")
+    if not isinstance(value, str):
+        raise DataDirError(f"data_dir {data_dir} has no directory id; the node writes one when it starts")
+    return value
+
+
+def was_voter(data_dir: str) -> bool:
+    """Whether the cluster has recorded this directory as its node's voting replica."""
+    doc = _read(os.path.join(data_dir, IDENTITY_FILE)) or {}
+    return doc.get("voter") is True
+
+
+def mark_voter(data_dir: str) -> None:
+    path = os.path.join(data_dir, IDENTITY_FILE)
+    doc = _read(path) or {}
+    if doc.get("voter") is not True:
+        _write(path, {**doc, "voter": True})
 
 
 def record_cluster_id(data_dir: str, cluster_id: str) -> None:

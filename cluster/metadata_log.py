@@ -35,9 +35,11 @@ from cluster.topic_configs import ConfigError, altered
 # what a build that reads only 1 would misread: the kinds it lacks (topic configs, partition
 # increases) and a state record holding a grown topic (whose later partitions' slots it would
 # compute as the first ones').
-METADATA_VERSION = 2
+# Version 3: a node's voting replica (``SetVoter``), and a state record that holds the voters.
+METADATA_VERSION = 3
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
+V3_KINDS = frozenset({"voter"})
 
 
 class MetadataVersionError(ValueError):
@@ -111,16 +113,30 @@ class CreatePartitions:
 
 
 @dataclass(frozen=True, slots=True)
+class SetVoter:
+    """A node's voting replica, by its data directory's id (``replication/raft/voters.py``):
+    registered when the node first sees the cluster formed, replaced by a new replica (a new or
+    wiped disk) once it has caught up. ``replaces`` is the voter its requester saw (None: none);
+    if another change got there first, this one is refused (a compare-and-set), so two replicas
+    of one node never both take the vote."""
+
+    node: int
+    directory: str
+    replaces: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GrantPidBlock:
     node: int
     request: str
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions)
+          | AlterTopicConfigs | CreatePartitions | SetVoter)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
-                            AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions"}
+                            AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
+                            SetVoter: "voter"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -131,7 +147,7 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
     body = {f.name: getattr(change, f.name) for f in fields(change) if getattr(change, f.name) is not None}
     envelope = {"id": change_id, "seen": seen} if change_id is not None else {}
     kind = KIND_OF[type(change)]
-    return metadata_op(op=kind, **envelope, **body, v=2 if kind in NEW_KINDS else WRITES)
+    return metadata_op(op=kind, **envelope, **body, v=3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES)
 
 
 def decode_change(op: dict[str, Any]) -> Change:
@@ -161,7 +177,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
-                             "seq": 0, "applied": {}, "results": {}}
+                             "seq": 0, "applied": {}, "results": {}, "voters": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -181,6 +197,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["seq"] = int(op.get("seq", 0))
             state["applied"] = dict(op.get("applied") or {})
             state["results"] = dict(op.get("results") or {})
+            state["voters"] = {int(k): str(v) for k, v in (op.get("voters") or {}).items()}
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -200,6 +217,13 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             # A node's further listeners as clients reach them (Kafka's broker registration),
             # so every node can tell a client the addresses on the listener it came in through.
             state["endpoints"][int(rec.node)] = {str(k): list(v) for k, v in dict(rec.listeners).items()}
+        elif isinstance(rec, SetVoter):
+            now = state["voters"].get(int(rec.node))
+            if now in (rec.replaces, rec.directory):
+                state["voters"][int(rec.node)] = str(rec.directory)
+                result = ["none", None]
+            else:
+                result = ["stale", f"node {rec.node}'s voting replica is now directory {now}"]
         elif isinstance(rec, GrantPidBlock):
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
@@ -353,7 +377,7 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
-    return [metadata_op(op="state", **state, v=2 if grown else WRITES)]
+    return [metadata_op(op="state", **state, v=3 if state["voters"] else 2 if grown else WRITES)]
 
 
 def metadata_op(*, v: int = WRITES, **fields: Any) -> bytes:

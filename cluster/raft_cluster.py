@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cluster import link_control, metrics
+from cluster import data_dir, link_control, metrics
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
@@ -51,6 +51,7 @@ from cluster.metadata_log import (
     InitCluster,
     MetadataVersionError,
     RegisterEndpoints,
+    SetVoter,
     compact_metadata,
     encode_change,
     filter_fields,
@@ -68,6 +69,8 @@ from replication.data_log import settle_install
 from replication.data_state_machine import DataStateMachine
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
+from replication.raft.voters import FILE_NAME as VOTERS_FILE
+from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -112,6 +115,12 @@ class RaftCluster:
                              tls=raft_tls(cfg))
         self.root = os.path.join(cfg.data_dir, "raft")
         self._addr_to_peer: dict[str, Peer] = {}
+        # This replica of the node (its data directory's id) and which replica of each node votes.
+        self.directory = data_dir.directory_id(cfg.data_dir)
+        self._was_voter = data_dir.was_voter(cfg.data_dir)
+        self.host.voters = VoterSet(self.directory, self.me.node_id, self._node_of,
+                                    os.path.join(cfg.data_dir, VOTERS_FILE))
+        self._voter_task: asyncio.Task[None] | None = None
         self._last_seen: dict[int, float] = {}  # when each peer was last connected (Metadata's grace)
         self.meta_store = EntryStore(compact=_compact_metadata, compact_every=500)
         # Metadata changes are events: an applied entry wakes the follower, which folds the state
@@ -170,6 +179,10 @@ class RaftCluster:
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         lg.subscribe(lambda change: self._state_changed())  # its lease holds by the time it announces
         return lg
+
+    def _node_of(self, addr: str) -> int | None:
+        peer = self._addr_to_peer.get(addr)
+        return None if peer is None else peer.node_id
 
     def leader_of(self, lg: PeerLog) -> Peer | None:
         """The leader to name in Metadata and FindCoordinator, or None (not available): this node
@@ -340,6 +353,8 @@ class RaftCluster:
             self._faults_task.cancel()
         if self._register_task is not None:
             self._register_task.cancel()
+        if self._voter_task is not None:
+            self._voter_task.cancel()
         await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
 
     async def _follow_metadata(self) -> None:
@@ -384,6 +399,8 @@ class RaftCluster:
         if state["cluster_id"] is not None and state["cluster_id"] != self.metadata.cluster_id:
             self.metadata.cluster_id = state["cluster_id"]
             self.metadata.save()
+        if not self._track_voters(state):
+            return
         topics: dict[str, TopicMeta] = {}
         for name, t in state["topics"].items():
             old = self.metadata.topics.get(name)
@@ -422,6 +439,78 @@ class RaftCluster:
                 except ReplicationError as e:
                     self._missing = True
                     log.error("event=partition_open_failed topic=%s partition=%d error=%r", key[0], key[1], str(e))
+
+    # ---------------------------------------------------------------- voters
+
+    def _track_voters(self, state: dict[str, Any]) -> bool:
+        """Take the voters the metadata log names (votes are filtered by them from now on) and
+        see to this replica's place among them: registered, a learner asking to be promoted once
+        it caught up, or a replaced directory that must not serve (False: the node stops)."""
+        voters: dict[int, str] = state["voters"]
+        if self.host.voters.update(voters):
+            log.info("event=voters_changed voters=%r", {n: d[:8] for n, d in sorted(voters.items())})
+        if state["cluster_id"] is None:
+            return True
+        mine = voters.get(self.me.node_id)
+        if mine == self.directory:
+            if not self._was_voter:
+                self._was_voter = True
+                data_dir.mark_voter(self.config.data_dir)
+            return True
+        if mine is not None and self._was_voter:
+            self.fatal = (f"data_dir {self.config.data_dir} (directory {self.directory}) was node "
+                          f"{self.me.node_id}'s voting replica, but the cluster has since replaced it with "
+                          f"directory {mine}: this is an old copy. Empty the directory to rejoin as a new replica")
+            log.error("event=stale_replica error=%r", self.fatal)
+            self._on_fatal(2)
+            return False
+        if self._voter_task is None or self._voter_task.done():
+            self._voter_task = supervised(self._become_voter(mine), "voter")
+        return True
+
+    async def _become_voter(self, replaces: str | None) -> None:
+        """Registered as this node's voter (a new cluster, or one from before directory ids), or,
+        a learner replacing directory ``replaces``, once caught up in every group: promoted."""
+        started = time.monotonic()
+        if replaces is not None:
+            log.warning("event=replica_learner node=%d directory=%s voter_directory=%s detail=%r", self.me.node_id,
+                        self.directory, replaces, "a new or wiped data directory: it catches up before it votes")
+            await self._caught_up()
+        while True:
+            try:
+                result = await self._change(SetVoter(self.me.node_id, self.directory, replaces))
+                break
+            except ReplicationError as e:
+                log.warning("event=voter_change_retry error=%r", str(e))
+                await asyncio.sleep(1.0)
+        if result[0] != "none":
+            log.warning("event=voter_change_refused node=%d directory=%s reason=%r", self.me.node_id, self.directory,
+                        result[1])
+        elif replaces is None:
+            log.info("event=voter_registered node=%d directory=%s", self.me.node_id, self.directory)
+        else:
+            log.warning("event=replica_promoted node=%d directory=%s replaced=%s caught_up_s=%.1f",
+                        self.me.node_id, self.directory, replaces, time.monotonic() - started)
+
+    async def _caught_up(self) -> None:
+        """Until every group of this node has applied what its leader had committed when this
+        replica first heard it (a fixed mark each, so a steady load does not keep it waiting).
+        Catching up has no event of its own: checked every half second."""
+        marks: dict[str, int] = {}
+        while True:
+            logs = [self.meta_log, *self.offsets_logs, *self.txn_logs, *self.data_logs.values()]
+            behind = 0
+            for lg in logs:
+                seen = lg.catch_up()
+                if seen is None:
+                    behind += 1
+                    continue
+                applied, commit = seen
+                if applied < marks.setdefault(lg.name, commit):
+                    behind += 1
+            if behind == 0 and not self._missing:
+                return
+            await asyncio.sleep(0.5)
 
     def _open_data(self, topic: str, partition: int, slot: int, configs: dict[str, str]) -> None:
         # A node that was down while the topic was deleted and created again still holds the old

@@ -49,10 +49,11 @@ from replication.link_faults import LinkFaults
 
 log = logging.getLogger("kcoord.raft.hub")
 
+# 6: votes are counted by replica (directory ids), which a node of 5 would not check;
 # 5: metadata records of kinds a node of 4 would stop on (topic configs, partition increases);
 # 4: log commands are msgpack, which a node of 3 would fail to apply (3: the dialer proves first;
 # 2: the acceptor did; 1 pickled the payloads)
-MAGIC = b"KCRH5"
+MAGIC = b"KCRH6"
 NONCE_BYTES = 16
 MAC_BYTES = 32
 HANDSHAKE_MAX = 512  # before authentication a connection may not make us buffer more than this

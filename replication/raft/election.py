@@ -17,6 +17,10 @@ and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft.pysynco
   sent after it gave that transfer up.
 - **Term notices**: a node answers an AppendEntries of an older term with its own term, so a
   leader that fell behind (say, cut off while the rest elected someone) steps down at once.
+- **Voters by replica** (``replication.raft.voters``): (pre-)vote answers carry the voter's
+  directory id, and a candidate counts one only from its node's recorded voting replica, once
+  per term (pysyncobj counts every answer, duplicates too). A replica that is not its node's
+  voter (a learner: a replaced or wiped disk) grants no vote and does not campaign.
 - **A leader lease**: every AppendEntries carries its send time (``lts``, stamped by the
   transport) and a follower's answer echoes the last one it got. While a majority (the leader
   counted at "now") has echoed a send time newer than ``lease`` ago, and those followers are
@@ -37,6 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from replication.raft.settings import lease_for
+from replication.raft.voters import VoterSet
 
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2  # pysyncobj's _RAFT_STATE
 
@@ -45,8 +50,12 @@ class ElectionGuard:
     """Mix in before ``SyncObj``; call ``_election_init(clock, min_timeout, max_timeout)`` before
     its init (``clock`` is pysyncobj's: election deadlines are compared with it)."""
 
-    def _election_init(self, clock: Callable[[], float], min_timeout: float, max_timeout: float) -> None:
+    def _election_init(self, clock: Callable[[], float], min_timeout: float, max_timeout: float,
+                       voters: VoterSet) -> None:
         self._clock = clock
+        self.voters = voters
+        self._votes_term = -1  # the term whose vote answers _votes_from holds
+        self._votes_from: set[str] = set()
         self.sticky = min_timeout  # and the lease, below, derives from it (settings.lease_for)
         self.lease = lease_for(min_timeout)
         self._transfer_timeout = max_timeout  # a transfer not done by then has failed
@@ -70,6 +79,10 @@ class ElectionGuard:
         now = self._clock()
         due = (d["_SyncObj__raftState"] != LEADER and d["_SyncObj__selfNode"] is not None
                and d["_SyncObj__raftElectionDeadline"] < now and self._SyncObj__connectedToAnyone())  # type: ignore[attr-defined]
+        if due and not self.voters.may_vote():
+            # A learner: its log may lack what it once acknowledged; it catches up, it does not lead.
+            d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
+            due = False
         if due and d["_SyncObj__transferInProgress"]:
             self.campaign_is_transfer = True  # TimeoutNow from the leader: campaign at once
         elif due and self._sticky():
@@ -144,6 +157,8 @@ class ElectionGuard:
             return dict(message, transfer=True, transfer_from=self._transfer_from, transfer_until=self._transfer_until)
         if kind == "timeout_now":
             return dict(message, until=self._hand_over())
+        if kind == "response_vote":
+            return dict(message, dir=self.voters.directory)  # which replica of its node voted
         return message
 
     def _hand_over(self) -> float:
@@ -165,7 +180,8 @@ class ElectionGuard:
             self._answer_prevote(node, message)
             return
         if kind == "pre_vote_response":
-            if message.get("granted") and message.get("term") == self._pv_term and d["_SyncObj__raftState"] != LEADER:
+            if message.get("granted") and message.get("term") == self._pv_term and d["_SyncObj__raftState"] != LEADER \
+                    and self.voters.counts(node.id, message.get("dir")):
                 self._pv_votes.add(node.id)
                 self._maybe_won()
             return
@@ -175,6 +191,8 @@ class ElectionGuard:
                 self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
                 d["_SyncObj__raftLeader"] = None
             return
+        if kind == "timeout_now" and not self.voters.may_vote():
+            return  # a learner does not campaign: a transfer to it would only cost its leader the lease
         if kind == "timeout_now":
             super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
             if d["_SyncObj__transferInProgress"]:
@@ -184,6 +202,11 @@ class ElectionGuard:
                 and not self._transfer_passes(message):
             self.votes_ignored += 1
             return  # a healthy leader exists: neither adopt the term nor vote
+        if kind == "request_vote" and not self.voters.may_vote():
+            self.votes_ignored += 1
+            return  # a learner: it may have forgotten a vote or an entry it acknowledged
+        if kind == "response_vote" and not self._vote_counts(node.id, message):
+            return
         if kind == "append_entries":
             if message.get("term", 0) < term:
                 d["_SyncObj__transport"].send(node, {"type": "term_notice", "term": term})
@@ -202,9 +225,19 @@ class ElectionGuard:
         mine = (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())  # type: ignore[attr-defined]
         granted = (message.get("term", 0) > d["_SyncObj__raftCurrentTerm"]
                    and (message.get("last_log_term", -1), message.get("last_log_index", -1)) >= mine
-                   and not self._sticky())
+                   and not self._sticky() and self.voters.may_vote())
         d["_SyncObj__transport"].send(node, {"type": "pre_vote_response", "term": message.get("term"),
-                                             "granted": granted})
+                                             "granted": granted, "dir": self.voters.directory})
+
+    def _vote_counts(self, sender: str, message: dict[str, Any]) -> bool:
+        """A vote of this term from a voting replica, counted once per sender."""
+        term = message.get("term")
+        if term != self._votes_term:
+            self._votes_term, self._votes_from = term if isinstance(term, int) else -1, set()
+        if sender in self._votes_from or not self.voters.counts(sender, message.get("dir")):
+            return False
+        self._votes_from.add(sender)
+        return True
 
     def _sticky(self) -> bool:
         """This node has a leader it trusts: itself, or one heard from within ``sticky``, still

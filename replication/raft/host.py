@@ -20,6 +20,7 @@ from replication.journal import sync_due
 from replication.raft.entry_store import StateMachine
 from replication.raft.log import RaftLog
 from replication.raft.settings import RaftTimings
+from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.raft")
 
@@ -72,6 +73,7 @@ class RaftHost:
         self._balance_every = balance_every
         self._last_balance = 0.0
         self.balance = True
+        self.voters = VoterSet()  # which replica of each node votes (set by the cluster before any group)
 
     @property
     def hub(self) -> RaftHub:

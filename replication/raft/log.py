@@ -43,6 +43,7 @@ from replication.raft.settings import (
     RANKED_MARGIN_S,
     RaftTimings,
 )
+from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.raft")
 
@@ -55,6 +56,9 @@ class LogHost(Protocol):
 
     @property
     def hub(self) -> RaftHub: ...
+
+    @property
+    def voters(self) -> VoterSet: ...
 
     def call_in_loop(self, fn: Callable[..., None], *args: Any) -> None: ...
 
@@ -117,7 +121,7 @@ class RaftLog:
             return self.transport
 
         self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
-        self.group = RaftGroup(self_addr, peers, conf, sm, transport)
+        self.group = RaftGroup(self_addr, peers, conf, sm, transport, host.voters)
         self.group.name = name
         holder["g"] = self.group
         listen_first = monotonic() + t.connection_retry + 2 * t.raft_max_timeout
@@ -172,6 +176,15 @@ class RaftLog:
     def leader_heard_lately(self) -> bool:
         """A follower got its leader's AppendEntries within the longest election timeout."""
         return bool(self.group.leader_heard_within(self.host.timings.raft_max_timeout))
+
+    def catch_up(self) -> tuple[int, int] | None:
+        """(the last applied index, the leader's commit index as last heard from it), or None if
+        no leader was heard since this member started (a leader: its own commit index)."""
+        d = self.group.__dict__
+        commit = d["_SyncObj__raftCommitIndex"] if self.group._isLeader() else d.get("_SyncObj__leaderCommitIndex")
+        if commit is None:
+            return None
+        return int(d["_SyncObj__raftLastApplied"]), int(commit)
 
     def lease_valid(self) -> bool:
         """This node leads and no other can have been elected meanwhile (a leader lease, see

@@ -37,6 +37,7 @@ from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
 from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG
 from replication.raft.snapshot_transfer import StreamingSerializer
+from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.raft")
 
@@ -124,7 +125,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
     """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
 
     def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine,
-                 transport: Callable[..., Any] | None = None) -> None:
+                 transport: Callable[..., Any] | None = None, voters: VoterSet | None = None) -> None:
         self.sm = sm
         self.fence = 0
         self.name = self_addr
@@ -132,7 +133,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         self.addr = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         self._keep_tail = False  # see _append_entries_without_needless_truncation
-        self._election_init(monotonic, conf.raftMinTimeout, conf.raftMaxTimeout)
+        self._election_init(monotonic, conf.raftMinTimeout, conf.raftMaxTimeout, voters or VoterSet())
         if transport is None:
             super().__init__(self_addr, peers, conf)
         else:

@@ -72,7 +72,7 @@ def test_the_identity_file_holds_nothing_that_tests_a_guess_of_the_secret_cheapl
     docs = [json.loads((tmp_path / d / "node.identity").read_text()) for d in ("a", "b")]
     fast = hmac.new(secret.encode(), b"kcoord data_dir identity", hashlib.sha256).hexdigest()
     for doc in docs:
-        assert set(doc) == {"node_id", "cluster_secret_check", "cluster_id"}, doc
+        assert set(doc) == {"node_id", "cluster_secret_check", "cluster_id", "directory_id", "voter"}, doc
         check = doc["cluster_secret_check"]
         assert check["kdf"] == "scrypt" and check["n"] >= 2**15 and check["r"] >= 8 and len(check["salt"]) == 32
         assert fast[:16] not in json.dumps(doc)
@@ -94,3 +94,28 @@ def test_an_identity_file_of_an_earlier_version_is_checked_once_then_rewritten(t
         check_identity(str(tmp_path), 3, "secret-b")
     with pytest.raises(DataDirError, match="another cluster"):
         check_identity(str(tmp_path), 3, "")
+
+
+def test_each_directory_gets_an_id_of_its_own_kept_across_starts_and_added_to_older_files(tmp_path: Path) -> None:
+    """The replica's identity (a replaced disk is a new replica of its node): random per
+    directory, unchanged by later starts; a file from before directory ids gets one, and the
+    ``voter`` mark is set only by ``mark_voter``."""
+    from cluster.data_dir import directory_id, mark_voter, was_voter
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        check_identity(str(tmp_path / d), 1, "s")
+    a, b = directory_id(str(tmp_path / "a")), directory_id(str(tmp_path / "b"))
+    assert a != b and len(a) == 32
+    check_identity(str(tmp_path / "a"), 1, "s")
+    assert directory_id(str(tmp_path / "a")) == a and not was_voter(str(tmp_path / "a"))
+    mark_voter(str(tmp_path / "a"))
+    check_identity(str(tmp_path / "a"), 1, "s")
+    assert was_voter(str(tmp_path / "a")) and directory_id(str(tmp_path / "a")) == a
+    doc = json.loads((tmp_path / "b" / "node.identity").read_text())
+    del doc["directory_id"], doc["voter"]
+    (tmp_path / "b" / "node.identity").write_text(json.dumps(doc))
+    with pytest.raises(DataDirError, match="no directory id"):
+        directory_id(str(tmp_path / "b"))
+    check_identity(str(tmp_path / "b"), 1, "s")
+    assert directory_id(str(tmp_path / "b")) not in ("", b) and not was_voter(str(tmp_path / "b"))

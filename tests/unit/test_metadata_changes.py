@@ -126,7 +126,7 @@ def test_what_a_build_reading_version_1_would_misread_is_written_at_version_2() 
     grown = [INIT, encode_change(CreateTopic("t", 2, "id-t"), "c1", 1),
              encode_change(CreatePartitions("t", "id-t", 4, 100), "c2", 2)]
     versions = [msgpack.unpackb(p, raw=False)["v"] for p in [*grown[1:], *compact_metadata(grown)]]
-    assert versions == [WRITES, 2, 2] and METADATA_VERSION == 2
+    assert versions == [WRITES, 2, 2] and METADATA_VERSION == 3
     assert msgpack.unpackb(compact_metadata(grown[:2])[0], raw=False)["v"] == WRITES
     altered = encode_change(AlterTopicConfigs("t", "id-t", [["retention.ms", 0, "1"]], False, 1 << 20), "c3", 3)
     assert msgpack.unpackb(altered, raw=False)["v"] == 2
@@ -178,3 +178,24 @@ def test_changes_are_typed_records_that_round_trip_and_old_records_read_with_the
     assert decode_change(decode_op(msgpack.packb({"op": "delete", "name": "t"}))) == DeleteTopic("t", None)
     with pytest.raises(MetadataVersionError, match="malformed"):
         decode_change(decode_op(msgpack.packb({"op": "create", "name": "t"})))
+
+
+def test_a_nodes_voting_replica_is_set_by_compare_and_set_and_survives_compaction() -> None:
+    """SetVoter: the first registration of each node, then a replacement only from the replica
+    its requester saw (two replicas of one node never both take the vote), kept by the state
+    record, and written at version 3 (a build of version 2 would drop it)."""
+    from cluster.metadata_log import SetVoter
+
+    ops = [INIT, encode_change(SetVoter(0, "d0"), "v1", 0), encode_change(SetVoter(1, "d1"), "v2", 1),
+           encode_change(SetVoter(1, "d1-new", "d1"), "v3", 2),
+           encode_change(SetVoter(1, "d1-other", "d1"), "v4", 2),  # saw the old voter: refused
+           encode_change(SetVoter(0, "d0"), "v5", 4)]  # a repeated registration: a no-op
+    state = fold_metadata(ops)
+    assert state["voters"] == {0: "d0", 1: "d1-new"}
+    assert state["results"]["v3"] == ["none", None] and state["results"]["v4"][0] == "stale"
+    assert state["results"]["v5"] == ["none", None]
+    compacted = compact_metadata(ops)
+    assert msgpack.unpackb(compacted[0], raw=False, strict_map_key=False)["v"] == 3
+    assert fold_metadata(compacted)["voters"] == {0: "d0", 1: "d1-new"}
+    assert msgpack.unpackb(ops[1], raw=False)["v"] == 3
+    assert fold_metadata([INIT])["voters"] == {}

@@ -1,0 +1,108 @@
+"""Votes by replica (replication/raft/voters.py): a node back with an empty disk under its old id
+must not help elect anyone until it has caught up and the cluster made it the voter again.
+
+One member of a three-node group (p, me, q: nodes 0, 1, 2) is fed (pre-)vote answers by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replication.raft.voters import VoterSet
+from tests.replication.test_lease_and_stickiness import Member
+
+
+@pytest.fixture
+def member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Member]:
+    m = Member(tmp_path, monkeypatch)
+    v = m.group.voters
+    v.directory, v.me = "d-me", 1
+    v.node_of = {m.p: 0, m.me: 1, m.q: 2}.get
+    v.update({0: "d-p", 1: "d-me", 2: "d-q"})
+    yield m
+    m.close()
+
+
+def _campaign(m: Member, pre_vote_dir: str) -> bool:
+    """A pre-vote granted by p from replica ``pre_vote_dir``: whether this node then campaigns."""
+    g = m.group
+    g.__dict__["_SyncObj__raftElectionDeadline"] = 0.0
+    g.doTick(0.0)
+    m.receive(m.p, {"type": "pre_vote_response", "term": m.sent_of("pre_vote")[-1]["term"], "granted": True,
+                    "dir": pre_vote_dir})
+    g.doTick(0.0)
+    return bool(m.sent_of("request_vote"))
+
+
+def test_a_pre_vote_from_a_replica_that_is_not_its_nodes_voter_does_not_count(member: Member) -> None:
+    m = member
+    assert not _campaign(m, "d-p-wiped")
+    assert m.group.voters.refused == 1
+    assert _campaign(m, "d-p")
+
+
+def test_a_vote_counts_only_from_the_voting_replica_and_once(member: Member) -> None:
+    m, g = member, member.group
+    assert _campaign(m, "d-p")
+    term = g.raftCurrentTerm
+    m.receive(m.p, {"type": "response_vote", "term": term, "dir": "d-p-wiped"})
+    assert not g._isLeader()  # p's disk was replaced: its empty log's vote is not p's vote
+    m.receive(m.q, {"type": "response_vote", "term": term, "dir": "d-q"})
+    assert g._isLeader()
+
+
+def test_a_repeated_vote_answer_is_counted_once() -> None:
+    """pysyncobj counts every response_vote it gets: a duplicated one (a link that duplicates,
+    a hostile peer) would count twice toward a five-node majority."""
+    from replication.raft.election import ElectionGuard
+
+    guard = ElectionGuard()
+    guard._election_init(lambda: 0.0, 1.0, 2.0, VoterSet())
+    assert guard._vote_counts("p", {"term": 3})
+    assert not guard._vote_counts("p", {"term": 3})
+    assert guard._vote_counts("q", {"term": 3})
+    assert guard._vote_counts("p", {"term": 4})
+
+
+def test_a_learner_grants_no_vote_and_does_not_campaign(member: Member) -> None:
+    m, g = member, member.group
+    g.voters.update({0: "d-p", 1: "d-me-before-the-wipe", 2: "d-q"})
+    assert not g.voters.may_vote()
+    m.receive(m.q, {"type": "pre_vote", "term": 5, "last_log_index": 100, "last_log_term": 4})
+    assert m.sent_of("pre_vote_response")[-1]["granted"] is False
+    m.receive(m.q, {"type": "request_vote", "term": 5, "last_log_index": 100, "last_log_term": 4})
+    assert not m.sent_of("response_vote")
+    g.__dict__["_SyncObj__raftElectionDeadline"] = 0.0
+    g.doTick(0.0)
+    assert not m.sent_of("pre_vote") and not m.sent_of("request_vote")
+    g.voters.update({0: "d-p", 1: "d-me", 2: "d-q"})  # promoted
+    m.receive(m.q, {"type": "request_vote", "term": 6, "last_log_index": 100, "last_log_term": 4})
+    answer = m.sent_of("response_vote")[-1]
+    assert answer["dir"] == "d-me"  # the voter says which replica of its node it is
+
+
+def test_the_voters_are_kept_on_disk(tmp_path: Path) -> None:
+    path = str(tmp_path / "voters.json")
+    v = VoterSet("d1", 1, lambda a: 0, path)
+    assert v.update({0: "a", 1: "d1"}) and not v.update({0: "a", 1: "d1"})
+    again = VoterSet("d1", 1, lambda a: 0, path)
+    assert again.voters == {0: "a", 1: "d1"} and not again.counts("x", "b") and again.counts("x", "a")
+    (tmp_path / "voters.json").write_text("{not json")
+    assert VoterSet("d1", 1, lambda a: 0, path).voters == {}  # rebuilt from the metadata log
+
+
+def test_a_learner_declines_a_leadership_transfer(member: Member) -> None:
+    """Balancing hands a partition back to its preferred node: not to a learner, which would not
+    campaign (and the leader would have given up its lease for the transfer)."""
+    m, g = member, member.group
+    m.receive(m.p, {"type": "append_entries", "term": 1, "prevLogIdx": 1, "prevLogTerm": 0, "entries": [],
+                    "commit_index": 1, "lts": 5.0})
+    g.voters.update({0: "d-p", 1: "d-me-before-the-wipe", 2: "d-q"})
+    m.receive(m.p, {"type": "timeout_now", "term": 1, "until": 9.0})
+    assert not g.__dict__["_SyncObj__transferInProgress"]
+    g.voters.update({0: "d-p", 1: "d-me", 2: "d-q"})
+    m.receive(m.p, {"type": "timeout_now", "term": 1, "until": 9.0})
+    assert g.__dict__["_SyncObj__transferInProgress"]
