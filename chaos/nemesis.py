@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,31 @@ class FaultLog:
         self._fh.close()
 
 
+def wipe_dir(path: Path) -> int:
+    """Delete everything in ``path`` (a lost disk); the bytes it held."""
+    wiped = 0
+    for entry in list(path.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            wiped += sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+            shutil.rmtree(entry)
+        else:
+            wiped += entry.lstat().st_size
+            entry.unlink()
+    return wiped
+
+
+def all_voters(cluster: ChaosCluster) -> bool:
+    """Whether every node's directory is its node's voter, as every running node's ``voters.json`` says."""
+    try:
+        dirs = {str(i): json.loads((n.data_dir / "node.identity").read_text())["directory_id"]
+                for i, n in enumerate(cluster.layout)}
+        views = [json.loads((n.data_dir / "voters.json").read_text())["voters"]
+                 for i, n in enumerate(cluster.layout) if cluster.alive(i)]
+    except (OSError, ValueError, KeyError):
+        return False
+    return bool(views) and all(v == dirs for v in views)
+
+
 class Nemesis:
     def __init__(self, seed: int, cluster: ChaosCluster, net: ChaosNet, faults: FaultLog, bootstrap: str,
                  groups: list[str], client_ops: dict[str, Callable[..., Any]] | None = None,
@@ -73,6 +99,7 @@ class Nemesis:
         self.ops_done: list[str] = []
         self.durability = durability  # the nodes': power loss of every node only where fsync makes it survivable
         self.power_losses: list[dict[str, Any]] = []  # what each simulated power loss dropped
+        self.disk_losses: list[dict[str, Any]] = []  # each wiped data directory: node, when, bytes
         self._admin: Any = None
 
     # ---------------------------------------------------------------- helpers
@@ -263,6 +290,36 @@ class Nemesis:
                                                        sum(x["dropped_bytes"] for x in losses)}, t=t, end=now)
             self.faults.write("restart_all", None, {}, t=now)
         self.ops_done.append("power_loss_all")
+
+    def disk_loss(self, i: int | None = None, down: float | None = None) -> None:
+        """A node's disk dies: SIGKILL, its data directory emptied, and back on the empty one (a new
+        replica of the node: a learner until it has caught up, ``replication/raft/voters.py``)."""
+        i = self.rng.randrange(self.cluster.n) if i is None else i
+        down = self.rng.uniform(1, 4) if down is None else down
+        if not self._wait_all_voters(60.0):
+            # One disk at a time, as an operator replaces them: a second loss before the first
+            # replica caught up leaves groups whose only copies of their last entries are gone.
+            self.ops_done.append("disk_loss_skipped")
+            return
+        t = run_clock()
+        self.cluster.kill(i)
+        wiped = wipe_dir(self.cluster.layout[i].data_dir)
+        loss = {"node": i, "wiped_bytes": wiped, "t": round(t, 3)}
+        self.disk_losses.append(loss)
+        self._sleep(down)
+        self._restart(i, t, "disk_loss", {"signal": "KILL", "wiped_bytes": wiped})
+        self.ops_done.append("disk_loss")
+
+    def _wait_all_voters(self, timeout: float) -> bool:
+        """Until every node's data directory is its node's voting replica, as the running nodes'
+        ``voters.json`` say (each node writes it as its metadata log names the voters)."""
+        end = time.monotonic() + min(timeout, max(0.0, self._remaining()))
+        while True:
+            if all_voters(self.cluster):
+                return True
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.5)
 
     def kill_all(self, down: float | None = None) -> None:
         down = self.rng.uniform(1, 4) if down is None else down
@@ -455,6 +512,7 @@ class Nemesis:
             (0.5, self.link_chaos),
             (1, self.kill_all),
             (1, self.power_loss),
+            (0.5, self.disk_loss),
             *([(0.5, self.power_loss_all)] if self.durability == "fsync" else []),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
@@ -560,7 +618,7 @@ def _random(n: Nemesis) -> None:
 
 
 def _bounded(n: Nemesis) -> None:
-    """A short CI mix: every fault kind once (seeded order), as many as fit."""
+    """A short CI mix: every fault kind once (seeded order after the first two), as many as fit."""
     plan: list[Callable[[], None]] = [
         n.kill_coordinator,
         lambda: n.pause_node(seconds=n.rng.uniform(2, 4)),
@@ -579,9 +637,10 @@ def _bounded(n: Nemesis) -> None:
         lambda: n.kill_node(n.rng.randrange(n.cluster.n), 3, clean=True),
         lambda: n.rolling_restart(clean=False, settle=2.0),
     ]
-    first, rest = plan[0], plan[1:]
+    # a coordinator kill and a lost disk first (a wiped node back as a learner), the rest shuffled
+    first, rest = [plan[0], lambda: n.disk_loss(down=1.5)], plan[1:]
     n.rng.shuffle(rest)
-    for op in [first, *rest]:
+    for op in [*first, *rest]:
         if not n._gap(1.5, 3):
             return
         op()
@@ -599,6 +658,7 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "partition-flapping": _every_few_seconds(lambda n: n.flapping()),
     "power-loss": _every_few_seconds(lambda n: n.power_loss_all() if n.durability == "fsync" and n.rng.random() < 0.3
                                      else n.power_loss()),
+    "disk-loss": _every_few_seconds(lambda n: n.disk_loss()),
     "random": _random,
     "bounded": _bounded,
     "eos": _eos,

@@ -41,3 +41,31 @@ def leader_transfers(log_dir: Path, t0: float) -> list[dict[str, Any]]:
                 out.append({"t": round(t, 3), "node": sender if isinstance(sender, int) else node,
                             "detail": {"partition": m.group(2), "to": _node(m.group(4)), "reason": m.group(5)}})
     return sorted(out, key=lambda r: float(r["t"]))
+
+
+_LEARNER = re.compile(r"^ts=(\S+) .*event=(replica_learner|replica_promoted) node=(\d+) directory=(\S+)"
+                      r"(?: .*caught_up_s=([0-9.]+))?")
+
+
+def learners(log_dir: Path, t0: float) -> list[dict[str, Any]]:
+    """Each new replica (a node back on an empty disk) and its catch-up, from the
+    ``event=replica_learner`` and ``event=replica_promoted`` lines: ``node``, ``directory``,
+    ``learner_t`` and ``promoted_t`` (run clock; None if it never was), ``caught_up_s``."""
+    seen: dict[str, dict[str, Any]] = {}
+    for f in sorted(log_dir.glob("node-*.log")):
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "event=replica_" not in line:
+                    continue
+                m = _LEARNER.match(line)
+                if m is None:
+                    continue
+                t = round(datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0, 3)
+                row = seen.setdefault(m.group(4), {"node": int(m.group(3)), "directory": m.group(4),
+                                                   "learner_t": None, "promoted_t": None, "caught_up_s": None})
+                if m.group(2) == "replica_learner":
+                    row["learner_t"] = t if row["learner_t"] is None else row["learner_t"]
+                else:
+                    row["promoted_t"] = t
+                    row["caught_up_s"] = float(m.group(5)) if m.group(5) else None
+    return sorted(seen.values(), key=lambda r: (r["learner_t"] is None, r["learner_t"] or 0.0))

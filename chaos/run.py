@@ -44,7 +44,7 @@ from chaos.eos_workload import BOUNDED_HANG_S, EOS_GROUP, HANG_S, OUTPUT_PARTITI
 from chaos.history import HistoryWriter, run_clock
 from chaos.nemesis import SCENARIOS, FaultLog, Nemesis
 from chaos.net import ChaosNet, netns_unavailable
-from chaos.node_logs import leader_transfers
+from chaos.node_logs import leader_transfers, learners
 from chaos.observe import PARTITIONS, TOPIC
 from chaos.proxy import ProxySet
 from chaos.workload import member_name
@@ -561,6 +561,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         info["nemesis_end"] = round(run_clock(), 3)
         info["ops"] = nemesis.ops_done
         info["power_losses"] = nemesis.power_losses
+        info["disk_losses"] = nemesis.disk_losses
         log(f"nemesis done ({len(nemesis.ops_done)} ops: {', '.join(nemesis.ops_done)}); healing")
         nemesis.heal_all()
         info["healthy_after_heal"] = wait_healthy(bootstrap, 90)
@@ -649,6 +650,7 @@ def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
             transfers.write("leader_transfer", r["node"], r["detail"], t=r["t"])
     finally:
         transfers.close()
+    info["learners"] = learners(logs, float(info["t0"]))  # each wiped node's catch-up (disk_loss)
     info["events"] = count_events(run_dir)
     faults = run_dir / "faults.jsonl"
     kinds: dict[str, int] = {}

@@ -33,6 +33,13 @@ def text_summary(report: Report) -> str:
             lines.append(f"  #{r['id']} {r['kind']} at {r['start']:.1f}s for {r['length_s']:.1f}s ({r['net']}): "
                          f"cut off {r['cut_off'] or '-'}, stepped down {r['stepped_down_s'] or '-'}, "
                          f"served {served or '-'}")
+    learners = report.stats.get("learners") or []
+    if learners:
+        lines += ["", "new replicas (a node back on an empty disk: learner from, promoted at, catch-up time):"]
+        for r in learners:
+            promoted = "never" if r.get("promoted_t") is None else f"{r['promoted_t']:.1f}s ({r['caught_up_s']} s)"
+            since = "?" if r.get("learner_t") is None else f"{r['learner_t']:.1f}s"
+            lines.append(f"  node {r['node']} directory {str(r['directory'])[:8]}: learner from {since}, promoted {promoted}")
     return "\n".join(lines) + "\n"
 
 

@@ -86,6 +86,15 @@ def test_faults_recorded(run_dir: Path) -> None:
         assert f["type"] in FAULT_TYPES and {"t", "end", "node", "detail"} <= set(f), f
 
 
+def test_the_wiped_node_came_back_as_a_learner_and_was_promoted(run_dir: Path) -> None:
+    """The bounded run loses a disk second (chaos/nemesis.py): that node rejoins empty as a
+    learner and is made its node's voter again once caught up."""
+    info = json.loads((run_dir / "run.json").read_text())
+    assert [x["node"] for x in info["disk_losses"]] and "disk_loss" in info["ops"]
+    promoted = [x for x in info["learners"] if x["promoted_t"] is not None]
+    assert promoted and promoted[0]["node"] == info["disk_losses"][0]["node"], info["learners"]
+
+
 def test_offsets_export_matches_final_committed(run_dir: Path) -> None:
     final = json.loads((run_dir / "final.json").read_text())
     for i in range(3):

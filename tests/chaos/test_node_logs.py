@@ -45,3 +45,50 @@ def test_a_transfer_is_a_moment_of_fault_for_its_own_partitions_groups() -> None
     assert (moved["type"], moved["start"], moved["end"], moved["open"]) == ("leader_transfer", 7.0, 7.0, False)
     assert touches(moved, "g", opts) and not touches(moved, "h", opts)
     assert touches(kill, "g", opts) and touches(kill, "h", opts)  # a node fault concerns every group
+
+
+def test_each_new_replica_and_its_catch_up_are_read_from_the_node_logs(tmp_path: Path) -> None:
+    from chaos.node_logs import learners
+
+    (tmp_path / "node-1.log").write_text(
+        _line(30.0, "event=replica_learner node=1 directory=d1new voter_directory=d1old detail='...'")
+        + _line(33.5, "event=replica_promoted node=1 directory=d1new replaced=d1old caught_up_s=3.5")
+        + _line(80.0, "event=replica_learner node=1 directory=d1third voter_directory=d1new detail='...'"))
+    assert learners(tmp_path, T0) == [
+        {"node": 1, "directory": "d1new", "learner_t": 30.0, "promoted_t": 33.5, "caught_up_s": 3.5},
+        {"node": 1, "directory": "d1third", "learner_t": 80.0, "promoted_t": None, "caught_up_s": None},
+    ]
+    assert "disk_loss" in FAULT_TYPES
+
+
+def test_a_lost_disk_is_emptied_and_the_next_waits_until_every_node_votes(tmp_path: Path) -> None:
+    from chaos.nemesis import all_voters, wipe_dir
+
+    class Layout:
+        def __init__(self, d: Path) -> None:
+            self.data_dir = d
+
+    class Nodes:
+        def __init__(self) -> None:
+            self.layout = [Layout(tmp_path / str(i)) for i in range(3)]
+
+        def alive(self, i: int) -> bool:
+            return True
+
+    nodes = Nodes()
+    for i, n in enumerate(nodes.layout):
+        (n.data_dir / "raft" / "g").mkdir(parents=True)
+        (n.data_dir / "raft" / "g" / "raft.kcj").write_bytes(b"x" * 100)
+        (n.data_dir / "node.identity").write_text(json.dumps({"directory_id": f"d{i}"}))
+    voters = {"voters": {"0": "d0", "1": "d1", "2": "d2"}}
+    for n in nodes.layout:
+        (n.data_dir / "voters.json").write_text(json.dumps(voters))
+    assert all_voters(nodes)  # type: ignore[arg-type]
+    assert wipe_dir(nodes.layout[1].data_dir) > 100 and not list(nodes.layout[1].data_dir.iterdir())
+    assert not all_voters(nodes)  # type: ignore[arg-type]
+    (nodes.layout[1].data_dir / "node.identity").write_text(json.dumps({"directory_id": "d1new"}))
+    (nodes.layout[1].data_dir / "voters.json").write_text(json.dumps(voters))
+    assert not all_voters(nodes)  # type: ignore[arg-type]  # a learner: not yet the voter
+    for n in nodes.layout:
+        (n.data_dir / "voters.json").write_text(json.dumps({"voters": {"0": "d0", "1": "d1new", "2": "d2"}}))
+    assert all_voters(nodes)  # type: ignore[arg-type]

@@ -10,7 +10,8 @@ The interleaving that loses an acknowledged write when an empty node rejoins und
 C's log lacks the commit and B's is empty: counted as a voter, B would elect C, and the commit
 would be gone (and A, back, would find its applied log contradicted and stop). Here B is not its
 node's voting replica any more (its directory id is new): C does not count its (pre-)votes, and
-nobody leads until A is back. Then B catches up, asks to be the voter again, and is promoted.
+nobody leads until A is back. Then B catches up, asks to be the voter again, and is promoted;
+its old directory, put back afterwards, is refused.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def test_a_wiped_node_does_not_vote_before_it_caught_up_and_no_acknowledged_comm
     # 2. B's disk wiped; B back, empty, and cut off from A
     _cut(c, a, b, cc)
     c.kill(b)
+    old_copy = c.layout[b].data_dir.parent / "b-before-the-wipe"
+    shutil.copytree(c.layout[b].data_dir, old_copy)
     shutil.rmtree(c.layout[b].data_dir)
     c.layout[b].data_dir.mkdir()
     _cut(c, b, a)
@@ -124,3 +127,14 @@ def test_a_wiped_node_does_not_vote_before_it_caught_up_and_no_acknowledged_comm
     for i in range(3):
         assert c.alive(i), c.log_tail(i)
         assert "event=fail_stop" not in c.log_text(i) and "raft_diverged" not in c.log_text(i)
+
+    # The old directory put back (a disk thought dead): refused once it learns it was replaced
+    c.kill(b)
+    shutil.rmtree(c.layout[b].data_dir)
+    shutil.copytree(old_copy, c.layout[b].data_dir)
+    _cut(c, b)
+    c.spawn(b)
+    wait_for(lambda: not c.alive(b), 60, "the old copy refused")
+    assert c.procs[b] is not None and c.procs[b].returncode == 2
+    assert "event=stale_replica" in c.log_text(b)
+    assert _committed(c.bootstrap) == 200
