@@ -11,6 +11,7 @@ the run clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,24 +23,28 @@ def _node(name: str) -> int | str:
     return int(name) if name.isdigit() else name
 
 
+def _matches(log_dir: Path, needle: str, pattern: re.Pattern[str], t0: float) -> Iterator[tuple[int, float, re.Match[str]]]:
+    """(node, run-clock time, match) of every line of the ``node-N.log`` files in ``log_dir`` that
+    holds ``needle`` and matches ``pattern`` (whose first group is the line's ``ts``)."""
+    for f in sorted(log_dir.glob("node-*.log")):
+        node = int(f.stem.split("-")[1])
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = pattern.match(line) if needle in line else None
+                if m is not None:
+                    t = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0
+                    yield node, round(t, 3), m
+
+
 def leader_transfers(log_dir: Path, t0: float) -> list[dict[str, Any]]:
     """Every ``event=leadership_transfer`` of the ``node-N.log`` files in ``log_dir``, in time
     order: ``t`` (run clock), ``node`` (the one that handed leadership over) and ``detail``
     (``partition``, ``to``, ``reason``)."""
     out: list[dict[str, Any]] = []
-    for f in sorted(log_dir.glob("node-*.log")):
-        node = int(f.stem.split("-")[1])
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if "event=leadership_transfer" not in line:
-                    continue
-                m = _TRANSFER.match(line)
-                if m is None:
-                    continue
-                t = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0
-                sender = _node(m.group(3))
-                out.append({"t": round(t, 3), "node": sender if isinstance(sender, int) else node,
-                            "detail": {"partition": m.group(2), "to": _node(m.group(4)), "reason": m.group(5)}})
+    for node, t, m in _matches(log_dir, "event=leadership_transfer", _TRANSFER, t0):
+        sender = _node(m.group(3))
+        out.append({"t": t, "node": sender if isinstance(sender, int) else node,
+                    "detail": {"partition": m.group(2), "to": _node(m.group(4)), "reason": m.group(5)}})
     return sorted(out, key=lambda r: float(r["t"]))
 
 
@@ -52,20 +57,12 @@ def learners(log_dir: Path, t0: float) -> list[dict[str, Any]]:
     ``event=replica_learner`` and ``event=replica_promoted`` lines: ``node``, ``directory``,
     ``learner_t`` and ``promoted_t`` (run clock; None if it never was), ``caught_up_s``."""
     seen: dict[str, dict[str, Any]] = {}
-    for f in sorted(log_dir.glob("node-*.log")):
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if "event=replica_" not in line:
-                    continue
-                m = _LEARNER.match(line)
-                if m is None:
-                    continue
-                t = round(datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() - t0, 3)
-                row = seen.setdefault(m.group(4), {"node": int(m.group(3)), "directory": m.group(4),
-                                                   "learner_t": None, "promoted_t": None, "caught_up_s": None})
-                if m.group(2) == "replica_learner":
-                    row["learner_t"] = t if row["learner_t"] is None else row["learner_t"]
-                else:
-                    row["promoted_t"] = t
-                    row["caught_up_s"] = float(m.group(5)) if m.group(5) else None
+    for _node_log, t, m in _matches(log_dir, "event=replica_", _LEARNER, t0):
+        row = seen.setdefault(m.group(4), {"node": int(m.group(3)), "directory": m.group(4),
+                                           "learner_t": None, "promoted_t": None, "caught_up_s": None})
+        if m.group(2) == "replica_learner":
+            row["learner_t"] = t if row["learner_t"] is None else row["learner_t"]
+        else:
+            row["promoted_t"] = t
+            row["caught_up_s"] = float(m.group(5)) if m.group(5) else None
     return sorted(seen.values(), key=lambda r: (r["learner_t"] is None, r["learner_t"] or 0.0))
