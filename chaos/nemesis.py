@@ -512,7 +512,7 @@ class Nemesis:
             (0.5, self.link_chaos),
             (1, self.kill_all),
             (1, self.power_loss),
-            (0.5, self.disk_loss),
+            (1, self.disk_loss),
             *([(0.5, self.power_loss_all)] if self.durability == "fsync" else []),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
