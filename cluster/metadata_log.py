@@ -177,7 +177,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     """The metadata state after applying these operations in order."""
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
-                             "seq": 0, "applied": {}, "results": {}, "voters": {}}
+                             "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
+                             "retired": []}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -198,6 +199,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["applied"] = dict(op.get("applied") or {})
             state["results"] = dict(op.get("results") or {})
             state["voters"] = {int(k): str(v) for k, v in (op.get("voters") or {}).items()}
+            state["voters_version"] = int(op.get("voters_version", 0))
+            state["retired"] = [str(x) for x in op.get("retired") or ()]
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -220,7 +223,11 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
         elif isinstance(rec, SetVoter):
             now = state["voters"].get(int(rec.node))
             if now in (rec.replaces, rec.directory):
-                state["voters"][int(rec.node)] = str(rec.directory)
+                if now != rec.directory:
+                    state["voters"][int(rec.node)] = str(rec.directory)
+                    state["voters_version"] += 1
+                    if now is not None:  # a replaced directory: an old copy of it is refused for good
+                        state["retired"] = [*state["retired"], now][-RETIRED_KEPT:]
                 result = ["none", None]
             else:
                 result = ["stale", f"node {rec.node}'s voting replica is now directory {now}"]
@@ -267,6 +274,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     return state
 
 
+RETIRED_KEPT = 100  # replaced directories remembered (to refuse an old copy put back)
 PID_BASE = 1 << 36  # above the ids nodes handed out from local counters before (node id << 40 | n)
 PID_BLOCK = 1000
 REFUSALS_KEPT = 100  # refused creations and changes remembered for their requesters to find

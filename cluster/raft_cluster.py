@@ -119,7 +119,7 @@ class RaftCluster:
         self.directory = data_dir.directory_id(cfg.data_dir)
         self._was_voter = data_dir.was_voter(cfg.data_dir)
         self.host.voters = VoterSet(self.directory, self.me.node_id, self._node_of,
-                                    os.path.join(cfg.data_dir, VOTERS_FILE))
+                                    os.path.join(cfg.data_dir, VOTERS_FILE), fresh=not self._was_voter)
         self._voter_task: asyncio.Task[None] | None = None
         self._last_seen: dict[int, float] = {}  # when each peer was last connected (Metadata's grace)
         self.meta_store = EntryStore(compact=_compact_metadata, compact_every=500)
@@ -446,47 +446,60 @@ class RaftCluster:
         """Take the voters the metadata log names (votes are filtered by them from now on) and
         see to this replica's place among them: registered, a learner asking to be promoted once
         it caught up, or a replaced directory that must not serve (False: the node stops)."""
-        voters: dict[int, str] = state["voters"]
-        if self.host.voters.update(voters):
-            log.info("event=voters_changed voters=%r", {n: d[:8] for n, d in sorted(voters.items())})
+        voters = self.host.voters
+        if voters.update(state["voters"], int(state["voters_version"])):
+            log.info("event=voters_changed version=%d voters=%r", voters.version,
+                     {n: d[:8] for n, d in sorted(voters.voters.items())})
         if state["cluster_id"] is None:
             return True
-        mine = voters.get(self.me.node_id)
-        if mine == self.directory:
-            if not self._was_voter:
-                self._was_voter = True
-                data_dir.mark_voter(self.config.data_dir)
-            return True
-        if mine is not None and self._was_voter:
+        if self.directory in state["retired"]:
             self.fatal = (f"data_dir {self.config.data_dir} (directory {self.directory}) was node "
                           f"{self.me.node_id}'s voting replica, but the cluster has since replaced it with "
-                          f"directory {mine}: this is an old copy. Empty the directory to rejoin as a new replica")
+                          f"directory {state['voters'].get(self.me.node_id)}: this is an old copy. Empty the "
+                          "directory to rejoin as a new replica")
             log.error("event=stale_replica error=%r", self.fatal)
             self._on_fatal(2)
             return False
+        mine = voters.voters.get(self.me.node_id)  # the newest this node knows (voters.json)
+        if mine == self.directory:
+            if not self._was_voter:
+                self._was_voter = True
+                voters.fresh = False
+                data_dir.mark_voter(self.config.data_dir)
+            return True
+        if self._was_voter:
+            return True  # a fold older than this replica's promotion (a restart): the log catches up
         if self._voter_task is None or self._voter_task.done():
-            self._voter_task = supervised(self._become_voter(mine), "voter")
+            self._voter_task = supervised(self._become_voter(), "voter")
         return True
 
-    async def _become_voter(self, replaces: str | None) -> None:
+    async def _become_voter(self) -> None:
         """Registered as this node's voter (a new cluster, or one from before directory ids), or,
-        a learner replacing directory ``replaces``, once caught up in every group: promoted."""
+        a learner replacing another directory, once caught up in every group: promoted."""
         started = time.monotonic()
-        if replaces is not None:
-            log.warning("event=replica_learner node=%d directory=%s voter_directory=%s detail=%r", self.me.node_id,
-                        self.directory, replaces, "a new or wiped data directory: it catches up before it votes")
-            await self._caught_up()
+        told = False
         while True:
+            replaces = self.host.voters.voters.get(self.me.node_id)
+            if replaces == self.directory or self.directory in self.state["retired"]:
+                return  # promoted meanwhile, or replaced (_track_voters stops the node)
+            if replaces is not None:
+                if not told:
+                    told = True
+                    log.warning("event=replica_learner node=%d directory=%s voter_directory=%s detail=%r",
+                                self.me.node_id, self.directory, replaces,
+                                "a new or wiped data directory: it catches up before it votes")
+                await self._caught_up()
             try:
                 result = await self._change(SetVoter(self.me.node_id, self.directory, replaces))
-                break
-            except ReplicationError as e:
+            except (ReplicationError, TimeoutError) as e:  # a leader change or a cut: asked again
                 log.warning("event=voter_change_retry error=%r", str(e))
                 await asyncio.sleep(1.0)
-        if result[0] != "none":
-            log.warning("event=voter_change_refused node=%d directory=%s reason=%r", self.me.node_id, self.directory,
-                        result[1])
-        elif replaces is None:
+                continue
+            if result[0] == "none":
+                break
+            log.warning("event=voter_change_refused node=%d directory=%s reason=%r action=retry",
+                        self.me.node_id, self.directory, result[1])
+        if replaces is None:
             log.info("event=voter_registered node=%d directory=%s", self.me.node_id, self.directory)
         else:
             log.warning("event=replica_promoted node=%d directory=%s replaced=%s caught_up_s=%.1f",
@@ -494,21 +507,30 @@ class RaftCluster:
 
     async def _caught_up(self) -> None:
         """Until every group of this node has applied what its leader had committed when this
-        replica first heard it (a fixed mark each, so a steady load does not keep it waiting).
-        Catching up has no event of its own: checked every half second."""
-        marks: dict[str, int] = {}
+        replica started following it, that leader still leading at the same term at least a
+        check-quorum timeout later (a deposed leader has stepped down by then: a learner's
+        acknowledgements keep none in place), and the metadata log is folded up to date (so every
+        topic's groups exist). Catching up has no event of its own: checked every half second."""
+        settle = self.host.timings.check_quorum or self.host.timings.raft_max_timeout
+        marks: dict[str, tuple[int, int, float]] = {}  # group -> (term, leader's commit, since)
         while True:
+            now = time.monotonic()
             logs = [self.meta_log, *self.offsets_logs, *self.txn_logs, *self.data_logs.values()]
             behind = 0
             for lg in logs:
                 seen = lg.catch_up()
-                if seen is None:
+                if seen is None or not (lg.is_leader() or lg.leader_heard_lately()):
                     behind += 1
                     continue
                 applied, commit = seen
-                if applied < marks.setdefault(lg.name, commit):
+                term = lg.current_term()
+                mark = marks.get(lg.name)
+                if mark is None or mark[0] != term:
+                    mark = marks[lg.name] = (term, commit, now)
+                if applied < mark[1] or now - mark[2] < settle:
                     behind += 1
-            if behind == 0 and not self._missing:
+            folded = (self.meta_store.next_offset, len(self.meta_store.base)) == self._seen
+            if behind == 0 and folded and not self._missing:
                 return
             await asyncio.sleep(0.5)
 

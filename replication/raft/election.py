@@ -20,7 +20,8 @@ and moves shards. This mixin (ahead of ``SyncObj`` in ``replication.raft.pysynco
 - **Voters by replica** (``replication.raft.voters``): (pre-)vote answers carry the voter's
   directory id, and a candidate counts one only from its node's recorded voting replica, once
   per term (pysyncobj counts every answer, duplicates too). A replica that is not its node's
-  voter (a learner: a replaced or wiped disk) grants no vote and does not campaign.
+  voter (a learner: a replaced or wiped disk) grants no vote and does not campaign, and its
+  leader counts its acknowledgements toward no commit, check-quorum or lease.
 - **A leader lease**: every AppendEntries carries its send time (``lts``, stamped by the
   transport) and a follower's answer echoes the last one it got. While a majority (the leader
   counted at "now") has echoed a send time newer than ``lease`` ago, and those followers are
@@ -56,6 +57,7 @@ class ElectionGuard:
         self.voters = voters
         self._votes_term = -1  # the term whose vote answers _votes_from holds
         self._votes_from: set[str] = set()
+        self.learners: set[str] = set()  # leader: members whose acknowledgements came from a learner
         self.sticky = min_timeout  # and the lease, below, derives from it (settings.lease_for)
         self.lease = lease_for(min_timeout)
         self._transfer_timeout = max_timeout  # a transfer not done by then has failed
@@ -105,7 +107,7 @@ class ElectionGuard:
         self._pv_term = d["_SyncObj__raftCurrentTerm"] + 1
         self._pv_votes = {d["_SyncObj__selfNode"].id}
         d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
-        message = {"type": "pre_vote", "term": self._pv_term,
+        message = {"type": "pre_vote", "term": self._pv_term, "formed": bool(self.voters.voters),
                    "last_log_index": self._SyncObj__getCurrentLogIndex(),  # type: ignore[attr-defined]
                    "last_log_term": self._SyncObj__getCurrentLogTerm()}  # type: ignore[attr-defined]
         for node in d["_SyncObj__otherNodes"]:
@@ -151,10 +153,13 @@ class ElectionGuard:
         kind = message.get("type")
         if kind == "append_entries":
             return dict(message, lts=self._clock())  # the lease's anchor
-        if kind == "next_node_idx":
-            return dict(message, lts=self.lts_from.get(node_id))  # echo the leader's last send time
-        if kind == "request_vote" and self.campaign_is_transfer:
-            return dict(message, transfer=True, transfer_from=self._transfer_from, transfer_until=self._transfer_until)
+        if kind == "next_node_idx":  # echo the leader's last send time; say which replica acknowledges
+            return dict(message, lts=self.lts_from.get(node_id), dir=self.voters.directory)
+        if kind == "request_vote":
+            message = dict(message, formed=bool(self.voters.voters))  # see VoterSet.may_vote
+            if self.campaign_is_transfer:
+                message.update(transfer=True, transfer_from=self._transfer_from, transfer_until=self._transfer_until)
+            return message
         if kind == "timeout_now":
             return dict(message, until=self._hand_over())
         if kind == "response_vote":
@@ -202,8 +207,9 @@ class ElectionGuard:
                 and not self._transfer_passes(message):
             self.votes_ignored += 1
             return  # a healthy leader exists: neither adopt the term nor vote
-        if kind == "request_vote" and not self.voters.may_vote():
+        if kind == "request_vote" and not self.voters.may_vote(bool(message.get("formed"))):
             self.votes_ignored += 1
+            self.voters.refuse(node.id, bool(message.get("formed")))
             return  # a learner: it may have forgotten a vote or an entry it acknowledged
         if kind == "response_vote" and not self._vote_counts(node.id, message):
             return
@@ -215,6 +221,10 @@ class ElectionGuard:
                 if "lts" in message:
                     self.lts_from[node.id] = message["lts"]
         elif kind == "next_node_idx" and d["_SyncObj__raftState"] == LEADER:
+            if not self.voters.is_voter(node.id, message.get("dir")):
+                self._learner_ack(node, message)
+                return
+            self.learners.discard(node.id)
             echoed = message.get("lts")
             if echoed is not None and echoed >= self._lease_floor and echoed > self._acked_lts.get(node.id, 0.0):
                 self._acked_lts[node.id] = echoed
@@ -223,17 +233,37 @@ class ElectionGuard:
     def _answer_prevote(self, node: Any, message: dict[str, Any]) -> None:
         d = self.__dict__
         mine = (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())  # type: ignore[attr-defined]
+        may_vote = self.voters.may_vote(bool(message.get("formed")))
+        if not may_vote:
+            self.voters.refuse(node.id, bool(message.get("formed")))
         granted = (message.get("term", 0) > d["_SyncObj__raftCurrentTerm"]
                    and (message.get("last_log_term", -1), message.get("last_log_index", -1)) >= mine
-                   and not self._sticky() and self.voters.may_vote())
+                   and not self._sticky() and may_vote)
         d["_SyncObj__transport"].send(node, {"type": "pre_vote_response", "term": message.get("term"),
                                              "granted": granted, "dir": self.voters.directory})
 
+    def _learner_ack(self, node: Any, message: dict[str, Any]) -> None:
+        """A learner's acknowledgement moves its replication on, and counts toward no commit,
+        no check-quorum and no lease: it has forgotten what it acknowledged before its disk was
+        lost, and the term it was at (it would take a deposed leader's entries)."""
+        d = self.__dict__
+        self.learners.add(node.id)
+        match, heard = d["_SyncObj__raftMatchIndex"], d["_SyncObj__lastResponseTime"]
+        kept = (match.get(node), heard.get(node))
+        super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+        match[node] = 0 if kept[0] is None else kept[0]
+        if kept[1] is None:
+            heard.pop(node, None)
+        else:
+            heard[node] = kept[1]
+
     def _vote_counts(self, sender: str, message: dict[str, Any]) -> bool:
         """A vote of this term from a voting replica, counted once per sender."""
-        term = message.get("term")
+        term = self.__dict__["_SyncObj__raftCurrentTerm"]
+        if message.get("term") != term:
+            return True  # another term's answer: pysyncobj ignores it
         if term != self._votes_term:
-            self._votes_term, self._votes_from = term if isinstance(term, int) else -1, set()
+            self._votes_term, self._votes_from = term, set()
         if sender in self._votes_from or not self.voters.counts(sender, message.get("dir")):
             return False
         self._votes_from.add(sender)

@@ -446,7 +446,8 @@ class RaftLog:
         t = self.host.timings
         current = self._rounds.advance(now, t)
         g = self.group
-        if not t.auto_leader_rebalance or not g._isLeader() or self.preferred == self.self_addr:
+        if not t.auto_leader_rebalance or not g._isLeader() or self.preferred == self.self_addr \
+                or self.preferred in g.learners:  # a learner does not lead (replication/raft/voters.py)
             self._preferred_since = None
             return False
         status = g.getStatus()
@@ -466,7 +467,7 @@ class RaftLog:
         """ElectLeaders on the leader: hand leadership to the preferred node now, as a balancing
         round would (quiesce, let it match our log, transfer). False if this node does not lead
         or is the preferred one."""
-        if not self.group._isLeader() or self.preferred == self.self_addr:
+        if not self.group._isLeader() or self.preferred == self.self_addr or self.preferred in self.group.learners:
             return False
         self.start_transfer(time.monotonic())
         self.host.wake()

@@ -194,8 +194,10 @@ def test_a_nodes_voting_replica_is_set_by_compare_and_set_and_survives_compactio
     assert state["voters"] == {0: "d0", 1: "d1-new"}
     assert state["results"]["v3"] == ["none", None] and state["results"]["v4"][0] == "stale"
     assert state["results"]["v5"] == ["none", None]
+    assert state["voters_version"] == 3 and state["retired"] == ["d1"]  # two registrations, one replacement
     compacted = compact_metadata(ops)
     assert msgpack.unpackb(compacted[0], raw=False, strict_map_key=False)["v"] == 3
-    assert fold_metadata(compacted)["voters"] == {0: "d0", 1: "d1-new"}
+    again = fold_metadata(compacted)
+    assert (again["voters"], again["voters_version"], again["retired"]) == ({0: "d0", 1: "d1-new"}, 3, ["d1"])
     assert msgpack.unpackb(ops[1], raw=False)["v"] == 3
     assert fold_metadata([INIT])["voters"] == {}
