@@ -24,6 +24,7 @@ from replication.batch_validator import InflateBudget, validate_batch_async
 from replication.compacted import DEFAULT_POLICY, find_keyless_record
 from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult, sweep_installs
 from replication.data_passthrough import DataPassThroughLog
+from replication.data_state_machine import delete_records_entry
 from replication.durable import remove_dir
 from replication.record_batch import (
     ATTR_CONTROL,
@@ -44,6 +45,7 @@ class Err(IntEnum):
     """Kafka error codes the data plane produces (handlers map them to the wire enum)."""
 
     NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
     NOT_LEADER_OR_FOLLOWER = 6
     NOT_ENOUGH_REPLICAS = 19
@@ -52,6 +54,7 @@ class Err(IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    POLICY_VIOLATION = 44
     INVALID_TXN_STATE = 48
     TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -263,6 +266,35 @@ class DataPartition:
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
         return await self._replicate(parse_header(batch), batch, timeout_s)
+
+    async def delete_records(self, offset: int, timeout_s: float = 30.0) -> tuple[Err, int, str | None]:
+        """DeleteRecords on the leader: the log starts at ``offset`` (-1: the high watermark) on
+        every replica, through the Raft log; (error, low watermark, message) as Kafka answers."""
+        if not self.is_leader:
+            return Err.NOT_LEADER_OR_FOLLOWER, -1, "This node is not the partition's leader"
+        if "delete" not in self.data.cleanup_policy:
+            return Err.POLICY_VIOLATION, -1, (f"Records of partition {self.topic}-{self.partition} can not be deleted "
+                                              "while the partition is compacted (cleanup.policy without delete)")
+        high = self.data.high_watermark
+        offset = high if offset == -1 else offset
+        if offset < 0 or offset > high:
+            return Err.OFFSET_OUT_OF_RANGE, -1, f"The offset {offset} is not in [0, {high}]"
+        if offset <= self.data.log_start_offset:
+            return Err.NONE, self.data.log_start_offset, None
+        if not self.raft:
+            return Err.NONE, self.data.delete_records(offset), None
+        try:
+            try:
+                await asyncio.wait_for(self.rlog.append(delete_records_entry(offset), self.leader_epoch), timeout_s)
+            except TimeoutError:
+                return Err.REQUEST_TIMED_OUT, -1, f"Not replicated within {timeout_s:.1f}s"
+        except ReplicationError as e:
+            return Err.NOT_LEADER_OR_FOLLOWER, -1, str(e)
+        except OSError as e:
+            log.error("event=delete_records_failed topic=%s partition=%d error=%r", self.topic, self.partition, str(e))
+            return Err.KAFKA_STORAGE_ERROR, -1, str(e)
+        self._wake()
+        return Err.NONE, self.data.log_start_offset, None
 
     def last_stable_offset(self) -> int:
         """Where read_committed consumers stop: the first offset of the oldest open transaction."""

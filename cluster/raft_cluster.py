@@ -64,7 +64,7 @@ from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
 from cluster.topic_configs import Op
 from cluster.txn_entries import compact_txn
-from replication.api import PeerLog, ReplicationError
+from replication.api import EntryTooLargeError, PeerLog, ReplicationError
 from replication.data_log import settle_install
 from replication.data_state_machine import DataStateMachine
 from replication.failstop import EXIT_CORRUPT, fail_stop
@@ -552,16 +552,24 @@ class RaftCluster:
 
     async def _submit(self, payload: bytes, timeout: float = 8.0) -> None:
         """Submit a metadata operation, riding out a leader election or transfer meanwhile (a copy
-        that failed may have committed all the same: the entry's id makes it count once)."""
-        deadline = asyncio.get_running_loop().time() + timeout
+        that failed may have committed all the same: the entry's id makes it count once): tried
+        again when a leader is seen or the metadata changes (at most every half second). An
+        entry over the limit fails at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
+            changed = self._changed  # the event of this turn: set by whatever happens from now on
             try:
                 await self.meta_log.submit(payload)
                 return
+            except EntryTooLargeError:
+                raise
             except ReplicationError:
-                if asyncio.get_running_loop().time() > deadline:
+                left = deadline - loop.time()
+                if left <= 0:
                     raise
-                await asyncio.sleep(0.1)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(0.5, left))
 
     async def _change(self, record: Change) -> Any:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).

@@ -1,6 +1,8 @@
 """What request handlers may use of the node they run in (``cluster.node.Node`` implements it).
 
-Handlers type their node as ``NodeServices``, so mypy holds every handler to this list; where a
+The node's services come in small roles (``Registers``, ``Placement``, ``Identity``, ``Catalog``,
+``TopicAdmin``, ``Producers``, ``Guarded``); each handler module types the node it is given as a
+protocol of the roles it uses (its ``Needs``), so mypy holds every handler to those few. Where a
 partition lives and who leads it comes from the node's ``Topology``.
 """
 
@@ -29,16 +31,23 @@ class Registrar(Protocol):
         ...
 
 
-class NodeServices(Protocol):
-    config: NodeConfig
-    metadata: ClusterMetadata
-    topology: Topology
-    access: AccessControl  # the ACLs' decisions (everything allowed without an authorizer)
-    scram_users: ScramUsers  # the SCRAM credentials SASL listeners check
-    fd_budget: FdBudget  # the open-file limit's split; config.max_partitions is already bounded by it
+class Registers(Protocol):
+    """Where a handler module registers its APIs."""
 
     @property
     def registry(self) -> Registrar: ...
+
+
+class Placement(Protocol):
+    """Where partitions live and who leads them."""
+
+    topology: Topology
+
+
+class Identity(Protocol):
+    """This node and its cluster as configured."""
+
+    config: NodeConfig
 
     @property
     def node_id(self) -> int: ...
@@ -56,6 +65,12 @@ class NodeServices(Protocol):
 
     def through(self, b: BrokerInfo, listener: str) -> BrokerInfo: ...
 
+
+class Catalog(Protocol):
+    """The topics the cluster metadata holds."""
+
+    metadata: ClusterMetadata
+
     def topic(self, name: str) -> TopicMeta | None: ...
 
     def topic_partitions(self, name: str) -> int | None: ...
@@ -64,10 +79,20 @@ class NodeServices(Protocol):
 
     def is_internal_topic(self, name: str) -> bool: ...
 
+
+class TopicAdmin(Protocol):
+    """Creating and deleting topics (through the cluster metadata)."""
+
+    fd_budget: FdBudget  # the open-file limit's split; config.max_partitions is already bounded by it
+
     async def create_topic_async(self, name: str, partitions: int,
                                  configs: dict[str, str] | None = None) -> TopicMeta: ...
 
     async def delete_topic_async(self, name: str) -> TopicMeta | None: ...
+
+
+class Producers(Protocol):
+    """Producer ids and the transaction checks partition leaders ask for."""
 
     async def allocate_producer_id(self) -> int: ...
 
@@ -82,3 +107,15 @@ class NodeServices(Protocol):
         """Write a transaction's marker to ``__consumer_offsets`` partition ``partition``; the
         Kafka error code."""
         ...
+
+
+class Guarded(Protocol):
+    """The ACLs' decisions and the SCRAM credentials."""
+
+    access: AccessControl  # the ACLs' decisions (everything allowed without an authorizer)
+    scram_users: ScramUsers  # the SCRAM credentials SASL listeners check
+
+
+class NodeServices(Registers, Placement, Identity, Catalog, TopicAdmin, Producers, Guarded, Protocol):
+    """Everything a handler may use; each handler module names the roles it needs (its own
+    ``Needs``), so mypy holds it to those."""

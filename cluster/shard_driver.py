@@ -184,6 +184,10 @@ class ShardDriver(Generic[RuntimeT, RequestT, ResponseT]):
         async for batch in self._decoded(partition, source):
             records.extend(batch)
             entries += 1
+        if self.runtime.epoch_of(partition) != epoch or self.runtime.shard(partition) is not None:
+            self.log.info("event=%s_load_dropped partition=%d epoch=%d reason=leadership_moved_on", self.name,
+                          partition, epoch)
+            return  # the leadership ended (or began again) while the log was read: complete_load would ignore it
         self._run(self.runtime.complete_load(partition, epoch, records, self._now_ms(), image))
         self._on_state(partition)
         took = self._now_ms() - started

@@ -32,6 +32,10 @@ class NotLeaderError(ReplicationError):
     """This node does not lead the partition (any more)."""
 
 
+class EntryTooLargeError(ReplicationError):
+    """The entry is over the log's limit: trying again cannot help."""
+
+
 class StaleEpochError(ReplicationError):
     """The append carried an epoch that is not the log's current leader epoch."""
 

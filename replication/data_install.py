@@ -241,6 +241,7 @@ class SnapshotInstall:
             raise InstallError(f"the copy ends at {self.staging.log_end_offset} with {len(self._carry)} bytes "
                                f"left over; the snapshot at {manifest['end']}")
         self.staging.load_state(manifest["producers"], manifest.get("txns"))
+        self.staging.delete_records(int(manifest.get("start", 0)))  # where DeleteRecords moved it
         self.staging.sync()  # (rolled segments were at their roll) a failed fsync stops the node
         self.staging.close()
         self.target.adopt(self.staging.directory)

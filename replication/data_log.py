@@ -39,7 +39,7 @@ from typing import Any
 import msgpack
 
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
-from replication.durable import append_at, fsync_dir, renamed, sync
+from replication.durable import append_at, fsync_dir, renamed, replace_durably, sync
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -57,6 +57,7 @@ from replication.txn_index import PartitionTxns, read_marker
 log = logging.getLogger("kcoord.replication.data_log")
 _pread = os.pread  # by name, so tests can watch reads
 
+START_FILE = "log-start-offset"  # where DeleteRecords moved the log start (Kafka's log-start-offset checkpoint)
 MANIFEST_VERSION = 1  # of a data partition's Raft snapshot (``manifest``); none: version 0, or the old blob
 CLEAN_SHUTDOWN = "clean-shutdown"  # written by a clean close: the active segment was fsync'd
 _IDX = struct.Struct(">qqq")
@@ -462,6 +463,7 @@ class DataLog:
         self.closed = False  # a reader on another thread (a snapshot stream) tells this from a failing disk
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
+        self._start_floor = 0  # DeleteRecords: the log starts here at the earliest (START_FILE)
         settle_install(directory)
         os.makedirs(directory, exist_ok=True)
         self._open()
@@ -511,6 +513,7 @@ class DataLog:
             expected = seg.next_offset
         if not self._segments:
             self._new_segment(0)
+        self._start_floor = self._read_start_floor()
         self._load_producer_state()
 
     def _new_segment(self, base: int) -> _Segment:
@@ -571,7 +574,41 @@ class DataLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base if self._segments[0].size else self._segments[0].next_offset
+        physical = self._segments[0].base if self._segments[0].size else self._segments[0].next_offset
+        return max(physical, min(self._start_floor, self.log_end_offset))
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: the log starts at ``offset`` (at most its end) from now on; whole
+        segments below it go at once, the rest of the first one stays on disk unread. Kept in
+        ``START_FILE`` (and in snapshots' ``start``). Returns the log start offset."""
+        with self.lock:
+            offset = min(offset, self.log_end_offset)
+            if offset > self.log_start_offset:
+                self._start_floor = offset
+                self._write_start_floor(offset)
+                while len(self._segments) > 1 and self._segments[1].base <= offset:
+                    self._delete_oldest()
+                self.txns.forget_before(self.log_start_offset)
+                log.info("event=records_deleted dir=%s log_start_offset=%d", self.directory, self.log_start_offset)
+            return self.log_start_offset
+
+    def _read_start_floor(self) -> int:
+        try:
+            with open(os.path.join(self.directory, START_FILE), encoding="ascii") as fh:
+                return max(0, int(fh.read().strip()))
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as e:  # rebuilt from the Raft log (its entry, or the snapshot's start)
+            log.warning("event=log_start_file_unreadable dir=%s error=%r", self.directory, str(e))
+            return 0
+
+    def _write_start_floor(self, offset: int) -> None:
+        path = os.path.join(self.directory, START_FILE)
+        with open(path + ".tmp", "w", encoding="ascii") as fh:
+            fh.write(str(offset))
+            fh.flush()
+            sync(fh.fileno())
+        replace_durably(path + ".tmp", path)
 
     @property
     def log_end_offset(self) -> int:
@@ -822,6 +859,8 @@ class DataLog:
             self._segments, self._bases = [], []
             self.txns = PartitionTxns()
             self._new_segment(start_offset)
+            self._start_floor = start_offset
+            self._write_start_floor(start_offset)
             pos = 0
             while pos < len(batches):
                 hdr = parse_header(batches, pos)

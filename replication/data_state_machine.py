@@ -23,6 +23,15 @@ from replication.record_batch import parse_header
 log = logging.getLogger("kcoord.cluster")
 
 
+# A DeleteRecords entry: this prefix (a negative base offset, which no batch has), then the new
+# log start offset as 8 bytes.
+DELETE_RECORDS = b"\xff\xffKCDR"
+
+
+def delete_records_entry(offset: int) -> bytes:
+    return DELETE_RECORDS + offset.to_bytes(8, "big", signed=True)
+
+
 class DataStateMachine:
     """A data partition's replicated state: its DataLog (batches, producer state)."""
 
@@ -33,6 +42,10 @@ class DataStateMachine:
         self._ends: tuple[bytes, int] | None = None  # the last snapshot streamed, and the offset it ends at
 
     def apply(self, epoch: int, payload: bytes) -> int:
+        if payload.startswith(DELETE_RECORDS):  # not a batch: a batch begins with its base offset, >= 0
+            start = self.data.delete_records(int.from_bytes(payload[len(DELETE_RECORDS):], "big", signed=True))
+            self._on_applied()
+            return start
         base = parse_header(payload).base_offset
         if base < self.data.log_start_offset:
             # Replaying the journal over a log that retention has since cut: this batch was
@@ -77,6 +90,8 @@ class DataStateMachine:
             fail_stop("data_log", f"{self.data.directory}: the log ends at offset {self.data.log_end_offset} but "
                       f"its Raft snapshot covers offsets up to {state['end']}: acknowledged data is missing "
                       "from the disk; refusing to start", EXIT_CORRUPT)
+        else:
+            self.data.delete_records(int(state.get("start", 0)))  # a DeleteRecords the snapshot holds
         self._on_applied()
 
     def stream_next(self, snapshot: bytes, cursor: StreamCursor) -> bytes | None:

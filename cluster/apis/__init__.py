@@ -10,6 +10,7 @@ from cluster.apis import (
     alter_configs,
     api_versions,
     configs,
+    delete_records,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -26,6 +27,6 @@ from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, alter_configs, api_versions, configs, metadata, partitions, topics, topic_partitions,
+    for mod in (acls, alter_configs, api_versions, configs, delete_records, metadata, partitions, topics, topic_partitions,
                 log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

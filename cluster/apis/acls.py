@@ -11,7 +11,7 @@ where the change is applied, against the committed ACLs, and its answer lists wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -29,8 +29,13 @@ from cluster.security.authorizer import (
     Permission,
     ResourceType,
 )
-from cluster.services import NodeServices
+from cluster.services import Guarded, Placement, Registers
 from replication.api import ReplicationError
+
+
+class Needs(Registers, Placement, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 DESCRIBE_KEY = 29
 CREATE_KEY = 30
@@ -79,7 +84,8 @@ def build_describe(request: Any, code: ErrorCode, message: str | None = None,
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.node.access.enabled:
+    node: Needs = ctx.node
+    if not node.access.enabled:
         return build_describe(request, ErrorCode.security_disabled, DISABLED)
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_describe(request, ErrorCode.cluster_authorization_failed, DENIED)
@@ -87,7 +93,7 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         flt = acl_filter(request, version_of(request))
     except BadFilter as e:
         return build_describe(request, ErrorCode.invalid_request, str(e))
-    return build_describe(request, ErrorCode.none, None, ctx.node.access.authorizer().acls(flt))
+    return build_describe(request, ErrorCode.none, None, node.access.authorizer().acls(flt))
 
 
 # -- CreateAcls -----------------------------------------------------------------------------------
@@ -115,8 +121,9 @@ def _new_acl(c: Any, version: int) -> AclBinding:
 
 
 async def create(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     m = resp_mod(CREATE_KEY, version_of(request))
-    if not ctx.node.access.enabled:
+    if not node.access.enabled:
         return build_create(request, ErrorCode.security_disabled, DISABLED)
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_create(request, ErrorCode.cluster_authorization_failed, DENIED)
@@ -130,7 +137,7 @@ async def create(ctx: RequestContext, request: Any) -> Any:
             results.append(_created(m, ErrorCode.invalid_request, str(e)))
     if wanted:
         try:
-            await ctx.node.topology.create_acls(wanted)
+            await node.topology.create_acls(wanted)
         except (ReplicationError, TimeoutError) as e:
             return build_create(request, ErrorCode.not_controller, f"metadata not available: {e}")
     return mk(m.CreateAclsResponse, throttle_time=ZERO, results=tuple(
@@ -147,9 +154,10 @@ def build_delete(request: Any, code: ErrorCode, message: str | None = None) -> A
 
 
 async def delete(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     v = version_of(request)
     m = resp_mod(DELETE_KEY, v)
-    if not ctx.node.access.enabled:
+    if not node.access.enabled:
         return build_delete(request, ErrorCode.security_disabled, DISABLED)
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_delete(request, ErrorCode.cluster_authorization_failed, DENIED)
@@ -165,7 +173,7 @@ async def delete(ctx: RequestContext, request: Any) -> Any:
         # Matched where the change is applied, on the committed ACLs: this node's copy may not
         # hold yet an ACL just created through another node. The answer lists what was removed.
         try:
-            matched = await ctx.node.topology.delete_acls(valid)
+            matched = await node.topology.delete_acls(valid)
         except (ReplicationError, TimeoutError) as e:
             return build_delete(request, ErrorCode.not_controller, f"metadata not available: {e}")
     found = iter(matched)
@@ -183,7 +191,7 @@ def _removed(m: Any, a: AclBinding) -> Any:
               operation=int(a.operation), permission_type=int(a.permission))
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(DESCRIBE_KEY, 1, 3, describe, error_response=build_describe)
     node.registry.register(CREATE_KEY, 1, 3, create, error_response=build_create)
     node.registry.register(DELETE_KEY, 1, 3, delete, error_response=build_delete)

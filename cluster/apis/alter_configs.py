@@ -14,7 +14,7 @@ refused (INVALID_CONFIG) naming the keys, an empty alteration of one succeeds.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -22,9 +22,14 @@ from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.configs import BROKER, GROUP, TOPIC
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Registers
 from cluster.topic_configs import SET, ConfigError, Op, altered
 from replication.api import ReplicationError
+
+
+class Needs(Registers, Placement, Identity, Catalog, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger(__name__)
 ALTER_KEY = 33
@@ -33,7 +38,7 @@ Result = tuple[ErrorCode, str | None]
 OK: Result = (ErrorCode.none, None)
 
 
-async def _alter(node: NodeServices, ctx: RequestContext | None, res: Any, ops: list[Op], replace: bool,
+async def _alter(node: Needs, ctx: RequestContext | None, res: Any, ops: list[Op], replace: bool,
                  validate_only: bool) -> Result:
     def allowed(rtype: ResourceType, name: str) -> bool:
         return ctx is None or ctx.allowed(Operation.ALTER_CONFIGS, rtype, name)
@@ -91,7 +96,7 @@ def error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
     return _response(api_key, request, [(res, (code, None)) for res in request.resources])
 
 
-async def build(node: NodeServices, request: Any, api_key: int, ctx: RequestContext | None = None) -> Any:
+async def build(node: Needs, request: Any, api_key: int, ctx: RequestContext | None = None) -> Any:
     counts: dict[tuple[int, str], int] = {}
     for res in request.resources:
         counts[(res.resource_type, res.resource_name)] = counts.get((res.resource_type, res.resource_name), 0) + 1
@@ -112,14 +117,16 @@ async def build(node: NodeServices, request: Any, api_key: int, ctx: RequestCont
 
 
 async def handle_alter(ctx: RequestContext, request: Any) -> Any:
-    return await build(ctx.node, request, ALTER_KEY, ctx)
+    node: Needs = ctx.node
+    return await build(node, request, ALTER_KEY, ctx)
 
 
 async def handle_incremental(ctx: RequestContext, request: Any) -> Any:
-    return await build(ctx.node, request, INCREMENTAL_KEY, ctx)
+    node: Needs = ctx.node
+    return await build(node, request, INCREMENTAL_KEY, ctx)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(ALTER_KEY, 0, 2, handle_alter,
                            error_response=lambda req, code: error_response(ALTER_KEY, req, code))
     node.registry.register(INCREMENTAL_KEY, 0, 1, handle_incremental,

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
-from cluster.services import NodeServices, Registrar
+from cluster.services import Registers, Registrar
+
+
+class Needs(Registers, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 18
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -30,14 +35,15 @@ def unsupported_version_response(registry: Registrar) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     v = version_of(request)
     if v >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                        and _SOFTWARE.match(request.client_software_version or "")):
-        return build_response(ctx.node.registry, v, ErrorCode.invalid_request)
-    return build_response(ctx.node.registry, v, ErrorCode.none)
+        return build_response(node.registry, v, ErrorCode.invalid_request)
+    return build_response(node.registry, v, ErrorCode.none)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 4, handle,
                            error_response=lambda req, code: build_response(node.registry, version_of(req), code),
                            unknown_version=lambda: unsupported_version_response(node.registry))

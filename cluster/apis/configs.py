@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -21,7 +21,12 @@ from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.config import KAFKA_NAMES, NodeConfig
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Registers
+
+
+class Needs(Registers, Identity, Catalog, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 32
 TOPIC, BROKER, GROUP = 2, 4, 32  # ConfigResource types
@@ -142,10 +147,11 @@ def broker_entries(config: NodeConfig) -> list[Entry]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return build(ctx.node, request, ctx=ctx)
+    node: Needs = ctx.node
+    return build(node, request, ctx=ctx)
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+def build(node: Needs, request: Any, *, error: ErrorCode | None = None,
           ctx: RequestContext | None = None) -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
@@ -165,7 +171,7 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
     return mk(m.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-def _describe(node: NodeServices, res: Any, ctx: RequestContext | None) -> tuple[ErrorCode, str | None, list[Entry]]:
+def _describe(node: Needs, res: Any, ctx: RequestContext | None) -> tuple[ErrorCode, str | None, list[Entry]]:
     def allowed(rtype: ResourceType, name: str) -> bool:
         return ctx is None or ctx.allowed(Operation.DESCRIBE_CONFIGS, rtype, name)
 
@@ -192,5 +198,5 @@ def _describe(node: NodeServices, res: Any, ctx: RequestContext | None) -> tuple
     return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}", []
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 1, 4, handle, error_response=lambda req, code: build(node, req, error=code))

@@ -13,7 +13,7 @@ import asyncio
 import datetime
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as KErr
 
@@ -21,10 +21,15 @@ from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.apis.groups import GroupApi, kerr
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Guarded, Registers
 from coordinator import commands as c
 from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
 from coordinator.errors import ErrorCode
+
+
+class Needs(Registers, Catalog, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger("kcoord.consumer_groups")
 
@@ -81,7 +86,7 @@ class ConsumerGroupApi:
         silently). A group's members share one principal in practice; members of one group under
         principals that see different topics would each see the group's subscriptions their way."""
         image = self.node.metadata.topic_image()
-        access = ctx.node.access
+        access = self.node.access
         if not access.enabled:
             return image
         key = (ctx.principal, ctx.ip)
@@ -106,7 +111,7 @@ class ConsumerGroupApi:
                 return c.ConsumerGroupDescribeResponse(ErrorCode.INVALID_GROUP_ID, "")
             answer: c.ConsumerGroupDescribeResponse = await self.groups.call(
                 group_id, c.ConsumerGroupDescribeRequest(group_id, image))
-            if answer.error is ErrorCode.NONE and ctx.node.access.enabled and any(  # Kafka 4: the topics too
+            if answer.error is ErrorCode.NONE and self.node.access.enabled and any(  # Kafka 4: the topics too
                     not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, p.topic_name)
                     for m in answer.members for p in (*m.assignment, *m.target_assignment)):
                 return c.ConsumerGroupDescribeResponse(
@@ -122,7 +127,7 @@ class ConsumerGroupApi:
         def ops(a: c.ConsumerGroupDescribeResponse) -> int:
             if not req.include_authorized_operations or a.error is not ErrorCode.NONE:
                 return NO_OPERATIONS
-            return ctx.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, a.group_id)
+            return self.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, a.group_id)
 
         answers = await asyncio.gather(*(one(g) for g in req.group_ids))
         return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
@@ -161,7 +166,7 @@ def _heartbeat_gate(ctx: RequestContext, req: Any) -> KErr | None:
     return None
 
 
-def register(node: NodeServices, groups: GroupApi) -> ConsumerGroupApi:
+def register(node: Needs, groups: GroupApi) -> ConsumerGroupApi:
     api = ConsumerGroupApi(groups)
     for key, handler in ((CONSUMER_GROUP_HEARTBEAT, api.heartbeat), (CONSUMER_GROUP_DESCRIBE, api.describe)):
         lo, hi = RANGES[key]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -26,7 +26,12 @@ from cluster.dispatch import RequestContext
 from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Registers
+
+
+class Needs(Registers, Placement, Identity, Catalog, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger(__name__)
 API_KEY = 43
@@ -57,7 +62,7 @@ def error_response(request: Any, code: ErrorCode) -> Any:
     return _response(request, code, results)
 
 
-async def _forward(node: NodeServices, leader: Peer, topic: str, partition: int, timeout_ms: int) -> Result:
+async def _forward(node: Needs, leader: Peer, topic: str, partition: int, timeout_ms: int) -> Result:
     m = req_mod(API_KEY, 2)
     body = m.ElectLeadersRequest(election_type=PREFERRED, timeout=datetime.timedelta(milliseconds=timeout_ms),
                                  topic_partitions=(m.TopicPartitions(topic=topic, partitions=(partition,)),))
@@ -74,7 +79,7 @@ async def _forward(node: NodeServices, leader: Peer, topic: str, partition: int,
     return ErrorCode(resp.error_code), None
 
 
-async def _elect(node: NodeServices, ctx: RequestContext, topic: str, partition: int, unclean: bool,
+async def _elect(node: Needs, ctx: RequestContext, topic: str, partition: int, unclean: bool,
                  timeout_ms: int) -> Result:
     t = node.topic(topic)
     if t is None or not 0 <= partition < t.partitions:
@@ -95,7 +100,7 @@ async def _elect(node: NodeServices, ctx: RequestContext, topic: str, partition:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ErrorCode.cluster_authorization_failed)
     unclean = int(getattr(request, "election_type", PREFERRED)) == UNCLEAN
@@ -128,5 +133,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(request, ErrorCode.none, results)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 2, handle, error_response=error_response)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
@@ -21,8 +21,13 @@ from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.data_plane import OffsetOutOfRangeError
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Identity, Placement, Registers
 from replication.data_log import ReadPlan
+
+
+class Needs(Registers, Placement, Identity, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 FETCH_KEY = 1
 LIST_OFFSETS_KEY = 2
@@ -77,7 +82,7 @@ class _Pass:
             plan.close()
 
 
-def _collect(node: NodeServices, request: Any, m: Any, denied: frozenset[str], room: int) -> _Pass:
+def _collect(node: Needs, request: Any, m: Any, denied: frozenset[str], room: int) -> _Pass:
     """One pass over the requested partitions: errors answered, reads planned (under each log's
     lock, briefly) but not executed. ``planned`` bounds the bytes the reads return. A topic the
     principal may not READ (``denied``) answers 29 and does not cut a long poll short. ``room`` is
@@ -164,7 +169,7 @@ async def _answer(found: _Pass, m: Any) -> tuple[Any, ...]:
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     m = resp_mod(FETCH_KEY, ctx.api_version)
     max_wait = min(max(to_ms(request.max_wait), 0), node.config.fetch_max_wait_cap_ms) / 1000
     deadline = time.monotonic() + max_wait
@@ -209,7 +214,7 @@ def _lo_part(m: Any, index: int, code: ErrorCode, ts: int = -1, offset: int = -1
 
 
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     m = resp_mod(LIST_OFFSETS_KEY, ctx.api_version)
     committed = int(getattr(request, "isolation_level", 0)) == 1
     topics = []
@@ -266,6 +271,6 @@ def build_list_offsets_error(request: Any, code: ErrorCode) -> Any:
         for t in request.topics))
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(FETCH_KEY, 4, 12, handle_fetch, error_response=build_fetch_error)
     node.registry.register(LIST_OFFSETS_KEY, 1, 7, handle_list_offsets, error_response=build_list_offsets_error)

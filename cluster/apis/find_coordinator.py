@@ -7,21 +7,26 @@ SHARE keys (type 2) before v6 → INVALID_REQUEST; any other type → INVALID_RE
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Identity, Placement, Registers
 from coordinator.partitioner import partition_for
+
+
+class Needs(Registers, Placement, Identity, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 10
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-def _lookup(node: NodeServices, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
+def _lookup(node: Needs, key: str, key_type: int, version: int) -> tuple[ErrorCode, str | None, Any]:
     if key_type == GROUP:
         partition = partition_for(key, node.offsets_partitions)
         leader = node.topology.offsets_leader(partition)
@@ -58,7 +63,7 @@ def _refused(ctx: RequestContext | None, key: str, key_type: int) -> ErrorCode |
     return None
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+def build(node: Needs, request: Any, *, error: ErrorCode | None = None, listener: str = "",
           ctx: RequestContext | None = None) -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
@@ -97,7 +102,7 @@ def _keys(request: Any) -> list[str]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     key_type = int(getattr(request, "key_type", GROUP))
     # woken by the topology's leadership events, not by a poll of its own
     if key_type == GROUP:
@@ -109,5 +114,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(node, request, listener=ctx.listener, ctx=ctx)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 6, handle, error_response=lambda req, code: build(node, req, error=code))

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as KErr
 
@@ -28,10 +28,15 @@ from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Guarded, Identity, Producers, Registers
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
+
+
+class Needs(Registers, Identity, Catalog, Producers, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger("kcoord.groups")
 
@@ -71,7 +76,7 @@ def cls(mod: ModuleType, *names: str) -> Any:
 class GroupApi:
     """Registered on the node; owns the coordinator driver."""
 
-    def __init__(self, node: NodeServices, driver: CoordinatorDriver) -> None:
+    def __init__(self, node: Needs, driver: CoordinatorDriver) -> None:
         self.node = node
         self.driver = driver
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
@@ -257,7 +262,8 @@ class GroupApi:
         """Takes out of ``known`` and ``unknown`` the topics the principal may not READ: their
         partitions, answered 29 (authorization comes before existence, so a name tells nothing)."""
         denied: dict[str, list[int]] = {}
-        if not ctx.node.access.enabled:
+        node: Needs = ctx.node
+        if not node.access.enabled:
             return denied
         for topic, parts in list(known):
             if not ctx.allowed(Operation.READ, ResourceType.TOPIC, topic):
@@ -400,14 +406,14 @@ class GroupApi:
             named = [(self._topic_name(t), t) for t in topics]
             wanted = tuple((name, tuple(int(i) for i in t.partition_indexes)) for name, t in named if name is not None)
             missing = [t for name, t in named if name is None]
-            if ctx.node.access.enabled:
+            if self.node.access.enabled:
                 denied = [w for w in wanted if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, w[0])]
                 wanted = tuple(w for w in wanted if w not in denied)
         answer: c.OffsetFetchResponse = await self.call(group_id, c.OffsetFetchRequest(
             group_id, wanted, require_stable, member_id, member_epoch))
         if answer.error is not ErrorCode.NONE:
             return answer, []
-        if ctx.node.access.enabled:
+        if self.node.access.enabled:
             kept = tuple(t for t in answer.topics if topics is not None
                          or ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t[0]))
             answer = c.OffsetFetchResponse(answer.error, kept + tuple(
@@ -475,7 +481,7 @@ class GroupApi:
         def ops(g: str, a: c.DescribeGroupsResponse) -> int:
             if not with_ops or a.error is not ErrorCode.NONE:
                 return -2147483648
-            return ctx.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, g)
+            return self.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, g)
 
         return mk(cls(mod, "DescribeGroupsResponse"), throttle_time=ZERO, groups=tuple(
             mk(group_cls, error_code=kerr(a.error), group_id=g, group_state=a.state, protocol_type=a.protocol_type,
@@ -622,7 +628,7 @@ GATES = {JOIN_GROUP: _group_gate(Operation.READ), SYNC_GROUP: _sync_gate, LEAVE_
          OFFSET_DELETE: _group_gate(Operation.DELETE), TXN_OFFSET_COMMIT: _txn_commit_gate}
 
 
-def register(node: NodeServices, driver: CoordinatorDriver) -> GroupApi:
+def register(node: Needs, driver: CoordinatorDriver) -> GroupApi:
     api = GroupApi(node, driver)
     handlers = {
         JOIN_GROUP: api.join_group,

@@ -11,19 +11,24 @@ data partitions, and are not listed.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Registers
+
+
+class Needs(Registers, Placement, Identity, Catalog, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 35
 
 
-def _wanted(node: NodeServices, request: Any) -> dict[str, list[int]]:
+def _wanted(node: Needs, request: Any) -> dict[str, list[int]]:
     """The partitions asked about that exist: every one when ``topics`` is null."""
     if request.topics is None:
         return {name: list(range(t.partitions)) for name, t in sorted(node.metadata.topics.items())}
@@ -35,7 +40,7 @@ def _wanted(node: NodeServices, request: Any) -> dict[str, list[int]]:
     return out
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+def build(node: Needs, request: Any, *, error: ErrorCode | None = None,
           ctx: RequestContext | None = None) -> Any:
     v = version_of(request)
     m = resp_mod(API_KEY, v)
@@ -66,8 +71,9 @@ def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return build(ctx.node, request, ctx=ctx)
+    node: Needs = ctx.node
+    return build(node, request, ctx=ctx)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 1, 5, handle, error_response=lambda req, code: build(node, req, error=code))

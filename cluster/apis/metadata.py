@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -14,7 +14,12 @@ from cluster.apis.topics import partition_limit_error
 from cluster.dispatch import CloseConnection, RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, PartitionLimitError, validate_topic_name
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Guarded, Identity, Placement, Registers, TopicAdmin
+
+
+class Needs(Registers, Placement, Identity, Catalog, TopicAdmin, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 3
 log = logging.getLogger("kcoord.api.metadata")
@@ -22,7 +27,7 @@ ZERO_UUID = uuid.UUID(int=0)
 NO_OPERATIONS = -2147483648  # authorized operations not asked for
 
 
-def partition_entry(cls: type, node: NodeServices, name: str | None, p: int, live: frozenset[int]) -> Any:
+def partition_entry(cls: type, node: Placement, name: str | None, p: int, live: frozenset[int]) -> Any:
     """A partition's leader, epoch and replicas as ``cls`` (Metadata's or DescribeTopicPartitions')
     carries them."""
     replicas = tuple(node.topology.replica_ids())
@@ -43,7 +48,7 @@ def partition_entry(cls: type, node: NodeServices, name: str | None, p: int, liv
               eligible_leader_replicas=(), last_known_elr=(), offline_replicas=tuple(r for r in replicas if r not in live))
 
 
-def _topic(m: Any, node: NodeServices, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
+def _topic(m: Any, node: Needs, name: str | None, error: ErrorCode, *, topic_id: uuid.UUID | None = None,
            partitions: int = 0, internal: bool = False, epoch: int = 0, live: frozenset[int] = frozenset(),
            ops: int = NO_OPERATIONS) -> Any:
     parts = tuple(partition_entry(m.MetadataResponsePartition, node, name, p, live) for p in range(partitions))
@@ -72,10 +77,11 @@ class Access:
     def ops(self, rtype: ResourceType, name: str, wanted: bool) -> int:
         if not wanted or self.ctx is None:
             return NO_OPERATIONS
-        return self.ctx.node.access.operations(self.ctx.principal, self.ctx.ip, rtype, name)
+        node: Needs = self.ctx.node
+        return node.access.operations(self.ctx.principal, self.ctx.ip, rtype, name)
 
 
-def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: Access) -> Any:
+def _known(m: Any, node: Needs, name: str, live: frozenset[int], access: Access) -> Any:
     if not access.describes(name):
         return _topic(m, node, name, ErrorCode.topic_authorization_failed)
     ops = access.ops(ResourceType.TOPIC, name, access.topic_ops)
@@ -88,7 +94,7 @@ def _known(m: Any, node: NodeServices, name: str, live: frozenset[int], access: 
                   ops=ops)
 
 
-def build(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+def build(node: Needs, request: Any, *, error: ErrorCode | None = None, listener: str = "",
           ctx: RequestContext | None = None, refused: frozenset[str] = frozenset()) -> Any:
     """The answer (``ctx``: the request's, for its principal's view; None for an error answer;
     ``refused``: topics whose auto-creation a partition bound refused)."""
@@ -162,7 +168,7 @@ def _unique(topics: Any) -> list[Any] | None:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     v = version_of(request)
     if v < 12 and any(rt.name is None for rt in request.topics or ()):
         # v10-11 may carry a null name on the wire, but topics are looked up by id only from v12
@@ -201,7 +207,7 @@ DESCRIBE_CLUSTER = 60
 BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint types: 1 brokers, 2 controllers
 
 
-def build_describe_cluster(node: NodeServices, request: Any, *, error: ErrorCode | None = None, listener: str = "",
+def build_describe_cluster(node: Needs, request: Any, *, error: ErrorCode | None = None, listener: str = "",
                            ctx: RequestContext | None = None) -> Any:
     """The brokers as the requester's listener reaches them, the cluster id and the controller.
     kcoord's nodes are brokers and controllers at once; asking for the controllers' endpoints
@@ -223,10 +229,11 @@ def build_describe_cluster(node: NodeServices, request: Any, *, error: ErrorCode
 
 
 async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
-    return build_describe_cluster(ctx.node, request, listener=ctx.listener, ctx=ctx)
+    node: Needs = ctx.node
+    return build_describe_cluster(node, request, listener=ctx.listener, ctx=ctx)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 12, handle, error_response=lambda req, code: build(node, req, error=code))
     node.registry.register(DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster,
                            error_response=lambda req, code: build_describe_cluster(node, req, error=code))

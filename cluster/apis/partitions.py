@@ -13,23 +13,28 @@ partition on every node, so an assignment only has to name existing nodes; the p
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
-from cluster.apis.topics import partition_limit_error
+from cluster.apis.topics import LimitNeeds, partition_limit_error
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Placement, Registers
 from replication.api import ReplicationError
+
+
+class Needs(Registers, Placement, LimitNeeds, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger(__name__)
 API_KEY = 37
 Result = tuple[ErrorCode, str | None]
 
 
-def _check(node: NodeServices, t: Any, granted: int, validate_only: bool) -> tuple[Result, int]:
+def _check(node: Needs, t: Any, granted: int, validate_only: bool) -> tuple[Result, int]:
     """The early answer for one topic, and how many partitions it adds."""
     if node.is_internal_topic(t.name):
         return (ErrorCode.invalid_request, f"kcoord fixes the partitions of {t.name} at the cluster's first start"), 0
@@ -59,7 +64,7 @@ def _check(node: NodeServices, t: Any, granted: int, validate_only: bool) -> tup
     return (ErrorCode.none, None), adding
 
 
-async def _grow(node: NodeServices, ctx: RequestContext | None, t: Any, validate_only: bool,
+async def _grow(node: Needs, ctx: RequestContext | None, t: Any, validate_only: bool,
                 granted: int) -> tuple[Result, int]:
     if ctx is not None and not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
         return (ErrorCode.topic_authorization_failed, "Authorization failed."), 0
@@ -90,10 +95,11 @@ def error_response(request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await build(ctx.node, request, ctx)
+    node: Needs = ctx.node
+    return await build(node, request, ctx)
 
 
-async def build(node: NodeServices, request: Any, ctx: RequestContext | None = None) -> Any:
+async def build(node: Needs, request: Any, ctx: RequestContext | None = None) -> Any:
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -109,5 +115,5 @@ async def build(node: NodeServices, request: Any, ctx: RequestContext | None = N
     return _response(request, results)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 3, handle, error_response=error_response)

@@ -12,16 +12,21 @@ late batch of a finished transaction would otherwise open one that no marker eve
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, to_ms, version_of
 from cluster.dispatch import CloseConnection, RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Placement, Producers, Registers
 from replication.api import ReplicationError
 from replication.batch_validator import InflateBudget
+
+
+class Needs(Registers, Placement, Catalog, Producers, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 PRODUCE_KEY = 0
 INIT_PID_KEY = 22
@@ -43,7 +48,7 @@ def build_error(request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    node = ctx.node
+    node: Needs = ctx.node
     m = resp_mod(PRODUCE_KEY, ctx.api_version)
     acks = int(request.acks)
     # how long the producer waits for replication (its request.timeout.ms), within sane bounds
@@ -99,7 +104,7 @@ def _refused(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return build_error(request, code)
 
 
-def _verifier(node: NodeServices, transactional_id: str, topic: str, partition: int) -> Any:
+def _verifier(node: Needs, transactional_id: str, topic: str, partition: int) -> Any:
     async def verify(producer_id: int, producer_epoch: int) -> int:
         return await node.verify_txn_partition(transactional_id, producer_id, producer_epoch, topic, partition)
     return verify
@@ -112,8 +117,9 @@ def build_init_pid(request: Any, code: ErrorCode, pid: int = -1, epoch: int = -1
 
 async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
     """An idempotent producer's id: a fresh one at epoch 0, no coordinator involved."""
+    node: Needs = ctx.node
     try:
-        pid = await ctx.node.allocate_producer_id()
+        pid = await node.allocate_producer_id()
     except (ReplicationError, TimeoutError) as e:  # no metadata leader right now: the client retries
         log.info("event=producer_id_unavailable error=%r", str(e))
         return build_init_pid(request, ErrorCode.coordinator_not_available)
@@ -121,5 +127,5 @@ async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
     return build_init_pid(request, ErrorCode.none, pid, 0)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(PRODUCE_KEY, 3, 9, handle, advertised_min=0, error_response=build_error)

@@ -4,14 +4,19 @@ read)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Placement, Registers
+
+
+class Needs(Registers, Placement, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 61
 
@@ -22,13 +27,14 @@ def _partition(m: Any, index: int, code: ErrorCode, producers: tuple[Any, ...] =
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     m = resp_mod(API_KEY, ctx.api_version)
     topics = []
     for t in request.topics:
         parts = []
         readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
-            part = ctx.node.topology.partition(t.name, int(index))
+            part = node.topology.partition(t.name, int(index))
             if not readable:
                 parts.append(_partition(m, index, ErrorCode.topic_authorization_failed))
             elif part is None:
@@ -51,5 +57,5 @@ def build_error(request: Any, code: ErrorCode) -> Any:
         for t in request.topics))
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 0, handle, error_response=build_error)

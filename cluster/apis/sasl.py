@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import AnswerThenClose, RequestContext
 from cluster.security.sasl import ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, AuthenticationFailed
-from cluster.services import NodeServices
+from cluster.services import Registers
+
+
+class Needs(Registers, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 log = logging.getLogger("kcoord.sasl")
 
@@ -66,7 +71,7 @@ async def authenticate(ctx: RequestContext, req: Any) -> Any:
     return _authenticate_response(v, 0, None, reply or b"")
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(SASL_HANDSHAKE, 0, 1, handshake,
                            error_response=lambda req, code: _handshake_response(version_of(req), int(code), []))
     node.registry.register(SASL_AUTHENTICATE, 0, 2, authenticate,

@@ -9,7 +9,7 @@ moment behind the node that took the request, as Kafka's brokers are. Salts and 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -17,8 +17,13 @@ from cluster.apis.common import ZERO, mk, resp_mod
 from cluster.dispatch import RequestContext
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.credentials import DUPLICATE_RESOURCE, RESOURCE_NOT_FOUND, Upsertion, plan
-from cluster.services import NodeServices
+from cluster.services import Guarded, Placement, Registers
 from replication.api import ReplicationError
+
+
+class Needs(Registers, Placement, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 DESCRIBE_KEY = 50
 ALTER_KEY = 51
@@ -33,10 +38,11 @@ def build_describe(request: Any, code: ErrorCode, message: str | None = None) ->
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_describe(request, ErrorCode.cluster_authorization_failed, DENIED)
     m = resp_mod(DESCRIBE_KEY, 0)
-    held = ctx.node.scram_users.held()
+    held = node.scram_users.held()
     names = [u.name for u in request.users or ()] or sorted(held)
     counts = Counter(names)
     results = []
@@ -70,15 +76,16 @@ def build_alter(request: Any, code: ErrorCode, message: str | None = None) -> An
 
 
 async def alter(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return build_alter(request, ErrorCode.cluster_authorization_failed, DENIED)
     results, change = plan(((d.name, int(d.mechanism)) for d in request.deletions),
                            (Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt),
                                       bytes(u.salted_password)) for u in request.upsertions),
-                           ctx.node.scram_users.held())
+                           node.scram_users.held())
     if change:
         try:
-            await ctx.node.topology.alter_scram(change)
+            await node.topology.alter_scram(change)
         except (ReplicationError, TimeoutError) as e:
             return build_alter(request, ErrorCode.not_controller, f"metadata not available: {e}")
     m = resp_mod(ALTER_KEY, 0)
@@ -87,6 +94,6 @@ async def alter(ctx: RequestContext, request: Any) -> Any:
         for name, (code, message) in sorted(results.items())))
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(DESCRIBE_KEY, 0, 0, describe, error_response=build_describe)
     node.registry.register(ALTER_KEY, 0, 0, alter, error_response=build_alter)

@@ -12,7 +12,7 @@ the request does not list is INVALID_REQUEST.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -21,7 +21,12 @@ from cluster.apis.metadata import NO_OPERATIONS, Access, partition_entry
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.security.authorizer import ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Registers
+
+
+class Needs(Registers, Placement, Identity, Catalog, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 75
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit
@@ -39,7 +44,7 @@ def error_response(request: Any, code: ErrorCode) -> Any:
               topics=tuple(_error_topic(m, t.name, code) for t in request.topics))
 
 
-def build(node: NodeServices, request: Any, ctx: RequestContext | None = None) -> Any:
+def build(node: Needs, request: Any, ctx: RequestContext | None = None) -> Any:
     m = resp_mod(API_KEY, version_of(request))
     access = Access(ctx, request)
     asked = sorted({t.name for t in request.topics})
@@ -81,8 +86,9 @@ def build(node: NodeServices, request: Any, ctx: RequestContext | None = None) -
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return build(ctx.node, request, ctx)
+    node: Needs = ctx.node
+    return build(node, request, ctx)
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 0, 0, handle, error_response=error_response)

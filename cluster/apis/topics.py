@@ -7,7 +7,7 @@ those versions too (KIP-896), so they are not advertised.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -20,8 +20,17 @@ from cluster.metadata import (
     validate_topic_name,
 )
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Registers, TopicAdmin
 from replication.api import ReplicationError
+
+
+class LimitNeeds(Identity, Catalog, TopicAdmin, Protocol):
+    """What ``partition_limit_error`` uses (CreatePartitions asks it too)."""
+
+
+class Needs(Registers, Placement, Identity, Catalog, TopicAdmin, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 CREATE_KEY = 19
 DELETE_KEY = 20
@@ -39,7 +48,7 @@ def _create_result(m: Any, name: str, error: ErrorCode, message: str | None = No
               topic_config_error_code=configs_error, num_partitions=partitions, replication_factor=rf, configs=cfgs)
 
 
-def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None, int]:
+def _validate_create(node: Needs, t: Any) -> tuple[ErrorCode, str | None, int]:
     name = t.name
     bad = validate_topic_name(name)
     if bad is not None:
@@ -84,7 +93,7 @@ def _validate_create(node: NodeServices, t: Any) -> tuple[ErrorCode, str | None,
     return ErrorCode.none, None, partitions
 
 
-def partition_limit_error(node: NodeServices, adding: int, *, this_request: int = 0, unapplied: int = 0) -> str | None:
+def partition_limit_error(node: LimitNeeds, adding: int, *, this_request: int = 0, unapplied: int = 0) -> str | None:
     """Every partition is a Raft group on every node: their number is bounded per request and
     for the whole cluster (``max_partitions_per_request``, ``max_partitions``, which the node's
     open-file limit may have lowered: ``cluster.fd_budget``). A message if ``adding`` more would
@@ -103,7 +112,7 @@ def _allowed(ctx: RequestContext | None, op: Operation, rtype: ResourceType, nam
     return ctx is None or ctx.allowed(op, rtype, name)
 
 
-async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+async def build_create(node: Needs, request: Any, *, error: ErrorCode | None = None,
                        ctx: RequestContext | None = None) -> Any:
     """The answer (``ctx``: the request's, whose principal needs CREATE on the cluster or on each
     topic, and DESCRIBE_CONFIGS on it to be told its configs; None for an error answer)."""
@@ -164,10 +173,11 @@ async def build_create(node: NodeServices, request: Any, *, error: ErrorCode | N
 
 
 async def handle_create(ctx: RequestContext, request: Any) -> Any:
-    return await build_create(ctx.node, request, ctx=ctx)
+    node: Needs = ctx.node
+    return await build_create(node, request, ctx=ctx)
 
 
-async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | None = None,
+async def build_delete(node: Needs, request: Any, *, error: ErrorCode | None = None,
                        ctx: RequestContext | None = None) -> Any:
     """The answer (``ctx``: the request's; its principal needs DELETE on the cluster, or DESCRIBE
     and DELETE on each topic, answered so that a refusal tells nothing of a topic it may not see)."""
@@ -221,7 +231,8 @@ async def build_delete(node: NodeServices, request: Any, *, error: ErrorCode | N
 
 
 async def handle_delete(ctx: RequestContext, request: Any) -> Any:
-    return await build_delete(ctx.node, request, ctx=ctx)
+    node: Needs = ctx.node
+    return await build_delete(node, request, ctx=ctx)
 
 
 def _run_sync(coro: Any) -> Any:
@@ -234,7 +245,7 @@ def _run_sync(coro: Any) -> Any:
     raise RuntimeError("error response builder tried to wait")
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(CREATE_KEY, 2, 7, handle_create,
                            error_response=lambda req, code: _run_sync(build_create(node, req, error=code)))
     node.registry.register(DELETE_KEY, 1, 6, handle_delete,

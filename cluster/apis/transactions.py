@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -26,13 +26,18 @@ from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
-from cluster.services import NodeServices
+from cluster.services import Catalog, Guarded, Identity, Placement, Producers, Registers
 from cluster.txn_driver import TxnDriver
 from coordinator.partitioner import partition_for
 from replication.api import ReplicationError
 from transactions import commands as c
 from transactions.errors import TxnError, for_version
 from transactions.state import TxnState
+
+
+class Needs(Registers, Placement, Identity, Catalog, Producers, Guarded, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, DESCRIBE_TXNS, LIST_TXNS = 22, 24, 25, 26, 65, 66
 NETWORK_EXCEPTION = 13
@@ -52,7 +57,7 @@ def _ms_time(ms: int) -> datetime.datetime:
 class TxnApi:
     """Registered on the node; owns the transaction coordinator's driver."""
 
-    def __init__(self, node: NodeServices, driver: TxnDriver) -> None:
+    def __init__(self, node: Needs, driver: TxnDriver) -> None:
         self.node = node
         self.driver = driver
         self.peers = PeerClient(f"kcoord-{node.node_id}-txn-verify", ssl_context=peer_context(node.config))
@@ -283,10 +288,11 @@ def _writes_txn(ctx: RequestContext, tid: str | None) -> bool:
 def _init_pid_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
     """A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the
     cluster or WRITE on some topic (KIP-679)."""
+    node: Needs = ctx.node
     if req.transactional_id is not None:
         return None if _writes_txn(ctx, req.transactional_id) else ErrorCode.transactional_id_authorization_failed
     if ctx.allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
-            ctx.node.access.allowed_on_some(ctx.principal, ctx.ip, Operation.WRITE, ResourceType.TOPIC):
+            node.access.allowed_on_some(ctx.principal, ctx.ip, Operation.WRITE, ResourceType.TOPIC):
         return None
     return ErrorCode.cluster_authorization_failed
 
@@ -310,7 +316,7 @@ def _end_txn_gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
     return None if _writes_txn(ctx, req.transactional_id) else ErrorCode.transactional_id_authorization_failed
 
 
-def register(node: NodeServices, driver: TxnDriver) -> TxnApi:
+def register(node: Needs, driver: TxnDriver) -> TxnApi:
     api = TxnApi(node, driver)
 
     async def init_producer_id(ctx: RequestContext, req: Any) -> Any:

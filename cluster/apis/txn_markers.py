@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import (
@@ -29,16 +29,21 @@ from cluster.metadata import OFFSETS_TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
-from cluster.services import NodeServices
+from cluster.services import Catalog, Identity, Placement, Producers, Registers
 from cluster.txn_driver import MarkersAbandoned
 from transactions import commands as c
+
+
+class Needs(Registers, Placement, Identity, Catalog, Producers, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
 
 API_KEY = 27
 log = logging.getLogger("kcoord.transactions")
 TopicPartition = tuple[str, int]
 
 
-async def write_marker(node: NodeServices, producer_id: int, producer_epoch: int, commit: bool,
+async def write_marker(node: Needs, producer_id: int, producer_epoch: int, commit: bool,
                        coordinator_epoch: int, topic: str, partition: int) -> ErrorCode:
     if topic == OFFSETS_TOPIC:
         # The group coordinator writes its own marker (Kafka: completeTransaction); not owning
@@ -60,11 +65,12 @@ async def write_marker(node: NodeServices, producer_id: int, producer_epoch: int
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
     m = resp_mod(API_KEY, 1)
     results = []
     for marker in request.markers:
         wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
-        codes = await asyncio.gather(*(write_marker(ctx.node, int(marker.producer_id), int(marker.producer_epoch),
+        codes = await asyncio.gather(*(write_marker(node, int(marker.producer_id), int(marker.producer_epoch),
                                                     bool(marker.transaction_result), int(marker.coordinator_epoch),
                                                     topic, p) for topic, p in wanted))
         results.append(_result(m, int(marker.producer_id), dict(zip(wanted, codes, strict=True))))
@@ -89,7 +95,7 @@ def build_error(request: Any, code: ErrorCode) -> Any:
 class MarkerWriter:
     """Writes one decided transaction's markers; returns the partitions still to be done."""
 
-    def __init__(self, node: NodeServices) -> None:
+    def __init__(self, node: Needs) -> None:
         self.node = node
         self.client = PeerClient(f"kcoord-{node.node_id}-txn-markers", ssl_context=peer_context(node.config))
 
@@ -154,5 +160,5 @@ def _gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
     return ErrorCode.cluster_authorization_failed
 
 
-def register(node: NodeServices) -> None:
+def register(node: Needs) -> None:
     node.registry.register(API_KEY, 1, 1, handle, error_response=build_error, authorize=_gate)

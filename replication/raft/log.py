@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from replication.api import (
     MAX_ENTRY_BYTES,
     CoordinatorLog,
+    EntryTooLargeError,
     LeadershipChange,
     LeadershipListener,
     LogEntry,
@@ -217,7 +218,7 @@ class RaftLog:
 
     async def append(self, payload: bytes, epoch: int) -> int:
         if len(payload) > MAX_ENTRY_BYTES:
-            raise ReplicationError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
+            raise EntryTooLargeError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
         if self._announced < 0:
             raise NotLeaderError(f"{self._name}: not the leader")
         if epoch != self._announced:
@@ -247,7 +248,7 @@ class RaftLog:
     async def submit(self, payload: bytes) -> int:
         """Append from any node, without fencing (for idempotent metadata operations)."""
         if len(payload) > MAX_ENTRY_BYTES:
-            raise ReplicationError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
+            raise EntryTooLargeError(f"{self._name}: entry of {len(payload)} bytes exceeds {MAX_ENTRY_BYTES}")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
 

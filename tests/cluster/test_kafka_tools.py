@@ -3,7 +3,9 @@ Central into the cache outside the repository) against a 3-node cluster, as an o
 ``kafka-topics`` creates, describes (DescribeTopicPartitions and DescribeConfigs), grows
 (CreatePartitions) and lists topics; ``kafka-configs`` alters and describes a topic's configs
 (IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
-``kafka-log-dirs`` describes every node's directory (DescribeLogDirs)."""
+``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-delete-records``
+moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
+leader, after the first is killed, starts there too."""
 
 from __future__ import annotations
 
@@ -64,5 +66,39 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         for b in report["brokers"]:
             assert sorted(p["partition"] for d in b["logDirs"] for p in d["partitions"]) == [
                 f"tools-t-{i}" for i in range(4)], b
+        _deleted_records_stay_deleted(cp, cluster, tmp_path)
     finally:
         cluster.kill_all()
+
+
+def _deleted_records_stay_deleted(cp: str, cluster: Cluster, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    boot = ["--bootstrap-server", cluster.bootstrap]
+    _tool(cp, "TopicCommand", *boot, "--create", "--topic", "tools-d", "--partitions", "1")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    for i in range(30):
+        producer.produce("tools-d", value=b"%d" % i)
+        producer.flush(10)
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools-d", "partition": 0, "offset": 12}]}))
+    out = _tool(cp, "DeleteRecordsCommand", *boot, "--offset-json-file", str(plan))
+    assert "partition: tools-d-0\tlow_watermark: 12" in out, out
+
+    def earliest() -> int:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "tools-d-probe"})
+        try:
+            return int(c.get_watermark_offsets(TopicPartition("tools-d", 0), timeout=10)[0])
+        finally:
+            c.close()
+
+    assert earliest() == 12
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    leader = admin.list_topics("tools-d", timeout=10).topics["tools-d"].partitions[0].leader
+    cluster.kill(leader)
+    from tests.cluster.cluster_harness import wait_for
+
+    wait_for(lambda: earliest() == 12, 30, "the next leader serving from offset 12", tolerate=(Exception,))
+    cluster.start(leader)

@@ -94,8 +94,8 @@ def test_bad_input_isolated(kcoord_node) -> None:
         expect_closed(bs, struct.pack(">i", 104857601) + b"\x00" * 16)
         # 6. negative length
         expect_closed(bs, struct.pack(">i", -5) + b"\x00" * 16)
-        # 7. unknown API keys: one kio does not know, one not registered here (DeleteRecords)
-        for key in (999, 21):
+        # 7. unknown API keys: one kio does not know, one not registered here (AlterReplicaLogDirs)
+        for key in (999, 34):
             c = RawConn(bs)
             c.send_frame(c.header(key, 0, flexible=False))
             assert c.closed_by_peer(), f"api key {key} did not close"
