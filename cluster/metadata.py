@@ -34,6 +34,7 @@ NUMERIC_TOPIC_CONFIGS = {
     "segment.jitter.ms": 0, "local.retention.ms": -2, "local.retention.bytes": -2,
     "message.timestamp.difference.max.ms": 0, "message.timestamp.before.max.ms": 0,
     "message.timestamp.after.max.ms": 0, "min.cleanable.dirty.ratio": 0,
+    "max.decompressed.message.bytes": 0, "remote.copy.lag.bytes": -1, "remote.copy.lag.ms": 0,
 }
 OTHER_TOPIC_CONFIGS = {
     "cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
@@ -43,6 +44,9 @@ OTHER_TOPIC_CONFIGS = {
     "preallocate": {"true", "false"},
     "message.downconversion.enable": {"true", "false"},
     "remote.storage.enable": {"false"},
+    "remote.log.copy.disable": {"true", "false"},
+    "remote.log.delete.on.disable": {"true", "false"},
+    "errors.deadletterqueue.group.enable": {"true", "false"},
     "follower.replication.throttled.replicas": None,
     "leader.replication.throttled.replicas": None,
     "message.format.version": None,

@@ -53,6 +53,7 @@ TOPIC_KEYS = (
     TopicKey("compression.type", STRING, "producer"),
     TopicKey("compression.zstd.level", INT, "3"),
     TopicKey("delete.retention.ms", LONG, "86400000"),
+    TopicKey("errors.deadletterqueue.group.enable", BOOLEAN, "false"),
     TopicKey("file.delete.delay.ms", LONG, "60000"),
     TopicKey("flush.messages", LONG, LONG_MAX, "log_flush_interval_messages"),
     TopicKey("flush.ms", LONG, LONG_MAX, "log_flush_interval_ms"),
@@ -62,6 +63,7 @@ TOPIC_KEYS = (
     TopicKey("local.retention.bytes", LONG, "-2"),
     TopicKey("local.retention.ms", LONG, "-2"),
     TopicKey("max.compaction.lag.ms", LONG, LONG_MAX),
+    TopicKey("max.decompressed.message.bytes", INT, "2147483639"),
     TopicKey("max.message.bytes", INT, "1048588", "message_max_bytes"),
     TopicKey("message.timestamp.after.max.ms", LONG, "3600000"),
     TopicKey("message.timestamp.before.max.ms", LONG, LONG_MAX),
@@ -70,6 +72,10 @@ TOPIC_KEYS = (
     TopicKey("min.compaction.lag.ms", LONG, "0"),
     TopicKey("min.insync.replicas", INT, "1"),
     TopicKey("preallocate", BOOLEAN, "false"),
+    TopicKey("remote.copy.lag.bytes", LONG, "-1"),
+    TopicKey("remote.copy.lag.ms", LONG, "0"),
+    TopicKey("remote.log.copy.disable", BOOLEAN, "false"),
+    TopicKey("remote.log.delete.on.disable", BOOLEAN, "false"),
     TopicKey("remote.storage.enable", BOOLEAN, "false"),
     TopicKey("retention.bytes", LONG, "-1", "log_retention_bytes"),
     TopicKey("retention.ms", LONG, "604800000", "log_retention_ms"),
@@ -97,10 +103,17 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+# Node settings where 0 or less means "never", which Kafka writes as Long.MAX_VALUE
+_NEVER_AT_ZERO = frozenset({"log_flush_interval_messages", "log_flush_interval_ms"})
+
+
 def _setting(config: NodeConfig, field: str) -> tuple[str | None, int]:
     """A node setting's value as Kafka writes it, and its source (set here, or the default)."""
     value = getattr(config, field)
-    return _text(value), STATIC_BROKER if value != getattr(_NODE_DEFAULTS, field) else DEFAULT
+    source = STATIC_BROKER if value != getattr(_NODE_DEFAULTS, field) else DEFAULT
+    if field in _NEVER_AT_ZERO and isinstance(value, int) and value <= 0:
+        return LONG_MAX, source
+    return _text(value), source
 
 
 Entry = tuple[str, str | None, int, int, bool, list[tuple[str, str | None, int]]]
