@@ -63,6 +63,7 @@ from cluster.security.authorizer import AclFilter
 from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
 from cluster.topic_configs import Op
+from cluster.topology import QuorumView, ReplicaView
 from cluster.txn_entries import compact_txn
 from replication.api import EntryTooLargeError, PeerLog, ReplicationError
 from replication.data_log import settle_install
@@ -257,6 +258,38 @@ class RaftCluster:
 
     def replica_ids(self) -> list[int]:
         return [p.node_id for p in self.peers]
+
+    def quorum(self) -> QuorumView:
+        """The metadata group as this node sees it; the others' progress only if it leads (a
+        follower names the leader and the voters, with their progress unknown)."""
+        lg = self.meta_log
+        d = lg.group.__dict__
+        leader = self.leader_of(lg)
+        leading = lg.group._isLeader()
+        now_ms, mono = int(time.time() * 1000), time.monotonic()
+        match = {n.id: int(i) for n, i in d["_SyncObj__raftMatchIndex"].items()} if leading else {}
+        heard = {n.id: float(t) for n, t in d["_SyncObj__lastResponseTime"].items()} if leading else {}
+        commit = int(d["_SyncObj__raftCommitIndex"])
+        voters = self.host.voters.voters
+        out_voters: list[ReplicaView] = []
+        observers: list[ReplicaView] = []
+        for p in self.peers:
+            addr = self.raft_addr(p, META_SLOT)
+            if p.node_id == self.me.node_id:
+                end = int(lg.group._SyncObj__getCurrentLogIndex())
+                view = ReplicaView(p.node_id, self.directory, end, now_ms, now_ms if leading or end >= commit else -1)
+                (out_voters if self.host.voters.may_vote() else observers).append(view)
+                continue
+            end = match.get(addr, -1)
+            fetched = int(now_ms - (mono - heard[addr]) * 1000) if addr in heard else -1
+            if addr in lg.group.learners:
+                observers.append(ReplicaView(p.node_id, lg.group.learner_dirs.get(addr), lg.group.learner_match.get(addr, -1),
+                                             fetched, -1))
+                continue
+            out_voters.append(ReplicaView(p.node_id, voters.get(p.node_id), end, fetched,
+                                          fetched if end >= commit and end >= 0 else -1))
+        return QuorumView(leader.node_id if leader is not None else -1, lg.current_term(), commit, leading,
+                          out_voters, observers)
 
     # ---------------------------------------------------------------- partitions and their leaders
 

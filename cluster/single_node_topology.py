@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from cluster.broker_info import BrokerInfo
@@ -24,6 +25,7 @@ from cluster.offsets_compaction import compact_offsets
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter
 from cluster.topic_configs import ConfigError, Op, altered
+from cluster.topology import QuorumView, ReplicaView
 from cluster.txn_entries import compact_txn
 from replication.api import CoordinatorLog
 from replication.local import LocalLog
@@ -61,6 +63,12 @@ class SingleNodeTopology:
 
     def controller_id(self) -> int:
         return self.config.node_id
+
+    def quorum(self) -> QuorumView:
+        """No Raft: this node alone, its own quorum."""
+        now = int(time.time() * 1000)
+        me = ReplicaView(self.config.node_id, None, 0, now, now)
+        return QuorumView(self.config.node_id, 0, 0, True, [me])
 
     def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
         return None  # no other node to reach

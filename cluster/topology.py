@@ -10,6 +10,7 @@ logs, this node leads everything) and ``RaftCluster`` (every partition a Raft gr
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from cluster.broker_info import BrokerInfo
@@ -19,6 +20,29 @@ from cluster.metadata import AclRow, ScramRow, TopicMeta
 from cluster.security.authorizer import AclFilter
 from cluster.topic_configs import Op
 from replication.api import CoordinatorLog
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """One replica of the cluster metadata's Raft group, as its leader sees it (DescribeQuorum)."""
+
+    node_id: int
+    directory: str | None  # its data directory's id (hex), None if not known
+    log_end: int  # -1: not known
+    last_fetch_ms: int  # wall clock; -1: not known
+    last_caught_up_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumView:
+    """The cluster metadata's Raft group: its leader, term, commit index, voters and learners."""
+
+    leader_id: int  # -1: none known
+    epoch: int
+    high_watermark: int
+    leading: bool  # this node leads it (only the leader knows the others' progress)
+    voters: list[ReplicaView] = field(default_factory=list)
+    observers: list[ReplicaView] = field(default_factory=list)
 
 
 class Topology(Protocol):
@@ -124,4 +148,8 @@ class Topology(Protocol):
 
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of 1000 producer ids that no other node hands out."""
+        ...
+
+    def quorum(self) -> QuorumView:
+        """The cluster metadata's quorum (DescribeQuorum, ``kafka-metadata-quorum``)."""
         ...

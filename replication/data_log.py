@@ -554,7 +554,10 @@ class DataLog:
         renamed(tmp, self._snapshot_path)  # never fsync'd: a power loss may keep it or not
 
     def _load_producer_state(self) -> None:
-        start = self.log_start_offset
+        # From the first byte still on disk, not the log start DeleteRecords set: a batch that
+        # straddles it, and the producer snapshot of the last roll below it, still count
+        # (fencing, duplicates, aborted transactions a read_committed reader must skip).
+        start = self._physical_start
         try:
             with open(self._snapshot_path, "rb") as fh:
                 snap = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
@@ -573,9 +576,12 @@ class DataLog:
     # -- offsets ----------------------------------------------------------------------------
 
     @property
+    def _physical_start(self) -> int:
+        return self._segments[0].base if self._segments[0].size else self._segments[0].next_offset
+
+    @property
     def log_start_offset(self) -> int:
-        physical = self._segments[0].base if self._segments[0].size else self._segments[0].next_offset
-        return max(physical, min(self._start_floor, self.log_end_offset))
+        return max(self._physical_start, min(self._start_floor, self.log_end_offset))
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: the log starts at ``offset`` (at most its end) from now on; whole
@@ -758,16 +764,17 @@ class DataLog:
         for seg in self._segments:
             if seg.max_timestamp < timestamp or not seg.size:
                 continue
+            start = self.log_start_offset
             for pos, hdr in seg.iter_headers(seg.base):
-                if hdr.max_timestamp < timestamp or hdr.base_offset < self.log_start_offset:
+                if hdr.max_timestamp < timestamp or hdr.last_offset < start:
                     continue
                 batch = seg.read_at(pos, hdr.size)
                 try:
                     for rec in decode_records(batch):
-                        if rec.timestamp >= timestamp:
+                        if rec.timestamp >= timestamp and rec.offset >= start:
                             return rec.timestamp, rec.offset
                 except InvalidBatchError:
-                    return hdr.max_timestamp, hdr.base_offset  # compressed: batch granularity
+                    return hdr.max_timestamp, max(hdr.base_offset, start)  # compressed: batch granularity
         return None
 
     def _max_timestamp_unlocked(self) -> tuple[int, int] | None:

@@ -11,6 +11,7 @@ from cluster.apis import (
     api_versions,
     configs,
     delete_records,
+    describe_quorum,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -27,6 +28,6 @@ from cluster.services import NodeServices
 
 
 def register_all(node: NodeServices) -> None:
-    for mod in (acls, alter_configs, api_versions, configs, delete_records, metadata, partitions, topics, topic_partitions,
+    for mod in (acls, alter_configs, api_versions, configs, delete_records, describe_quorum, metadata, partitions, topics, topic_partitions,
                 log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users):
         mod.register(node)

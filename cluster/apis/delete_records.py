@@ -48,11 +48,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     m = resp_mod(API_KEY, ctx.api_version)
     timeout_s = min(max(to_ms(request.timeout), 1), 300_000) / 1000
-    topics = []
-    for t in request.topics:
-        allowed = ctx.allowed(Operation.DELETE, ResourceType.TOPIC, t.name)
-        parts = await asyncio.gather(*(_one(node, m, t.name, p, allowed, timeout_s) for p in t.partitions))
-        topics.append(mk(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
+    allowed = [ctx.allowed(Operation.DELETE, ResourceType.TOPIC, t.name) for t in request.topics]
+    # every partition at once: the request's timeout bounds the whole request
+    answers = iter(await asyncio.gather(*(_one(node, m, t.name, p, ok, timeout_s)
+                                           for t, ok in zip(request.topics, allowed, strict=True)
+                                           for p in t.partitions)))
+    topics = [mk(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(next(answers) for _ in t.partitions))
+              for t in request.topics]
     return mk(m.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 

@@ -58,6 +58,8 @@ class ElectionGuard:
         self._votes_term = -1  # the term whose vote answers _votes_from holds
         self._votes_from: set[str] = set()
         self.learners: set[str] = set()  # leader: members whose acknowledgements came from a learner
+        self.learner_dirs: dict[str, str] = {}  # ... the directory each said it is
+        self.learner_match: dict[str, int] = {}  # ... and the last index each acknowledged
         self.sticky = min_timeout  # and the lease, below, derives from it (settings.lease_for)
         self.lease = lease_for(min_timeout)
         self._transfer_timeout = max_timeout  # a transfer not done by then has failed
@@ -248,6 +250,9 @@ class ElectionGuard:
         lost, and the term it was at (it would take a deposed leader's entries)."""
         d = self.__dict__
         self.learners.add(node.id)
+        self.learner_dirs[node.id] = str(message.get("dir"))
+        if message.get("success") and isinstance(message.get("next_node_idx"), int):
+            self.learner_match[node.id] = int(message["next_node_idx"]) - 1
         match, heard = d["_SyncObj__raftMatchIndex"], d["_SyncObj__lastResponseTime"]
         kept = (match.get(node), heard.get(node))
         super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]

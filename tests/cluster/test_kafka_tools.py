@@ -3,7 +3,8 @@ Central into the cache outside the repository) against a 3-node cluster, as an o
 ``kafka-topics`` creates, describes (DescribeTopicPartitions and DescribeConfigs), grows
 (CreatePartitions) and lists topics; ``kafka-configs`` alters and describes a topic's configs
 (IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
-``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-delete-records``
+``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-metadata-quorum``
+describes the metadata group's voters (DescribeQuorum); ``kafka-delete-records``
 moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
 leader, after the first is killed, starts there too."""
 
@@ -66,6 +67,13 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         for b in report["brokers"]:
             assert sorted(p["partition"] for d in b["logDirs"] for p in d["partitions"]) == [
                 f"tools-t-{i}" for i in range(4)], b
+        status = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--status")
+        assert "LeaderId:" in status and "HighWatermark:" in status and "CurrentVoters:" in status, status
+        voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
+        assert all(f'"id": {i}' in voters for i in range(3)), status
+        replication = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--replication")
+        rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
+        assert sorted(int(r[0]) for r in rows) == [0, 1, 2] and sum("Leader" in r for r in rows) == 1, replication
         _deleted_records_stay_deleted(cp, cluster, tmp_path)
     finally:
         cluster.kill_all()

@@ -64,3 +64,31 @@ def test_reset_to_a_snapshot_starts_the_log_there(tmp_path) -> None:
     assert (log.log_start_offset, log.log_end_offset) == (100, 100)
     assert put(log, 1) == 100 and log.log_start_offset == 100
     log.close()
+
+
+def test_after_a_crash_the_producer_state_below_the_new_start_still_counts(tmp_path) -> None:
+    """The log start moved inside the active segment, then the node died without a clean
+    close: the producer state is rebuilt from the bytes still on disk, so a stale epoch is
+    still fenced and a retried batch still a duplicate (a review found both forgotten)."""
+    from replication.data_log import SeqResult
+
+    log = DataLog(str(tmp_path / "p"))
+    for seq in range(0, 10, 2):
+        put(log, 2, pid=7, epoch=3, seq=seq)  # offsets 0-9, one segment
+    assert log.delete_records(5) == 5  # inside the batch 4-5
+    reopened = DataLog(str(tmp_path / "p"))  # no close: as after SIGKILL
+    assert reopened.log_start_offset == 5
+    assert reopened.check_sequence(7, 2, 10, 11).result is SeqResult.FENCED
+    assert reopened.check_sequence(7, 3, 8, 9).result is SeqResult.DUPLICATE
+    assert reopened.check_sequence(7, 3, 10, 11).result is SeqResult.OK
+    log.close()
+    reopened.close()
+
+
+def test_a_time_lookup_never_answers_below_the_log_start(tmp_path) -> None:
+    log = DataLog(str(tmp_path / "p"))
+    put(log, 4, ts=1000)  # offsets 0-3 in one batch
+    put(log, 1, ts=2000)
+    log.delete_records(2)
+    assert log.offset_for_timestamp(500)[1] == 2
+    log.close()

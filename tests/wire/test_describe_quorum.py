@@ -1,0 +1,29 @@
+"""DescribeQuorum (55): a single node is its own quorum; another topic or partition is
+UNKNOWN_TOPIC_OR_PARTITION (a 3-node cluster, with kafka-metadata-quorum, is in
+tests/cluster/test_kafka_tools.py)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import req_mod
+from cluster.apis.describe_quorum import request_for
+from tests.wire.raw import ask as _ask
+
+
+def test_a_single_node_is_its_own_quorum(bootstrap: str) -> None:
+    for version in (0, 1, 2):
+        resp = _ask(bootstrap, 55, version, request_for(version))
+        assert resp.error_code == ErrorCode.none
+        (p,) = resp.topics[0].partitions
+        assert (p.error_code, p.leader_id, len(p.current_voters), p.observers) == (ErrorCode.none, 0, 1, ())
+        assert p.current_voters[0].replica_id == 0
+        if version == 2:
+            assert [n.node_id for n in resp.nodes] == [0] and resp.nodes[0].listeners
+
+
+def test_another_topic_or_partition_is_unknown(bootstrap: str) -> None:
+    m = req_mod(55, 2)
+    resp = _ask(bootstrap, 55, 2, m.DescribeQuorumRequest(topics=(m.TopicData(
+        topic_name="__consumer_offsets", partitions=(m.PartitionData(partition_index=0),)),)))
+    assert resp.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
