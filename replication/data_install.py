@@ -61,6 +61,13 @@ def next_chunk(data: DataLog, end: int, cursor: StreamCursor) -> bytes | None:
     once all of it was sent (the caller then sends ``end``). Raises InstallError when retention
     deleted the segment being sent."""
     bounds = data.stream_bounds(end)
+    if not bounds and cursor.base in (None, end) and data.log_start_offset >= end:
+        # Everything below the snapshot's end was deleted (DeleteRecords, retention): the copy is
+        # an empty log that starts there (it used to fail until the next Raft snapshot).
+        if cursor.base is None:
+            cursor.base, cursor.pos = end, 0
+            return encode("begin", end, 0)
+        return None
     if not bounds:
         raise InstallError(f"the log holds nothing below offset {end}")
     if cursor.base is None:

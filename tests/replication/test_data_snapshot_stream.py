@@ -376,3 +376,23 @@ def test_a_stream_whose_snapshot_this_build_cannot_read_is_refused_before_the_sw
     with pytest.raises(InstallError, match="version"):
         follower.install_end(later)
     assert _all_bytes(follower.data) == before
+
+
+def test_a_follower_installs_an_empty_log_when_everything_below_the_snapshot_was_deleted(tmp_path: Path) -> None:
+    """DeleteRecords (or retention) took every record below the snapshot's end: the follower's
+    copy is an empty log starting there (the install used to fail until the next snapshot)."""
+    leader, follower = _machine(tmp_path / "lead"), _machine(tmp_path / "follow")
+    _fill(leader, 60)  # several segments
+    snapshot = leader.snapshot()
+    end = msgpack.unpackb(snapshot, raw=False)["end"]
+    _fill(leader, 30)
+    leader.data.delete_records(leader.data.log_end_offset)  # every segment below the snapshot's end gone
+    assert leader.data.log_start_offset > end and not leader.data.stream_bounds(end)
+    cursor = StreamCursor()
+    pieces = []
+    while (piece := next_piece(leader, snapshot, cursor)) is not None:
+        pieces.append(piece)
+    assert [decode(p)[0] for p in pieces] == ["begin"]
+    follower.install(pieces[0])
+    follower.install_end(snapshot)
+    assert (follower.data.log_start_offset, follower.data.log_end_offset) == (end, end)
