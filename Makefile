@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check setup lint unit clean compose-tools
+.PHONY: run test check difftest setup lint unit clean compose-tools
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || PY=python3; \
@@ -49,6 +49,11 @@ test: setup lint
 # processes, nothing slow), in under three minutes.
 check: $(STAMP) lint
 	$(BIN)/pytest -q -m "not slow and not cluster" tests/unit tests/wire tests/runtime
+
+# Side by side with Apache Kafka 4.4 (from Maven Central): the differential scenarios and the
+# Java Admin's calls; slow, not part of make test.
+difftest: setup
+	$(BIN)/pytest -q -m slow tests/diff tests/cluster/test_admin_side_by_side.py
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -217,6 +218,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     m = resp_mod(LIST_OFFSETS_KEY, ctx.api_version)
     committed = int(getattr(request, "isolation_level", 0)) == 1
+    seen = Counter((t.name, int(p.partition_index)) for t in request.topics for p in t.partitions)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for t in request.topics:
         parts = []
@@ -225,6 +228,11 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 _lo_part(m, p.partition_index, ErrorCode.topic_authorization_failed) for p in t.partitions)))
             continue
         for p in t.partitions:
+            if seen[(t.name, int(p.partition_index))] > 1:  # asked twice: answered once, INVALID_REQUEST (Kafka's)
+                if (t.name, int(p.partition_index)) not in answered:
+                    answered.add((t.name, int(p.partition_index)))
+                    parts.append(_lo_part(m, p.partition_index, ErrorCode.invalid_request))
+                continue
             part = node.topology.partition(t.name, p.partition_index)
             if part is None:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))

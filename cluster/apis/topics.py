@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.apis.configs import Entry, topic_entries
 from cluster.dispatch import RequestContext
 from cluster.metadata import (
     PartitionLimitError,
@@ -39,10 +40,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _create_result(m: Any, name: str, error: ErrorCode, message: str | None = None, *,
                    topic_id: uuid.UUID = ZERO_UUID, partitions: int = -1, rf: int = -1,
-                   configs: dict[str, str] | None = None, configs_error: ErrorCode = ErrorCode.none) -> Any:
+                   configs: list[Entry] | None = None, configs_error: ErrorCode = ErrorCode.none) -> Any:
+    """v5+ lists every config of the new topic with its value and source, as DescribeConfigs
+    would (Kafka's answer), not only those the request set."""
     cfgs = tuple(
-        mk(m.CreatableTopicConfigs, name=k, value=v, read_only=False, config_source=1, is_sensitive=False)
-        for k, v in sorted((configs or {}).items())
+        mk(m.CreatableTopicConfigs, name=n, value=v, read_only=False, config_source=source, is_sensitive=sensitive)
+        for n, v, source, _type, sensitive, _synonyms in configs or ()
     ) if hasattr(m, "CreatableTopicConfigs") else ()
     return mk(m.CreatableTopicResult, name=name, topic_id=topic_id, error_code=error, error_message=message,
               topic_config_error_code=configs_error, num_partitions=partitions, replication_factor=rf, configs=cfgs)
@@ -150,13 +153,13 @@ async def build_create(node: Needs, request: Any, *, error: ErrorCode | None = N
             continue
         granted += partitions
         requested = {c.name: c.value for c in t.configs}
-        configs: dict[str, str] | None = requested
+        configs: list[Entry] | None = topic_entries(node.config, requested)
         configs_error, shown, rf = ErrorCode.none, partitions, len(node.topology.replica_ids())
         if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):  # created, not described
             configs, configs_error, shown, rf = None, ErrorCode.topic_authorization_failed, -1, -1
-        if request.validate_only:
-            results.append(_create_result(m, t.name, ErrorCode.none, partitions=shown, rf=rf, configs=configs,
-                                          configs_error=configs_error))
+        if request.validate_only:  # the id the topic would have had, as Kafka answers
+            results.append(_create_result(m, t.name, ErrorCode.none, topic_id=uuid.uuid4(), partitions=shown, rf=rf,
+                                          configs=configs, configs_error=configs_error))
             continue
         try:
             meta = await node.create_topic_async(t.name, partitions, requested)

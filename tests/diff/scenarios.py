@@ -1,0 +1,226 @@
+"""The differential scenarios (``tests/diff/harness.py``): each a few raw requests, their answers
+recorded. Names of groups and topics come from the scenario, so both servers see the same ones."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from cluster.apis.common import req_mod
+from tests.diff.harness import Session, scenario
+from tests.wire.raw import api_versions_v0
+
+MS = datetime.timedelta(milliseconds=1)
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _create_topic(s: Session, name: str, partitions: int = 1) -> None:
+    m = req_mod(19, 7)
+    s.ask(f"create.{name}", 19, 7, m.CreateTopicsRequest(topics=(m.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=3, assignments=(), configs=()),),
+        timeout=30000 * MS, validate_only=False))
+    _wait_for_leaders(s, name)
+
+
+def _wait_for_leaders(s: Session, topic: str) -> None:
+    import time
+
+    m = req_mod(3, 12)
+    for _ in range(100):
+        r = s.conn(s.bootstrap).call(3, 12, m.MetadataRequest(
+            topics=(m.MetadataRequestTopic(topic_id=NO_TOPIC_ID, name=topic),), allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False))
+        if r.topics and int(r.topics[0].error_code) == 0 and all(p.leader_id >= 0 for p in r.topics[0].partitions):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no leaders for {topic}")
+
+
+def _leader(s: Session, topic: str, partition: int = 0) -> str:
+    m = req_mod(3, 12)
+    r = s.conn(s.bootstrap).call(3, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(topic_id=NO_TOPIC_ID, name=topic),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    leader = next(p.leader_id for p in r.topics[0].partitions if p.partition_index == partition)
+    b = next(b for b in r.brokers if b.node_id == leader)
+    return f"{b.host}:{b.port}"
+
+
+def _join(s: Session, label: str, group: str, member_id: str = "", version: int = 5, to: str | None = None,
+          instance: str | None = None) -> Any:
+    m = req_mod(11, version)
+    fields: dict[str, Any] = {"group_id": group, "session_timeout": 10000 * MS, "member_id": member_id,
+                              "protocol_type": "consumer",
+                              "protocols": (m.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),)}
+    if version >= 1:
+        fields["rebalance_timeout"] = 10000 * MS
+    if version >= 5:
+        fields["group_instance_id"] = instance
+    if version >= 8:
+        fields["reason"] = None
+    return s.ask(label, 11, version, m.JoinGroupRequest(**fields), to=to)
+
+
+@scenario
+def api_versions(s: Session) -> None:
+    """Which versions each side advertises, per API key (v0's list: every key either serves)."""
+    corr, err, apis = api_versions_v0(s.conn(s.bootstrap))
+    s.answers["api_versions.error"] = err
+    for key, lo, hi in apis:
+        s.answers[f"api_versions.{key}"] = f"{lo}-{hi}"
+
+
+@scenario
+def find_coordinator_batch(s: Session) -> None:
+    m = req_mod(10, 4)
+    s.ask("groups", 10, 4, m.FindCoordinatorRequest(key_type=0, coordinator_keys=(f"{s.name}-a", f"{s.name}-b")))
+    s.ask_settled("transactions", 10, 4, m.FindCoordinatorRequest(key_type=1, coordinator_keys=(f"{s.name}-tx",)))
+    s.ask("bad_key_type", 10, 4, m.FindCoordinatorRequest(key_type=7, coordinator_keys=(f"{s.name}-c",)))
+
+
+@scenario
+def join_without_member_id_is_asked_for_one(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = s.coordinator(group)
+    first = _join(s, "first", group, to=coord)
+    _join(s, "second", group, member_id=first.member_id, to=coord)
+
+
+@scenario
+def join_sync_heartbeat_leave(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = s.coordinator(group)
+    first = _join(s, "join0", group, to=coord)
+    joined = _join(s, "join", group, member_id=first.member_id, to=coord)
+    sync = req_mod(14, 3)
+    s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
+                                               member_id=joined.member_id, group_instance_id=None,
+                                               assignments=(sync.SyncGroupRequestAssignment(
+                                                   member_id=joined.member_id, assignment=b"\x00\x01\x02"),)), to=coord)
+    hb = req_mod(12, 3)
+    s.ask("heartbeat", 12, 3, hb.HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
+                                                  member_id=joined.member_id, group_instance_id=None), to=coord)
+    s.ask("heartbeat_old_generation", 12, 3, hb.HeartbeatRequest(
+        group_id=group, generation_id=joined.generation_id - 1, member_id=joined.member_id, group_instance_id=None),
+        to=coord)
+    s.ask("heartbeat_unknown_member", 12, 3, hb.HeartbeatRequest(
+        group_id=group, generation_id=joined.generation_id, member_id="nobody", group_instance_id=None), to=coord)
+    leave = req_mod(13, 3)
+    s.ask("leave", 13, 3, leave.LeaveGroupRequest(group_id=group, members=(
+        leave.MemberIdentity(member_id=joined.member_id, group_instance_id=None),)), to=coord)
+    s.ask("leave_again", 13, 3, leave.LeaveGroupRequest(group_id=group, members=(
+        leave.MemberIdentity(member_id=joined.member_id, group_instance_id=None),)), to=coord)
+
+
+@scenario
+def join_v0_leads_at_once(s: Session) -> None:
+    group = f"{s.name}-g"
+    _join(s, "join", group, version=0, to=s.coordinator(group))
+
+
+@scenario
+def sync_with_a_wrong_generation(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = s.coordinator(group)
+    first = _join(s, "join0", group, to=coord)
+    joined = _join(s, "join", group, member_id=first.member_id, to=coord)
+    sync = req_mod(14, 3)
+    s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id + 5,
+                                               member_id=joined.member_id, group_instance_id=None, assignments=()),
+          to=coord)
+
+
+@scenario
+def offsets_committed_without_a_group_and_fetched(s: Session) -> None:
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic, 2)
+    coord = s.coordinator(group)
+    oc = req_mod(8, 8)
+    s.ask("commit", 8, 8, oc.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=topic, partitions=(
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                            committed_metadata="m"),)),)), to=coord)
+    s.ask("commit_unknown_topic", 8, 8, oc.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=f"{s.name}-missing", partitions=(
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                            committed_metadata=None),)),)), to=coord)
+    of = req_mod(9, 8)
+    s.ask("fetch_all", 9, 8, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(group_id=group, topics=None),),
+                                                   require_stable=False), to=coord)
+    s.ask("fetch_named", 9, 8, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(group_id=group, topics=(
+        of.OffsetFetchRequestTopics(name=topic, partition_indexes=(0, 1)),)),), require_stable=True), to=coord)
+
+
+@scenario
+def offsets_of_a_group_never_seen(s: Session) -> None:
+    group = f"{s.name}-g"
+    of = req_mod(9, 8)
+    s.ask("fetch", 9, 8, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(group_id=group, topics=None),),
+                                               require_stable=False), to=s.coordinator(group))
+
+
+@scenario
+def describe_and_delete_groups(s: Session) -> None:
+    group, gone = f"{s.name}-g", f"{s.name}-never"
+    coord = s.coordinator(group)
+    first = _join(s, "join0", group, to=coord)
+    _join(s, "join", group, member_id=first.member_id, to=coord)
+    dg = req_mod(15, 5)
+    s.ask("describe", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False), to=coord)
+    s.ask("describe_unknown", 15, 5, dg.DescribeGroupsRequest(groups=(gone,), include_authorized_operations=False),
+          to=s.coordinator(gone))
+    dl = req_mod(42, 2)
+    s.ask("delete_non_empty", 42, 2, dl.DeleteGroupsRequest(groups_names=(group,)), to=coord)
+    s.ask("delete_unknown", 42, 2, dl.DeleteGroupsRequest(groups_names=(gone,)), to=s.coordinator(gone))
+
+
+@scenario
+def metadata_of_an_unknown_topic(s: Session) -> None:
+    m = req_mod(3, 12)
+    s.ask("metadata", 3, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(topic_id=NO_TOPIC_ID, name=f"{s.name}-missing"),),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+
+
+@scenario
+def topics_that_cannot_be_created(s: Session) -> None:
+    topic = f"{s.name}-t"
+    _create_topic(s, topic)
+    m = req_mod(19, 7)
+
+    def create(label: str, name: str, partitions: int, replicas: int, validate_only: bool = False) -> None:
+        s.ask(label, 19, 7, m.CreateTopicsRequest(topics=(m.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=replicas, assignments=(), configs=()),),
+            timeout=30000 * MS, validate_only=validate_only))
+
+    create("exists", topic, 1, 3)
+    create("no_partitions", f"{s.name}-zero", 0, 3)
+    create("too_many_replicas", f"{s.name}-rf", 1, 5)
+    create("bad_name", "bad/name", 1, 3)
+    create("validate_only", f"{s.name}-v", 2, 3, validate_only=True)
+
+
+@scenario
+def an_idempotent_producer_id(s: Session) -> None:
+    m = req_mod(22, 4)
+    s.ask_settled("init", 22, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout=60000 * MS,
+                                                 producer_id=-1, producer_epoch=-1))
+
+
+@scenario
+def offsets_of_an_empty_topic(s: Session) -> None:
+    topic = f"{s.name}-t"
+    _create_topic(s, topic)
+    m = req_mod(2, 7)
+    for label, timestamp in (("latest", -1), ("earliest", -2), ("max_timestamp", -3)):
+        s.ask(label, 2, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(
+            name=topic, partitions=(m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                           timestamp=timestamp),)),)), to=_leader(s, topic))
+    s.ask("same_partition_twice", 2, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        m.ListOffsetsTopic(name=topic, partitions=(
+            m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),
+            m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2))),)),
+        to=_leader(s, topic))

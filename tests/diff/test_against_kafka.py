@@ -1,0 +1,70 @@
+"""Every differential scenario (``tests/diff/scenarios.py``) against Apache Kafka 4.4 and kcoord,
+three nodes each (Kafka from Maven Central, ``bench/kafka_peer.py``). A difference fails its
+scenario unless ``KNOWN`` lists it (each also in ``docs/compatibility.md``). Slow: Kafka's
+cluster takes about 15 s to start; ``pytest -m slow tests/diff`` runs it all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.cluster.cluster_harness import Cluster
+from tests.diff import scenarios as _scenarios  # noqa: F401 - registers the scenarios
+from tests.diff.harness import SCENARIOS, differences, run
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+# (scenario, path prefix) -> why kcoord answers otherwise; each reason also in docs/compatibility.md
+KNOWN: dict[tuple[str, str], str] = {
+    ("*", "[min.insync.replicas]"): "the Kafka peer sets min.insync.replicas=2 (bench/kafka_peer.py); kcoord "
+                                    "describes Kafka's default and writes every partition to a majority",
+    ("*", "leader_epoch"): "leader epochs are reported as -1 under Raft (clients skip KIP-320 validation; "
+                           "committed entries are never truncated)",
+}
+
+
+def _fewer_versions(path: str, theirs: Any, ours: Any) -> bool:
+    """ApiVersions: kcoord may serve fewer APIs, and some at fewer versions (docs/compatibility.md),
+    never a version Kafka 4.4 does not."""
+    if not path.startswith("api_versions.") or path == "api_versions.error" or theirs == "(absent)":
+        return False
+    if ours == "(absent)":
+        return True
+    (lo, hi), (our_lo, our_hi) = (map(int, str(theirs).split("-")), map(int, str(ours).split("-")))
+    return lo <= our_lo <= our_hi <= hi
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    from bench.kafka_peer import start_kafka
+
+    kafka = start_kafka(3)
+    cluster = Cluster(tmp_path_factory.mktemp("diff"), settings={"group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        yield {"kafka": kafka[0].bootstrap, "kcoord": cluster.bootstrap}
+    finally:
+        for k in kafka:
+            k.stop()
+        cluster.kill_all()
+
+
+def _known(name: str, path: str) -> str | None:
+    """Why a difference at ``path`` of scenario ``name`` is expected: a scenario's own entry
+    names a path prefix; a ``*`` entry, a part of any path."""
+    return next((why for (sc, part), why in KNOWN.items()
+                 if (sc == name and path.startswith(part)) or (sc == "*" and part in path)), None)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_kcoord_answers_as_kafka(servers: dict[str, str], name: str) -> None:
+    theirs: dict[str, Any] = run(SCENARIOS[name], servers["kafka"], name)
+    ours: dict[str, Any] = run(SCENARIOS[name], servers["kcoord"], name)
+    unexplained = []
+    for path, a, b in differences(theirs, ours):
+        why = _known(name, path) or ("a subset of Kafka's versions" if _fewer_versions(path, a, b) else None)
+        print(f"{'~' if why else '!'} {name} {path}: kafka={a!r} kcoord={b!r}" + (f"  [{why}]" if why else ""))
+        if why is None:
+            unexplained.append((path, a, b))
+    assert not unexplained, f"{name}: {len(unexplained)} differences from Kafka 4.4: {unexplained[:10]}"
