@@ -62,6 +62,13 @@ def _join(s: Session, label: str, group: str, member_id: str = "", version: int 
     return s.ask(label, 11, version, m.JoinGroupRequest(**fields), to=to)
 
 
+def _joined(s: Session, group: str) -> tuple[str, Any]:
+    """The group's coordinator and a member's JoinGroup v5 answer (asked for a member id, then joined)."""
+    coord = s.coordinator(group)
+    first = _join(s, "join0", group, to=coord)
+    return coord, _join(s, "join", group, member_id=first.member_id, to=coord)
+
+
 @scenario
 def api_versions(s: Session) -> None:
     """Which versions each side advertises, per API key (v0's list: every key either serves)."""
@@ -90,9 +97,7 @@ def join_without_member_id_is_asked_for_one(s: Session) -> None:
 @scenario
 def join_sync_heartbeat_leave(s: Session) -> None:
     group = f"{s.name}-g"
-    coord = s.coordinator(group)
-    first = _join(s, "join0", group, to=coord)
-    joined = _join(s, "join", group, member_id=first.member_id, to=coord)
+    coord, joined = _joined(s, group)
     sync = req_mod(14, 3)
     s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
                                                member_id=joined.member_id, group_instance_id=None,
@@ -122,9 +127,7 @@ def join_v0_leads_at_once(s: Session) -> None:
 @scenario
 def sync_with_a_wrong_generation(s: Session) -> None:
     group = f"{s.name}-g"
-    coord = s.coordinator(group)
-    first = _join(s, "join0", group, to=coord)
-    joined = _join(s, "join", group, member_id=first.member_id, to=coord)
+    coord, joined = _joined(s, group)
     sync = req_mod(14, 3)
     s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id + 5,
                                                member_id=joined.member_id, group_instance_id=None, assignments=()),
@@ -165,9 +168,7 @@ def offsets_of_a_group_never_seen(s: Session) -> None:
 @scenario
 def describe_and_delete_groups(s: Session) -> None:
     group, gone = f"{s.name}-g", f"{s.name}-never"
-    coord = s.coordinator(group)
-    first = _join(s, "join0", group, to=coord)
-    _join(s, "join", group, member_id=first.member_id, to=coord)
+    coord, _joined_now = _joined(s, group)
     dg = req_mod(15, 5)
     s.ask("describe", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False), to=coord)
     s.ask("describe_unknown", 15, 5, dg.DescribeGroupsRequest(groups=(gone,), include_authorized_operations=False),
