@@ -267,8 +267,10 @@ class RaftCluster:
         leader = self.leader_of(lg)
         leading = lg.group._isLeader()
         now_ms, mono = int(time.time() * 1000), time.monotonic()
-        match = {n.id: int(i) for n, i in d["_SyncObj__raftMatchIndex"].items()} if leading else {}
-        heard = {n.id: float(t) for n, t in d["_SyncObj__lastResponseTime"].items()} if leading else {}
+        # copies first: pysyncobj refills these tables when leadership changes
+        match = {n.id: int(i) for n, i in list(d["_SyncObj__raftMatchIndex"].items())} if leading else {}
+        heard = {n.id: float(t) for n, t in list(d["_SyncObj__lastResponseTime"].items())} if leading else {}
+        heard.update(lg.group.learner_heard)
         commit = int(d["_SyncObj__raftCommitIndex"])
         voters = self.host.voters.voters
         out_voters: list[ReplicaView] = []
@@ -282,14 +284,15 @@ class RaftCluster:
                 continue
             end = match.get(addr, -1)
             fetched = int(now_ms - (mono - heard[addr]) * 1000) if addr in heard else -1
-            if addr in lg.group.learners:
+            if addr in lg.group.learners:  # its new disk, catching up; the voter recorded for it still counts
                 observers.append(ReplicaView(p.node_id, lg.group.learner_dirs.get(addr), lg.group.learner_match.get(addr, -1),
                                              fetched, -1))
+                out_voters.append(ReplicaView(p.node_id, voters.get(p.node_id), -1, -1, -1))
                 continue
             out_voters.append(ReplicaView(p.node_id, voters.get(p.node_id), end, fetched,
                                           fetched if end >= commit and end >= 0 else -1))
-        return QuorumView(leader.node_id if leader is not None else -1, lg.current_term(), commit, leading,
-                          out_voters, observers)
+        leader_id = self.me.node_id if leading else (leader.node_id if leader is not None else -1)
+        return QuorumView(leader_id, lg.current_term(), commit, leading, out_voters, observers)
 
     # ---------------------------------------------------------------- partitions and their leaders
 

@@ -103,16 +103,17 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-# Node settings where 0 or less means "never", which Kafka writes as Long.MAX_VALUE
-_NEVER_AT_ZERO = frozenset({"log_flush_interval_messages", "log_flush_interval_ms"})
+# Node settings where -1 means "never": a topic's flush.messages / flush.ms describe it as
+# Long.MAX_VALUE (Kafka's topic defaults); the broker's own settings as Kafka's broker defaults
+_NEVER = {"log_flush_interval_messages": LONG_MAX, "log_flush_interval_ms": None}
 
 
-def _setting(config: NodeConfig, field: str) -> tuple[str | None, int]:
+def _setting(config: NodeConfig, field: str, *, topic: bool = False) -> tuple[str | None, int]:
     """A node setting's value as Kafka writes it, and its source (set here, or the default)."""
     value = getattr(config, field)
     source = STATIC_BROKER if value != getattr(_NODE_DEFAULTS, field) else DEFAULT
-    if field in _NEVER_AT_ZERO and isinstance(value, int) and value <= 0:
-        return LONG_MAX, source
+    if field in _NEVER and isinstance(value, int) and value <= 0:
+        return (LONG_MAX if topic else _NEVER[field]), source
     return _text(value), source
 
 
@@ -128,7 +129,7 @@ def topic_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
         if key.name in overrides:
             synonyms.append((key.name, overrides[key.name], TOPIC_OVERRIDE))
         if key.broker is not None:
-            value, source = _setting(config, key.broker)
+            value, source = _setting(config, key.broker, topic=True)
             synonyms.append((KAFKA_NAMES[key.broker], value, source))
         else:
             synonyms.append((key.name, key.default, DEFAULT))

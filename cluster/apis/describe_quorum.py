@@ -35,16 +35,22 @@ class Needs(Registers, Placement, Identity, Protocol):
     """What this module uses of its node (``cluster.services``)."""
 
 
+def _directory(value: str | None) -> uuid.UUID:
+    try:
+        return uuid.UUID(hex=value) if value else NO_DIRECTORY
+    except ValueError:  # not an id this build wrote: named as unknown, the answer still goes out
+        return NO_DIRECTORY
+
+
 def _replica(m: Any, r: ReplicaView) -> Any:
-    return mk(m.ReplicaState, replica_id=r.node_id,
-              replica_directory_id=uuid.UUID(hex=r.directory) if r.directory else NO_DIRECTORY,
+    return mk(m.ReplicaState, replica_id=r.node_id, replica_directory_id=_directory(r.directory),
               log_end_offset=r.log_end, last_fetch_timestamp=r.last_fetch_ms,
               last_caught_up_timestamp=r.last_caught_up_ms)
 
 
-def _partition(m: Any, q: QuorumView | None, code: ErrorCode, message: str | None = None) -> Any:
+def _partition(m: Any, q: QuorumView | None, code: ErrorCode, message: str | None = None, index: int = 0) -> Any:
     if q is None:
-        return mk(m.PartitionData, partition_index=0, error_code=code, error_message=message, leader_id=-1,
+        return mk(m.PartitionData, partition_index=index, error_code=code, error_message=message, leader_id=-1,
                   leader_epoch=-1, high_watermark=-1, current_voters=(), observers=())
     return mk(m.PartitionData, partition_index=0, error_code=code, error_message=message, leader_id=q.leader_id,
               leader_epoch=q.epoch, high_watermark=q.high_watermark,
@@ -54,7 +60,10 @@ def _partition(m: Any, q: QuorumView | None, code: ErrorCode, message: str | Non
 
 def _response(m: Any, request: Any, partition: Any, nodes: tuple[Any, ...] = (),
               code: ErrorCode = ErrorCode.none) -> Any:
-    topics = tuple(mk(m.TopicData, topic_name=t.topic_name, partitions=(partition,)) for t in request.topics)
+    """``partition`` for the metadata partition; a partition error (its code) echoed for each asked."""
+    topics = tuple(mk(m.TopicData, topic_name=t.topic_name, partitions=(partition,) if not isinstance(partition, ErrorCode)
+                      else tuple(_partition(m, None, partition, index=int(p.partition_index)) for p in t.partitions))
+                   for t in request.topics)
     fields: dict[str, Any] = {"error_code": code, "topics": topics}
     if hasattr(m, "Node"):  # v2
         fields.update(error_message=None, nodes=nodes)
@@ -66,7 +75,7 @@ def _nodes(node: Needs, m: Any, q: QuorumView, listener: str) -> tuple[Any, ...]
         return ()
     brokers = {b.node_id: node.through(b, listener) for b in node.topology.brokers()}
     out = []
-    for r in [*q.voters, *q.observers]:
+    for r in q.voters:  # Kafka lists the voters' endpoints
         b = brokers.get(r.node_id)
         endpoints = () if b is None else (mk(m.Listener, name=listener or "PLAINTEXT", host=b.host, port=b.port),)
         out.append(mk(m.Node, node_id=r.node_id, listeners=endpoints))
@@ -87,12 +96,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     m = resp_mod(API_KEY, ctx.api_version)
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(m, request, _partition(m, None, ErrorCode.cluster_authorization_failed),
-                         code=ErrorCode.cluster_authorization_failed)
+        return _response(m, request, ErrorCode.cluster_authorization_failed, code=ErrorCode.cluster_authorization_failed)
     asked = [(t.topic_name, int(p.partition_index)) for t in request.topics for p in t.partitions]
-    if asked != [(TOPIC, 0)]:
-        return _response(m, request, _partition(m, None, ErrorCode.unknown_topic_or_partition),
-                         code=ErrorCode.unknown_topic_or_partition if not asked else ErrorCode.none)
+    if asked != [(TOPIC, 0)]:  # each partition asked echoed with the error, as Kafka answers
+        return _response(m, request, ErrorCode.unknown_topic_or_partition)
     q = node.topology.quorum()
     if not q.leading:
         leader = next((p for p in node.config.cluster_peers if p.node_id == q.leader_id), None)
@@ -100,13 +107,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             forwarded = await _forward(node, leader, ctx.api_version, request)
             if forwarded is not None:
                 return forwarded
-        return _response(m, request, _partition(m, q, ErrorCode.not_leader_or_follower))
+        return _response(m, request, ErrorCode.not_leader_or_follower)
     return _response(m, request, _partition(m, q, ErrorCode.none), _nodes(node, m, q, ctx.listener))
 
 
 def build_error(request: Any, code: ErrorCode) -> Any:
     m = resp_mod(API_KEY, version_of(request))
-    return _response(m, request, _partition(m, None, code), code=code)
+    return _response(m, request, code, code=code)
 
 
 def request_for(version: int) -> Any:

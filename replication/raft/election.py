@@ -39,6 +39,7 @@ Only pysyncobj's state is used, through the instance ``__dict__`` and its privat
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import monotonic
 from typing import Any
 
 from replication.raft.settings import lease_for
@@ -59,7 +60,8 @@ class ElectionGuard:
         self._votes_from: set[str] = set()
         self.learners: set[str] = set()  # leader: members whose acknowledgements came from a learner
         self.learner_dirs: dict[str, str] = {}  # ... the directory each said it is
-        self.learner_match: dict[str, int] = {}  # ... and the last index each acknowledged
+        self.learner_match: dict[str, int] = {}  # ... the last index each acknowledged
+        self.learner_heard: dict[str, float] = {}  # ... and when (pysyncobj's clock)
         self.sticky = min_timeout  # and the lease, below, derives from it (settings.lease_for)
         self.lease = lease_for(min_timeout)
         self._transfer_timeout = max_timeout  # a transfer not done by then has failed
@@ -250,7 +252,9 @@ class ElectionGuard:
         lost, and the term it was at (it would take a deposed leader's entries)."""
         d = self.__dict__
         self.learners.add(node.id)
-        self.learner_dirs[node.id] = str(message.get("dir"))
+        if isinstance(message.get("dir"), str):
+            self.learner_dirs[node.id] = message["dir"]
+        self.learner_heard[node.id] = monotonic()
         if message.get("success") and isinstance(message.get("next_node_idx"), int):
             self.learner_match[node.id] = int(message["next_node_idx"]) - 1
         match, heard = d["_SyncObj__raftMatchIndex"], d["_SyncObj__lastResponseTime"]

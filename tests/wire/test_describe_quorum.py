@@ -25,5 +25,8 @@ def test_a_single_node_is_its_own_quorum(bootstrap: str) -> None:
 def test_another_topic_or_partition_is_unknown(bootstrap: str) -> None:
     m = req_mod(55, 2)
     resp = _ask(bootstrap, 55, 2, m.DescribeQuorumRequest(topics=(m.TopicData(
-        topic_name="__consumer_offsets", partitions=(m.PartitionData(partition_index=0),)),)))
-    assert resp.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        topic_name="__consumer_offsets", partitions=(m.PartitionData(partition_index=5),
+                                                     m.PartitionData(partition_index=1))),)))
+    assert resp.error_code == ErrorCode.none  # each partition asked, echoed with the error (Kafka's answer)
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
+        (5, ErrorCode.unknown_topic_or_partition), (1, ErrorCode.unknown_topic_or_partition)]
