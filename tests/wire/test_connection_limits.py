@@ -17,8 +17,8 @@ from tests.wire.raw import RawConn, api_versions_v0
 pytestmark = pytest.mark.cluster
 
 
-def _serving(bootstrap: str) -> bool:
-    c = RawConn(bootstrap)
+def _serving(bootstrap: str, timeout: float = 5.0) -> bool:
+    c = RawConn(bootstrap, timeout=timeout)
     try:
         _, err, _ = api_versions_v0(c)
         return err == 0
@@ -145,7 +145,10 @@ def test_a_reader_that_never_reads_is_bounded(limited_node) -> None:
     except (TimeoutError, BlockingIOError):
         pass  # the server stopped reading: our send buffer is full
     assert time.monotonic() < deadline, f"the server kept reading ({sent} requests)"
-    assert _serving(bs)
+    # Others are served, but only once the node has answered what it had read of the flood: 3.4-4.5 s
+    # on an idle 2-core machine (and before this session too), more while make test's other tier
+    # runs, where 5 s failed once.
+    assert _serving(bs, timeout=20.0)
     rss_kb = int(next(line.split()[1] for line in open(f"/proc/{limited_node.proc.pid}/status")
                       if line.startswith("VmRSS")))
     assert rss_kb < 400_000, rss_kb
