@@ -119,15 +119,17 @@ class Session:
         return resp
 
     def ask_settled(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None,
-                    tries: int = 50) -> Any:
+                    tries: int = 50, done: Callable[[Any], bool] = lambda _resp: True) -> Any:
         """``ask``, first waiting out the retriable answers a server gives while it warms up
-        (a coordinator loading or not yet there): only the settled answer is recorded."""
+        (a coordinator loading or not yet there), and until ``done`` (Kafka 4 answers some reads
+        from its last committed state, a moment behind the write just acknowledged): only the
+        settled answer is recorded."""
         import time
 
         for _ in range(tries):
             resp = self.conn(to or self.bootstrap).call(api_key, version, body)
             codes = {v for k, v in flatten(resp, Symbols()).items() if k.endswith("error_code")}
-            if not codes & RETRIABLE:
+            if not codes & RETRIABLE and done(resp):
                 break
             time.sleep(0.2)
         return self.ask(label, api_key, version, body, to=to)
