@@ -69,6 +69,14 @@ def _joined(s: Session, group: str) -> tuple[str, Any]:
     return coord, _join(s, "join", group, member_id=first.member_id, to=coord)
 
 
+def _sync(s: Session, group: str, joined: Any, coord: str, assignment: bytes) -> Any:
+    """SyncGroup v3 by the leader ``joined``, assigning ``assignment`` to itself."""
+    sync = req_mod(14, 3)
+    return s.ask("sync", 14, 3, sync.SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+        assignments=(sync.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=assignment),)), to=coord)
+
+
 @scenario
 def api_versions(s: Session) -> None:
     """Which versions each side advertises, per API key (v0's list: every key either serves)."""
@@ -98,11 +106,7 @@ def join_without_member_id_is_asked_for_one(s: Session) -> None:
 def join_sync_heartbeat_leave(s: Session) -> None:
     group = f"{s.name}-g"
     coord, joined = _joined(s, group)
-    sync = req_mod(14, 3)
-    s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
-                                               member_id=joined.member_id, group_instance_id=None,
-                                               assignments=(sync.SyncGroupRequestAssignment(
-                                                   member_id=joined.member_id, assignment=b"\x00\x01\x02"),)), to=coord)
+    _sync(s, group, joined, coord, b"\x00\x01\x02")
     hb = req_mod(12, 3)
     s.ask("heartbeat", 12, 3, hb.HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
                                                   member_id=joined.member_id, group_instance_id=None), to=coord)
@@ -171,11 +175,7 @@ def describe_and_delete_groups(s: Session) -> None:
     coord, joined = _joined(s, group)
     # synced first: Kafka 4 describes a group as its last committed records say, so a group still
     # completing its rebalance reads differently from one moment to the next there
-    sync = req_mod(14, 3)
-    s.ask("sync", 14, 3, sync.SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
-                                               member_id=joined.member_id, group_instance_id=None,
-                                               assignments=(sync.SyncGroupRequestAssignment(
-                                                   member_id=joined.member_id, assignment=b"\x00\x01"),)), to=coord)
+    _sync(s, group, joined, coord, b"\x00\x01")
     dg = req_mod(15, 5)
     s.ask("describe", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False), to=coord)
     s.ask("describe_unknown", 15, 5, dg.DescribeGroupsRequest(groups=(gone,), include_authorized_operations=False),

@@ -55,6 +55,17 @@ public class AdminSideBySide {
         return m;
     }
 
+    /** The topic's configs once {@code key}'s value starts with {@code want}: a Kafka broker applies an
+     * alteration when the metadata reaches it, a moment after the controller acknowledged it. */
+    static Map<String, String> settled(Admin admin, String topic, String key, String want) throws Exception {
+        Map<String, String> m = configs(admin, topic);
+        for (int i = 0; i < 50 && !String.valueOf(m.get(key)).startsWith(want); i++) {
+            Thread.sleep(200);
+            m = configs(admin, topic);
+        }
+        return m;
+    }
+
     public static void main(String[] args) throws Exception {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
@@ -89,13 +100,13 @@ public class AdminSideBySide {
             admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("max.message.bytes", "64000"), AlterConfigOp.OpType.SET)))).all().get();
-            Map<String, String> after = configs(admin, TOPIC);
+            Map<String, String> after = settled(admin, TOPIC, "max.message.bytes", "64000|");
             out("incrementalAlterConfigs.retention.ms", after.get("retention.ms"));
             out("incrementalAlterConfigs.max.message.bytes", after.get("max.message.bytes"));
             admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("max.message.bytes", ""), AlterConfigOp.OpType.DELETE),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND)))).all().get();
-            after = configs(admin, TOPIC);
+            after = settled(admin, TOPIC, "cleanup.policy", "delete,compact|");
             out("incrementalAlterConfigs.deleted.max.message.bytes", after.get("max.message.bytes"));
             out("incrementalAlterConfigs.appended.cleanup.policy", after.get("cleanup.policy"));
             try {
