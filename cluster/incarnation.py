@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from replication.durable import remove_dir, renamed, sync
+from replication.failstop import EXIT_CORRUPT, fail_stop
 
 log = logging.getLogger("kcoord.incarnation")
 MARKER = ".incarnation"
+_INCARNATION = re.compile(r"slot--?\d+")  # what this build writes (``RaftCluster._open_data``)
 
 
 def claim_dir(path: str, incarnation: str) -> None:
@@ -26,6 +29,9 @@ def claim_dir(path: str, incarnation: str) -> None:
                 found: str | None = fh.read().strip()
         except FileNotFoundError:
             found = None
+        if found is not None and not _INCARNATION.fullmatch(found):
+            fail_stop("incarnation", f"{marker}: {found[:40]!r} is not an incarnation this build writes "
+                      "(slot-<n>): written by a newer release? refusing to remove the directory", EXIT_CORRUPT)
         if found is not None and found != incarnation:
             log.info("event=stale_incarnation_removed path=%s found=%s wanted=%s", path, found, incarnation)
             remove_dir(path)

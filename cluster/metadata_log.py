@@ -7,9 +7,14 @@ record. Every record carries ``op`` (its kind) and ``v`` (its version: the lowes
 right, ``WRITES`` or 2 below; records from before versions have none and read as version 0,
 their missing fields as the defaults their records had then). A record of a later version than
 this build knows cannot be applied as it was meant: folding it raises ``MetadataVersionError``,
-and the node stops rather than serve from a state it cannot compute. (Nodes of another release
-do not share a cluster: the Raft handshake refuses them, and a cluster is stopped to upgrade.)
-Changes carry an id and are applied at most once (``_admit``).
+and the node stops rather than serve from a state it cannot compute. Changes carry an id and are applied at most once (``_admit``).
+
+Nodes are upgraded one at a time, so a cluster runs two releases for a while. Each node
+registers the release it runs and the highest record version it reads (``RegisterEndpoints``,
+whose added fields an older node ignores), and a change whose record needs a later version than
+some node of the cluster reads is refused (``version_refusal``) until that node is upgraded:
+an older node never meets a record it would have to stop on. A node that registered nothing runs
+a release from before registrations, which reads versions up to 3.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ METADATA_VERSION = 3
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})
+UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
 class MetadataVersionError(ValueError):
@@ -83,8 +89,13 @@ class ChangeScram:
 
 @dataclass(frozen=True, slots=True)
 class RegisterEndpoints:
+    """A node's further listeners (Kafka's broker registration), and the release it runs with the
+    highest metadata record version it reads (None: a node of a release from before them)."""
+
     node: int
     listeners: dict[str, list[Any]]
+    release: str | None = None
+    reads: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +158,25 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
     body = {f.name: getattr(change, f.name) for f in fields(change) if getattr(change, f.name) is not None}
     envelope = {"id": change_id, "seen": seen} if change_id is not None else {}
     kind = KIND_OF[type(change)]
-    return metadata_op(op=kind, **envelope, **body, v=3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES)
+    return metadata_op(op=kind, **envelope, **body, v=record_version(change))
+
+
+def record_version(change: Change) -> int:
+    """The version a change's record is written at: the lowest that reads it right."""
+    kind = KIND_OF[type(change)]
+    return 3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES
+
+
+def version_refusal(state: dict[str, Any], nodes: list[int], version: int) -> str | None:
+    """Why a record of ``version`` must not be written yet (None: every node reads it): some
+    node of the cluster runs a release that would stop on it."""
+    behind = {n: reads for n in nodes
+              if (reads := int((state.get("reads") or {}).get(n, [None, UNREGISTERED_READS])[1])) < version}
+    if not behind:
+        return None
+    listed = ", ".join(f"node {n} reads up to version {r}" for n, r in sorted(behind.items()))
+    return (f"this change needs metadata record version {version}, and {listed}: "
+            f"upgrade every node to this release first")
 
 
 def decode_change(op: dict[str, Any]) -> Change:
@@ -178,7 +207,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
-                             "retired": []}
+                             "retired": [], "reads": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -201,6 +230,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["voters"] = {int(k): str(v) for k, v in (op.get("voters") or {}).items()}
             state["voters_version"] = int(op.get("voters_version", 0))
             state["retired"] = [str(x) for x in op.get("retired") or ()]
+            state["reads"] = {int(k): [v[0], int(v[1])] for k, v in (op.get("reads") or {}).items()}
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -220,6 +250,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             # A node's further listeners as clients reach them (Kafka's broker registration),
             # so every node can tell a client the addresses on the listener it came in through.
             state["endpoints"][int(rec.node)] = {str(k): list(v) for k, v in dict(rec.listeners).items()}
+            if rec.reads is not None:
+                state["reads"][int(rec.node)] = [None if rec.release is None else str(rec.release), int(rec.reads)]
         elif isinstance(rec, SetVoter):
             now = state["voters"].get(int(rec.node))
             if now in (rec.replaces, rec.directory):

@@ -24,6 +24,7 @@ from cluster.config import NodeConfig
 from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
 from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.release import RELEASE
 from cluster.security.access import AccessControl
 from cluster.security.credentials import ScramUsers
 from cluster.security.listener_auth import authenticators, bootstrap_credentials, tls_contexts
@@ -268,8 +269,8 @@ class Node:
                                  authenticators=authenticators(cfg, self.scram_users.lookup),
                                  tls=self._tls, principal_mapper=self._principal_mapper)
         await self.server.start()
-        if more:
-            self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
+        # Also when there are none: the registration carries this node's release (rolling upgrades).
+        self.topology.register_endpoints({x.name: list(self._advertised_on(x.name)) for x in more})
         # Metrics: Prometheus endpoint on config.metrics_port (None when 0 = disabled).
         from cluster import metrics_http
 
@@ -290,9 +291,9 @@ class Node:
                 data_dir.record_cluster_id(self.config.data_dir, self.cluster_id)
             except data_dir.DataDirError as e:
                 raise NodeStartError(str(e)) from None
-        log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d",
-                 self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
-                 self.offsets_partitions)
+        log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d "
+                 "release=%s", self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
+                 self.offsets_partitions, RELEASE)
 
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000

@@ -40,6 +40,7 @@ from cluster.metadata import (
     scram_row,
 )
 from cluster.metadata_log import (
+    METADATA_VERSION,
     AlterTopicConfigs,
     Change,
     ChangeAcls,
@@ -57,8 +58,11 @@ from cluster.metadata_log import (
     filter_fields,
     fold_metadata,
     partition_slot,
+    record_version,
+    version_refusal,
 )
 from cluster.offsets_compaction import compact_offsets
+from cluster.release import RELEASE
 from cluster.security.authorizer import AclFilter
 from cluster.security.tls import raft_tls
 from cluster.supervise import supervised
@@ -208,18 +212,23 @@ class RaftCluster:
         return (str(found[0]), int(found[1])) if found else None
 
     def register_endpoints(self, listeners: dict[str, list[Any]]) -> None:
-        """Record this node's further listeners in the metadata log once the cluster is formed
-        (again whenever they changed, e.g. after a restart with a new configuration)."""
+        """Record this node's further listeners, its release and the metadata record versions it
+        reads in the metadata log once the cluster is formed, and again whenever the log no longer
+        says so (a restart with a new configuration or release; a state record written by an
+        older node's compaction, which drops what it does not know)."""
+        mine = [RELEASE, METADATA_VERSION]
+
         async def register() -> None:
             while True:
-                if await self.wait_formed(30.0):
-                    if self.state["endpoints"].get(self.me.node_id) == listeners:
-                        return
+                registered = (self.state["endpoints"].get(self.me.node_id) == listeners
+                              and self.state.get("reads", {}).get(self.me.node_id) == mine)
+                if not registered and await self.wait_formed(30.0):
                     try:
-                        await self._change(RegisterEndpoints(self.me.node_id, listeners))
+                        await self._change(RegisterEndpoints(self.me.node_id, listeners, RELEASE, METADATA_VERSION))
+                        continue
                     except (ReplicationError, TimeoutError) as e:
                         log.warning("event=endpoints_registration_failed error=%r", str(e))
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(5.0 if registered else 1.0)
 
         self._register_task = supervised(register(), "register_endpoints")
 
@@ -610,6 +619,9 @@ class RaftCluster:
     async def _change(self, record: Change) -> Any:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
         The change keeps one id through every resubmission, so it is applied at most once."""
+        refusal = version_refusal(self.state, self.replica_ids(), record_version(record))
+        if refusal is not None:  # an older node would stop on it: the upgrade is not finished
+            raise ReplicationError(refusal)
         change = uuid.uuid4().hex
         await self._submit(encode_change(record, change, self.state["seq"]))
         await self._wait(lambda: change in self.state["applied"] or change in self.state["refused"])

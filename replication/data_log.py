@@ -210,12 +210,16 @@ class _Segment:
         if len(head) < HEADER_SIZE:
             return None
         hdr = parse_header(head)
-        if hdr.magic != 2 or hdr.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + hdr.size > file_size:
+        if hdr.magic < 2 or hdr.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + hdr.size > file_size:
             return None
         self.fh.seek(pos + ATTRIBUTES_OFFSET)
         body = self.fh.read(hdr.size - ATTRIBUTES_OFFSET)
         if crc32c(body) != hdr.crc:
             return None
+        if hdr.magic > 2:  # whole and checked: a later format, not a torn tail to cut off
+            fail_stop("data_log", f"{self.log_path}: the batch at byte {pos} is of magic {hdr.magic}; this build "
+                      "reads magic 2: written by a newer release (downgrades are not supported); refusing to "
+                      "start", EXIT_CORRUPT)
         return hdr
 
     def _track(self, hdr: BatchHeader) -> None:

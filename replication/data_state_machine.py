@@ -46,6 +46,9 @@ class DataStateMachine:
             start = self.data.delete_records(int.from_bytes(payload[len(DELETE_RECORDS):], "big", signed=True))
             self._on_applied()
             return start
+        if payload[:2] == DELETE_RECORDS[:2]:  # an entry kind of ours this build does not know
+            fail_stop("data_apply", f"{self.data.directory}: a data entry of kind {payload[:6]!r}: written by a newer "
+                      "release; upgrade this node", EXIT_CORRUPT)
         base = parse_header(payload).base_offset
         if base < self.data.log_start_offset:
             # Replaying the journal over a log that retention has since cut: this batch was

@@ -678,7 +678,12 @@ class RaftHub:
         if conn.state == "proved" and len(frame) == MAC_BYTES and hmac.compare_digest(frame, self._proof(b"A", conn)):
             self._opened(conn)
             return True
-        log.warning("event=raft_handshake_refused peer=%s state=%s", conn.peer or "?", conn.state)
+        if conn.state in ("accept", "hello") and frame[:4] == MAGIC[:4] and not frame.startswith(MAGIC):
+            # Another version of this handshake: a node of another release, not a wrong secret.
+            log.warning("event=raft_handshake_refused peer=%s state=%s reason=handshake_version theirs=%r ours=%r",
+                        conn.peer or "?", conn.state, frame[:len(MAGIC)].decode(errors="replace"), MAGIC.decode())
+        else:
+            log.warning("event=raft_handshake_refused peer=%s state=%s", conn.peer or "?", conn.state)
         self._close(conn, "handshake refused")
         return False
 

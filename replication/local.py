@@ -83,6 +83,9 @@ class LocalLog:
             return len(MAGIC)
         with open(self._path, "rb") as fh:
             data = fh.read()
+        if data.startswith(MAGIC[:3]) and not data.startswith(MAGIC):
+            fail_stop("local_log", f"{self._path}: a log of format {data[:4]!r}; this build reads {MAGIC!r}: "
+                      "written by a newer release (downgrades are not supported); refusing to start", EXIT_CORRUPT)
         if not data.startswith(MAGIC):  # the first format: read it once, rewrite it with CRCs
             entries = [entry for _pos, entry in self._scan_v1(data)]
             self._count = len(entries)

@@ -132,12 +132,15 @@ def peers_spec(layout: list[LocalNode], client_ports: list[int] | None = None) -
 def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] | None = None,
                 log_dir: Path | None = None, peers: str | None = None,
                 per_node: dict[int, dict[str, str]] | None = None,
-                private: dict[str, str] | None = None) -> list[subprocess.Popen[str]]:
+                private: dict[str, str] | None = None, root: Path = REPO_ROOT) -> list[subprocess.Popen[str]]:
     """Start these nodes (``peers`` = the whole cluster, when only some of it is started); each
     writes its log to ``node-<i>.log`` in ``log_dir`` (default: its data dir). ``private``: settings
-    that must not show on a command line (passwords), given through the environment."""
+    that must not show on a command line (passwords), given through the environment. ``root``: the
+    source tree the nodes run (another release's, in the rolling-upgrade test)."""
     env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
                PYTHONUNBUFFERED="1")
+    if root != REPO_ROOT:  # its packages first (the installed kcoord is this checkout's)
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(root), env.get("PYTHONPATH", "")) if x)
     env.update({"KCOORD_" + k.upper(): v for k, v in (private or {}).items()})
     procs = []
     for n in layout:
@@ -148,7 +151,7 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
         n.data_dir.mkdir(parents=True, exist_ok=True)
         stderr = open((log_dir or n.data_dir) / f"node-{n.node_id}.log", "a")  # noqa: SIM115 - child owns it
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
-                                      cwd=REPO_ROOT))
+                                      cwd=root))
         stderr.close()
     return procs
 
@@ -173,6 +176,7 @@ class LocalCluster:
         self.paused: set[int] = set()
         self._ready = [threading.Event() for _ in layout]
         self.on_spawn: Callable[[int], None] | None = None  # called with each new node's pid
+        self.roots: dict[int, Path] = {}  # a node's source tree, when not this checkout (an upgrade test)
 
     @property
     def n(self) -> int:
@@ -223,7 +227,8 @@ class LocalCluster:
                 continue
             self._ready[i] = threading.Event()
             (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.log_dir,
-                                  peers=self.peers(), per_node=self.per_node, private=self.private)
+                                  peers=self.peers(), per_node=self.per_node, private=self.private,
+                                  root=self.roots.get(i, REPO_ROOT))
             self.procs[i] = proc
             self.paused.discard(i)
             if self.on_spawn is not None:

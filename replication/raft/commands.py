@@ -34,6 +34,10 @@ class CommandError(ValueError):
     """The bytes are not one of our commands (a hostile or corrupt entry)."""
 
 
+class UnknownCommandError(CommandError):
+    """A command of an id this build does not know: written by a later release."""
+
+
 def encode(command: int, *args: Any) -> bytes:
     return MARK + bytes(msgpack.packb([command, *args], use_bin_type=True))
 
@@ -59,6 +63,8 @@ def decode(data: bytes) -> tuple[int, tuple[Any, ...]]:
     if len(call) != 2 or not isinstance(call[1], tuple):  # (id, args, kwargs): ours never had kwargs
         raise CommandError("not a command")
     command, args = call
+    if type(command) is int and command > max(_ARGS):
+        raise UnknownCommandError(f"command id {command}; this build knows ids up to {max(_ARGS)}")
     kinds = _ARGS.get(command) if type(command) is int else None
     if kinds is None or len(args) != len(kinds) or any(type(a) is not k for a, k in zip(args, kinds, strict=True)):
         raise CommandError("not a command")

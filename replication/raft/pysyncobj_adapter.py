@@ -29,7 +29,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import Transport
 
 from replication.durable import renamed, sync
-from replication.failstop import fail_stop
+from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
 from replication.raft import commands
@@ -367,6 +367,10 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
             if kind != _REGULAR:
                 raise commands.CommandError(f"command type {kind}")
             cmd, args = commands.decode(command[1:])
+        except commands.UnknownCommandError as e:
+            # Committed, so every replica of a later release applies it: skipping it here would
+            # make this replica's state diverge from theirs.
+            fail_stop("raft_apply", f"{self.name}: {e}: written by a newer release; upgrade this node", EXIT_CORRUPT)
         except commands.CommandError as e:
             log.warning("event=raft_command_refused group=%s bytes=%d reason=%r source=log action=skipped",
                         self.name, len(command), str(e))
@@ -424,12 +428,16 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
             log.exception("event=snapshot_load_failed")
 
 
+# Of a group's snapshot blob (none: version 0, the same layout). A later version is refused.
+SNAPSHOT_VERSION = 1
+
+
 def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[..., None], Callable[[str], Any]]:
     def serialize(path: str, raft_data: Any) -> None:
         g = group()
         assert g is not None
         last, prev, cluster = raft_data
-        blob = {"last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
+        blob = {"v": SNAPSHOT_VERSION, "last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
                 "fence": g.fence, "state": g.sm.snapshot()}
         try:
             with open(path, "wb") as f:  # pysyncobj renames it over the last snapshot
@@ -446,6 +454,10 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
         assert g is not None
         with open(path, "rb") as f:
             blob = msgpack.unpackb(f.read(), raw=False)
+        version = blob.get("v", 0) if isinstance(blob, dict) else 0
+        if not isinstance(version, int) or version > SNAPSHOT_VERSION:
+            fail_stop("snapshot", f"{path}: a snapshot of version {version!r}; this build reads up to "
+                      f"{SNAPSHOT_VERSION}: written by a newer release (downgrades are not supported)", EXIT_CORRUPT)
         g.fence = max(g.fence, int(blob["fence"]))
         g.sm.restore(blob["state"])
         return (tuple(blob["last"]), tuple(blob["prev"]), set())

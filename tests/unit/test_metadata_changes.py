@@ -201,3 +201,37 @@ def test_a_nodes_voting_replica_is_set_by_compare_and_set_and_survives_compactio
     assert (again["voters"], again["voters_version"], again["retired"]) == ({0: "d0", 1: "d1-new"}, 3, ["d1"])
     assert msgpack.unpackb(ops[1], raw=False)["v"] == 3
     assert fold_metadata([INIT])["voters"] == {}
+
+
+def test_nodes_register_their_release_and_a_record_no_node_can_read_yet_is_refused() -> None:
+    """Rolling upgrades: each node registers the release it runs and the highest record version
+    it reads (fields an older node's decoder ignores: it reads the record as plain listeners), the
+    registration survives compaction, and a record of a later version than some node reads is
+    refused until that node is upgraded. A node that registered nothing reads up to version 3."""
+    from cluster.metadata_log import (
+        UNREGISTERED_READS,
+        RegisterEndpoints,
+        SetVoter,
+        record_version,
+        version_refusal,
+    )
+
+    ops = [INIT, encode_change(RegisterEndpoints(0, {}, "0.2.0", 5), "r0", 0),
+           encode_change(RegisterEndpoints(1, {"CLIENTS": ["h", 9093]}, "0.2.0", 4), "r1", 1)]
+    state = fold_metadata(ops)
+    assert state["reads"] == {0: ["0.2.0", 5], 1: ["0.2.0", 4]}
+    assert state["endpoints"] == {0: {}, 1: {"CLIENTS": ["h", 9093]}}
+    assert fold_metadata(compact_metadata(ops))["reads"] == state["reads"]
+    # What release 0.1 wrote (no release, no reads) registers listeners only.
+    old = fold_metadata([*ops, _op(op="endpoints", id="r2", seen=2, node=2, listeners={})])
+    assert 2 not in old["reads"] and old["endpoints"][2] == {}
+
+    assert version_refusal(state, [0, 1], 4) is None
+    refusal = version_refusal(state, [0, 1, 2], 4)  # node 2 registered nothing: it reads up to 3
+    assert refusal is not None and "node 2 reads up to version 3" in refusal and "node 1" not in refusal
+    assert UNREGISTERED_READS == 3
+    refusal = version_refusal(state, [0, 1], 5)
+    assert refusal is not None and "node 1 reads up to version 4" in refusal
+    # Every record this build writes is readable by a node of release 0.1.
+    assert record_version(SetVoter(0, "d")) == 3 <= UNREGISTERED_READS <= METADATA_VERSION
+    assert version_refusal(fold_metadata([INIT]), [0, 1, 2], record_version(SetVoter(0, "d"))) is None
