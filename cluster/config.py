@@ -94,6 +94,7 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
 MAX_TXN_PARTITIONS = 100
+MAX_NODES = 7  # of a Raft cluster (``peers``)
 
 
 # A secret's pieces: runs of letters cased as words are (lower, Capitalized, UPPER), runs of
@@ -469,7 +470,9 @@ class NodeConfig:
                 peers = parse_peers(self.peers)
             except ValueError as e:
                 raise ConfigError(f"invalid setting peers={self.peers!r}: {e}") from None
-            need(len(peers) >= 3 and len(peers) % 2 == 1, "peers", "a cluster needs an odd number (>= 3) of nodes")
+            # Every Raft group has a replica on every node: more than seven adds no capacity, only
+            # replication work (and seven is the largest size tested).
+            need(1 <= len(peers) <= MAX_NODES, "peers", f"a cluster has 1 to {MAX_NODES} nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
                  "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits; words count for "
