@@ -127,8 +127,8 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     'fetch_max_bytes': 'Most a Fetch returns, whatever it asks (at least one batch, as Kafka).',
     'peers': (
-        'Cluster mode: every node as `host:kafka_port:raft_port`, in node-id order (empty = one node, '
-        'no Raft).'
+        'Cluster mode: every node as `host:kafka_port:raft_port`, in node-id order, 1 to 7 nodes; a '
+        'majority must be up (empty = one node, no Raft).'
     ),
     'broker_session_timeout_ms': (
         'A node no longer connected stays listed in Metadata this long (never named leader meanwhile), '
