@@ -5,9 +5,15 @@ them (tombstones delete their key and are then no longer needed), which is what 
 log cleaner guarantees for the compacted topic. A transaction's offsets are resolved by its
 marker (committed ones become plain records there, aborted ones go); offsets of transactions
 still open are kept, after the plain records, with their producer id.
+
+Records of a type this build does not know (a later release wrote them, in a cluster being
+upgraded) are kept as they are, the latest per key: compacting them away would lose them for
+the upgraded nodes that read them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from coordinator.codec import decode_batch, encode_batch
 from coordinator.records import (
@@ -25,9 +31,16 @@ CHUNK = 5000
 
 def compact_offsets(payloads: list[bytes]) -> list[bytes]:
     latest: dict[RecordKey, Record] = {}
+    unknown: dict[bytes, Any] = {}  # a record of an unknown type, as its entry held it, by its key's bytes
     pending = PendingOffsets()
     for payload in payloads:
-        for record in decode_batch(payload):
+        raw: list[Any] = []
+        records = decode_batch(payload, raw)
+        for item in raw:
+            unknown.pop(bytes(item[0]), None)
+            if item[1] is not None:  # a tombstone ends its key
+                unknown[bytes(item[0])] = item
+        for record in records:
             key = record.key
             if isinstance(key, TxnMarkerKey):
                 assert isinstance(record.value, TxnMarkerValue)
@@ -48,4 +61,7 @@ def compact_offsets(payloads: list[bytes]) -> list[bytes]:
             if record.value is not None:
                 latest[key] = record
     records = list(latest.values()) + [Record(k, v, pid, epoch) for pid, epoch, k, v in pending.items()]
-    return [encode_batch(records[i : i + CHUNK]) for i in range(0, len(records), CHUNK)]
+    kept = list(unknown.values())
+    out = [encode_batch(records[i : i + CHUNK]) for i in range(0, len(records), CHUNK)]
+    out += [encode_batch([], kept[i : i + CHUNK]) for i in range(0, len(kept), CHUNK)]
+    return out

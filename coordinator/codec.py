@@ -260,9 +260,10 @@ def _item(r: Record) -> Any:
     return [encode_key(r), encode_value(r)]
 
 
-def encode_batch(records: Sequence[Record]) -> bytes:
-    """One replicated entry: the records of one or many requests, in order."""
-    packed: bytes = msgpack.packb([_item(r) for r in records], use_bin_type=True)
+def encode_batch(records: Sequence[Record], unknown: Sequence[Any] = ()) -> bytes:
+    """One replicated entry: the records of one or many requests, in order (then ``unknown``:
+    records of types this build does not know, as ``decode_batch`` kept them)."""
+    packed: bytes = msgpack.packb([*(_item(r) for r in records), *unknown], use_bin_type=True)
     return packed
 
 
@@ -308,8 +309,9 @@ def encode_batches(records: Sequence[Record], max_bytes: int) -> list[tuple[byte
     return out
 
 
-def decode_batch(payload: bytes) -> list[Record]:
-    """Decode an entry, skipping record types this version does not know."""
+def decode_batch(payload: bytes, unknown: list[Any] | None = None) -> list[Record]:
+    """Decode an entry, skipping record types this version does not know (a later release wrote
+    them); appended to ``unknown`` as they are, when given (compaction keeps them)."""
     try:
         items = msgpack.unpackb(payload, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types
@@ -325,6 +327,8 @@ def decode_batch(payload: bytes) -> list[Record]:
             try:
                 record = decode_record(key, value)
             except UnknownRecordType:
+                if unknown is not None:
+                    unknown.append(item)
                 continue
             out.append(Record(record.key, record.value, int(rest[0]), int(rest[1]) if len(rest) > 1 else -1)
                        if rest else record)

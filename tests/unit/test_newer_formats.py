@@ -130,3 +130,26 @@ def test_a_snapshot_of_a_later_version_is_refused(tmp_path: Path, fail_stops: li
         deserialize(str(path))
     assert fail_stops[0][0] == "snapshot" and "newer release" in fail_stops[0][1]
     assert len(Group.sm.restored) == 1
+
+
+def test_offsets_compaction_keeps_records_of_a_type_it_does_not_know() -> None:
+    """A later release's record types (share groups, streams groups ...) in ``__consumer_offsets``:
+    this build's loads skip them, and its compaction keeps the latest of each key as it was,
+    tombstones included, instead of dropping them for the upgraded nodes that read them."""
+    from cluster.offsets_compaction import compact_offsets
+    from coordinator.codec import decode_batch, encode_batch
+    from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
+
+    def unknown(name: bytes, value: bytes | None) -> list[Any]:
+        return [b"\x00\x63" + name, value]  # record type 99
+
+    commit = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, -1, "", 1000))
+    entries = [encode_batch([commit], [unknown(b"a", b"1"), unknown(b"b", b"1")]),
+               encode_batch([], [unknown(b"a", b"2"), unknown(b"b", None), unknown(b"c", b"3")])]
+    assert decode_batch(entries[1]) == []  # a load skips them
+    compacted = compact_offsets(entries)
+    kept: list[Any] = []
+    records = [r for payload in compacted for r in decode_batch(payload, kept)]
+    assert records == [commit]
+    assert sorted((bytes(k), v) for k, v in kept) == [(b"\x00\x63a", b"2"), (b"\x00\x63c", b"3")]
+    assert compact_offsets(compacted) == compacted  # compacting again changes nothing
