@@ -76,7 +76,8 @@ class ConsumerGroupApi:
                 mk(mod.TopicPartitions, topic_id=uuid.UUID(hex=t), partitions=tuple(sorted(ps)))
                 for t, ps in sorted(resp.assignment.items())))
         return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=kerr(resp.error),
-                  error_message=resp.message, member_id=resp.member_id, member_epoch=resp.member_epoch,
+                  error_message=resp.message, member_id=resp.member_id,
+                  member_epoch=resp.member_epoch if resp.error is ErrorCode.NONE else 0,  # Kafka's errors: 0
                   heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
                   assignment=assignment)
 
@@ -147,7 +148,7 @@ def _error_response(api_key: int) -> Any:
     def build(req: Any, error: Any) -> Any:
         mod = resp_mod(api_key, version_of(req))
         if api_key == CONSUMER_GROUP_HEARTBEAT:
-            return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=error, member_epoch=-1,
+            return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=error, member_epoch=0,
                       heartbeat_interval=ZERO)
         return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
             mk(mod.DescribedGroup, error_code=error, group_id=g, group_state="", group_epoch=-1,

@@ -49,9 +49,11 @@ def _replica(m: Any, r: ReplicaView) -> Any:
 
 
 def _partition(m: Any, q: QuorumView | None, code: ErrorCode, message: str | None = None, index: int = 0) -> Any:
-    if q is None:
-        return mk(m.PartitionData, partition_index=index, error_code=code, error_message=message, leader_id=-1,
-                  leader_epoch=-1, high_watermark=-1, current_voters=(), observers=())
+    if q is None:  # as Kafka answers a partition it does not lead: its schema's zeros, and a message
+        if message is None and code is ErrorCode.unknown_topic_or_partition:
+            message = "This server does not host this topic-partition."
+        return mk(m.PartitionData, partition_index=index, error_code=code, error_message=message, leader_id=0,
+                  leader_epoch=0, high_watermark=0, current_voters=(), observers=())
     return mk(m.PartitionData, partition_index=0, error_code=code, error_message=message, leader_id=q.leader_id,
               leader_epoch=q.epoch, high_watermark=q.high_watermark,
               current_voters=tuple(_replica(m, r) for r in q.voters),

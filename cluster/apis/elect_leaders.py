@@ -56,7 +56,7 @@ def _asked(request: Any) -> list[tuple[str, int]] | None:
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
-    results: dict[str, list[tuple[int, Result]]] = {}
+    results: dict[str, list[tuple[int, Result]]] = {t.topic: [] for t in request.topic_partitions or ()}
     for topic, p in _asked(request) or ():
         results.setdefault(topic, []).append((p, (code, None)))
     return _response(request, code, results)
@@ -125,7 +125,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     keys = list(dict.fromkeys(wanted))
     done = await asyncio.gather(*(one(topic, p) for topic, p in keys))
-    results: dict[str, list[tuple[int, Result]]] = {}
+    # A topic asked for with no partitions is answered too, with none (as Kafka does).
+    results: dict[str, list[tuple[int, Result]]] = {t.topic: [] for t in request.topic_partitions or ()}
     for (topic, p), result in zip(keys, done, strict=True):
         if asked is None and result[0] is ErrorCode.election_not_needed:
             continue  # every partition: only those that needed an election are answered

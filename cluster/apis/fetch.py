@@ -45,6 +45,8 @@ def _epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
 
 def _pdata(m: Any, index: int, code: ErrorCode, *, hw: int = -1, lso: int = -1, log_start: int = -1,
            records: bytes = b"", aborted: list[tuple[int, int]] | None = None) -> Any:
+    if aborted is None and code is not ErrorCode.none:
+        aborted = []  # Kafka's error partitions carry an empty list (its schema's default), not null
     return mk(m.PartitionData, partition_index=index, error_code=code, high_watermark=hw, last_stable_offset=lso,
               log_start_offset=log_start, preferred_read_replica=-1, records=Records(records),
               aborted_transactions=None if aborted is None else tuple(

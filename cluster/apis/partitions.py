@@ -40,7 +40,7 @@ def _check(node: Needs, t: Any, granted: int, validate_only: bool) -> tuple[Resu
         return (ErrorCode.invalid_request, f"kcoord fixes the partitions of {t.name} at the cluster's first start"), 0
     topic = node.topic(t.name)
     if topic is None:
-        return (ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."), 0
+        return (ErrorCode.unknown_topic_or_partition, None), 0  # no message, as Kafka
     have = topic.partitions
     if t.count == have:
         return (ErrorCode.invalid_partitions, f"Topic already has {have} partition(s)."), 0

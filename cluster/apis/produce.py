@@ -76,8 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             part = node.topology.partition(t.name, p.index)
             if part is None:
-                parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition,
-                                   message="This server does not host this topic-partition."))
+                parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition))  # no message, as Kafka
                 continue
             verify = None if tid is None else _verifier(node, tid, t.name, p.index)
             res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,

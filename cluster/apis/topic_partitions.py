@@ -33,9 +33,9 @@ MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _error_topic(m: Any, name: str, code: ErrorCode) -> Any:
+def _error_topic(m: Any, name: str, code: ErrorCode, ops: int = NO_OPERATIONS) -> Any:
     return mk(m.DescribeTopicPartitionsResponseTopic, error_code=code, name=name, topic_id=ZERO_UUID,
-              is_internal=False, partitions=(), topic_authorized_operations=NO_OPERATIONS)
+              is_internal=False, partitions=(), topic_authorized_operations=ops)
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
@@ -64,7 +64,9 @@ def build(node: Needs, request: Any, ctx: RequestContext | None = None) -> Any:
             continue
         meta = node.topic(name)
         if meta is None and name != OFFSETS_TOPIC:
-            topics.append(_error_topic(m, name, ErrorCode.unknown_topic_or_partition))
+            # with what the principal could do to it (as Kafka answers: this API always says)
+            topics.append(_error_topic(m, name, ErrorCode.unknown_topic_or_partition,
+                                       access.ops(ResourceType.TOPIC, name, ctx is not None)))
             continue
         count = node.offsets_partitions if meta is None else meta.partitions
         first = min(cursor.partition_index, count) if cursor is not None and name == cursor.topic_name else 0

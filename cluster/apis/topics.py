@@ -58,6 +58,12 @@ def _validate_create(node: Needs, t: Any) -> tuple[ErrorCode, str | None, int]:
         return ErrorCode.invalid_topic_exception, bad, -1
     if node.topic(name) is not None or node.is_internal_topic(name):
         return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1
+    # Kafka's controller validates every new topic's configs before it creates any of them (and
+    # only then finds a wrong partition count, replication factor or assignment).
+    for c in t.configs:
+        err = validate_topic_config(c.name, c.value, message_max_bytes=node.config.message_max_bytes)
+        if err is not None:
+            return ErrorCode.invalid_config, err, -1
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
             return (ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments "
@@ -86,10 +92,6 @@ def _validate_create(node: Needs, t: Any) -> tuple[ErrorCode, str | None, int]:
                     "registered.", -1)
         if partitions > 100000:
             return ErrorCode.invalid_partitions, f"Number of partitions {partitions} is too large.", -1
-    for c in t.configs:
-        err = validate_topic_config(c.name, c.value, message_max_bytes=node.config.message_max_bytes)
-        if err is not None:
-            return ErrorCode.invalid_config, err, -1
     too_many = partition_limit_error(node, partitions)
     if too_many is not None:
         return ErrorCode.policy_violation, too_many, -1
@@ -198,6 +200,12 @@ async def build_delete(node: Needs, request: Any, *, error: ErrorCode | None = N
 
         if error is not None:
             results.append(res(error))
+            continue
+        if name is None and tid is None:  # as Kafka's controller answers these two
+            results.append(res(ErrorCode.invalid_request, "Neither topic name nor id were specified."))
+            continue
+        if name is not None and tid is not None:
+            results.append(res(ErrorCode.invalid_request, "You may not specify both topic name and topic id."))
             continue
         if name is None:
             meta = node.metadata.by_id(tid) if tid is not None else None

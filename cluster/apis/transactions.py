@@ -135,7 +135,8 @@ class TxnApi:
                 assert isinstance(r, c.AddPartitionsResponse)
                 errors = r.errors
             results.append(mk(m.AddPartitionsToTxnResult, transactional_id=t.transactional_id,
-                              topic_results=_topic_results(m, {tp: ErrorCode(int(e)) for tp, e in errors.items()})))
+                              topic_results=_topic_results(m, {tp: ErrorCode(int(e)) for tp, e in errors.items()},
+                                                           t.topics)))
         return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                   results_by_transaction=tuple(results))
 
@@ -170,7 +171,8 @@ class TxnApi:
     @staticmethod
     def _add_partitions_response(req: Any, codes: dict[tuple[str, int], ErrorCode]) -> Any:
         m = resp_mod(ADD_PARTITIONS, version_of(req))
-        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO, results_by_topic_v3_and_below=_topic_results(m, codes))
+        return mk(m.AddPartitionsToTxnResponse, throttle_time=ZERO,
+                  results_by_topic_v3_and_below=_topic_results(m, codes, req.v3_and_below_topics))
 
     async def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
@@ -251,8 +253,10 @@ class TxnApi:
                                               transaction_state=t.state) for t in listed))
 
 
-def _topic_results(m: Any, codes: dict[tuple[str, int], ErrorCode]) -> tuple[Any, ...]:
-    topics: dict[str, list[Any]] = {}
+def _topic_results(m: Any, codes: dict[tuple[str, int], ErrorCode], asked: Any = ()) -> tuple[Any, ...]:
+    """Per topic, its partitions' codes; a topic ``asked`` for with no partitions is answered
+    with none (as Kafka does)."""
+    topics: dict[str, list[Any]] = {t.name: [] for t in asked}
     for (topic, p), code in codes.items():
         topics.setdefault(topic, []).append(mk(m.AddPartitionsToTxnPartitionResult, partition_index=p,
                                                partition_error_code=code))

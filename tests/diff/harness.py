@@ -29,7 +29,8 @@ SYMBOLIC: dict[str, str] = {
     "broker_id": "node", "host": "host", "port": "port", "cluster_id": "cluster", "topic_id": "topic-id",
     "replica_id": "node", "last_fetch_timestamp": "time", "last_caught_up_timestamp": "time",
     "replica_directory_id": "dir", "offline_replicas": "node", "eligible_leader_replicas": "node",
-    "last_known_elr": "node", "leader_epoch": "epoch", "current_leader": "node",
+    "last_known_elr": "node", "leader_epoch": "epoch", "current_leader": "node", "log_dir": "log-dir",
+    "usable_bytes": "bytes", "total_bytes": "bytes",  # a disk's, measured a moment apart
 }
 PLACED = frozenset({"node", "host", "port"})
 RETRIABLE = frozenset({"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"})
@@ -110,11 +111,14 @@ class Session:
             self._conns[address] = RawConn(address, timeout=30.0)
         return self._conns[address]
 
-    def ask(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None) -> Any:
-        """Send ``body``; record its answer under ``label`` (flattened) and return it."""
+    def ask(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None,
+            only: Callable[[Any], Any] | None = None) -> Any:
+        """Send ``body``; record its answer under ``label`` (flattened; ``only(answer)`` of it, when
+        given: what concerns this scenario of an answer about the whole server) and return it."""
         resp = self.conn(to or self.bootstrap).call(api_key, version, body)
+        kept = resp if resp is None or only is None else only(resp)
         self.answers.update({f"{label}.{k}" if k else label: v
-                             for k, v in flatten(resp, self.symbols).items()} if resp is not None
+                             for k, v in flatten(kept, self.symbols).items()} if kept is not None
                             else {label: "<closed>"})
         return resp
 
