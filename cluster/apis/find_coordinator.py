@@ -84,6 +84,8 @@ def build(node: Needs, request: Any, *, error: ErrorCode | None = None, listener
                              port=b.port if b else -1, error_code=code, error_message=msg))
         return mk(m.FindCoordinatorResponse, throttle_time=ZERO, coordinators=tuple(coords))
     code, msg, b = lookup(request.key)
+    if code in (None, ErrorCode.none) and msg is None and v >= 1:
+        msg = "NONE"  # Kafka's v1-3 answer carries its error's message, NONE's too
     b = node.through(b, listener) if listener and b is not None else b
     return mk(m.FindCoordinatorResponse, throttle_time=ZERO, error_code=code, error_message=msg,
               node_id=b.node_id if b else -1, host=b.host if b else "", port=b.port if b else -1)

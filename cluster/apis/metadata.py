@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.topics import partition_limit_error
-from cluster.dispatch import CloseConnection, RequestContext, warn
+from cluster.dispatch import RequestContext, warn
 from cluster.metadata import OFFSETS_TOPIC, PartitionLimitError, validate_topic_name
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Catalog, Guarded, Identity, Placement, Registers, TopicAdmin
@@ -171,11 +171,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     v = version_of(request)
     if v < 12 and any(rt.name is None for rt in request.topics or ()):
-        # v10-11 may carry a null name on the wire, but topics are looked up by id only from v12
-        # (Kafka refuses such a request as invalid); its response could not even name the topic.
+        # v10-11 may carry a null name on the wire, but topics are looked up by id only from v12:
+        # Kafka answers the whole request INVALID_REQUEST, naming no broker, a null name as "".
         warn.warning("invalid_request", "event=invalid_request api_key=3 api_version=%d conn=%d error='null topic name before v12'",
                     v, ctx.connection_id)
-        raise CloseConnection
+        m = resp_mod(API_KEY, v)
+        return mk(m.MetadataResponse, throttle_time=ZERO, brokers=(), cluster_id=None, controller_id=-1,
+                  topics=tuple(_topic(m, node, rt.name or "", ErrorCode.invalid_request, topic_id=rt.topic_id)
+                               for rt in request.topics),
+                  cluster_authorized_operations=NO_OPERATIONS)
     auto_create = node.config.auto_create_topics and (v < 4 or bool(request.allow_auto_topic_creation))
     refused: set[str] = set()
     if auto_create and request.topics:

@@ -1,5 +1,6 @@
-"""Generated differential scenarios: every API kcoord serves, at its lowest and its highest
-served version, with a minimal request built from the API's schema (kio's dataclasses).
+"""Generated differential scenarios: every API kcoord serves, at every version it serves (its
+lowest and highest among them), with a minimal request built from the API's schema (kio's
+dataclasses).
 
 A minimal request names things that do not exist (a group, a topic, a transactional id named
 after the scenario, partition 0, offset 0) and leaves every field with a schema default at it:
@@ -137,6 +138,6 @@ def _scenario(api_key: int, version: int) -> Any:
 
 
 for _key, (_lo, _hi) in SERVED.items():
-    for _version in sorted({_lo, _hi}):
+    for _version in range(_lo, _hi + 1):  # every served version: the lowest and highest, and between
         _fn = _scenario(_key, _version)
         SCENARIOS[_fn.__name__] = _fn
