@@ -337,7 +337,11 @@ class GroupApi:
         denied = self._unreadable(ctx, known, unknown)
         results: dict[str, list[tuple[int, ErrorCode]]] = {t: [(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps]
                                                            for t, ps in denied.items()}
-        refused = await self._verify(req, v) if known else None
+        refused = None
+        if known and self.driver.runtime.epoch_of(self.partition(req.group_id)) is None:
+            refused = ErrorCode.NOT_COORDINATOR  # before the transaction is asked about, as Kafka
+        elif known:
+            refused = await self._verify(req, v)
         if refused is not None:
             for topic, parts in known:
                 results[topic] = [(p.partition, refused) for p in parts]

@@ -34,14 +34,16 @@ SERVED: dict[int, tuple[int, int]] = {
     33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 47: (0, 0), 50: (0, 0),
     51: (0, 0), 55: (0, 2), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1), 68: (0, 1), 69: (0, 1), 75: (0, 0),
 }
-GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 15, 42, 47, 68, 69})
+GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 15, 28, 42, 47, 68, 69})
 TXN_KEYED = frozenset({24, 25, 26, 65})
 LIST_GROUPS = 16
+LIST_TRANSACTIONS = 66
 MS = datetime.timedelta(milliseconds=1)
 # (api key, field) -> value, where the minimal value would not do
 FIELDS: dict[tuple[int, str], Any] = {
     (0, "acks"): -1,  # acks=0 is never answered
-    (0, "records"): None,
+    (0, "records"): b"",  # Kafka never answers a Produce of null records to a partition it leads
+    (0, "timeout"): 1000 * MS,  # Kafka holds a Produce of no records until its timeout
     (1, "max_wait"): 0 * MS,  # answer at once
     (1, "replica_id"): -1,
     (1, "max_bytes"): 1 << 20,
@@ -131,12 +133,65 @@ def _scenario(api_key: int, version: int) -> Any:
             s.ask("minimal", api_key, version, body, to=s.coordinator(f"{s.name}-x"), only=lambda r: dataclasses.replace(
                 r, groups=tuple(g for g in r.groups if g.group_id.startswith(s.name))))
             return
+        if api_key == LIST_TRANSACTIONS:  # and the transactions it coordinates
+            s.ask("minimal", api_key, version, body, to=s.coordinator(f"{s.name}-x", key_type=1),
+                  only=lambda r: dataclasses.replace(r, transaction_states=tuple(
+                      t for t in r.transaction_states if t.transactional_id.startswith(s.name))))
+            return
         s.ask_settled("minimal", api_key, version, body, to=to, tries=10)
 
     run.__name__ = f"minimal_{api_key}_v{version}"
     return run
 
 
+PARTITION_KEYED = frozenset({0, 1, 2, 21})  # answered by the partition's leader
+
+
+def _existing_scenario(api_key: int, version: int) -> Any:
+    """The minimal request once its names exist: a topic of one partition, a group with an offset
+    committed on it, a transactional id with a producer id."""
+    from tests.diff.scenarios import _create_topic, _leader
+
+    def run(s: Session) -> None:
+        name = f"{s.name}-x"
+        _create_topic(s, name, 1)
+        oc = req_mod(8, 8)  # settled: a Kafka broker learns of a new topic a moment after it is created
+        s.ask_settled("setup.commit", 8, 8, oc.OffsetCommitRequest(
+            group_id=name, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(oc.OffsetCommitRequestTopic(name=name, partitions=(oc.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""),)),)),
+            to=s.coordinator(name), done=lambda r: int(r.topics[0].partitions[0].error_code) == 0)
+        init = req_mod(22, 4)
+        s.ask_settled("setup.init", 22, 4, init.InitProducerIdRequest(
+            transactional_id=name, transaction_timeout=60000 * MS, producer_id=-1, producer_epoch=-1),
+            to=s.coordinator(name, key_type=1))
+        body = minimal(api_key, _request_class(api_key, version), s.name)
+        to = None
+        if api_key in GROUP_KEYED:
+            to = s.coordinator(name)
+        elif api_key in TXN_KEYED:
+            to = s.coordinator(name, key_type=1)
+        elif api_key in PARTITION_KEYED:
+            to = _leader(s, name)
+        if api_key == LIST_GROUPS:
+            s.ask("existing", api_key, version, body, to=s.coordinator(name), only=lambda r: dataclasses.replace(
+                r, groups=tuple(g for g in r.groups if g.group_id.startswith(s.name))))
+            return
+        if api_key == LIST_TRANSACTIONS:  # a node lists the transactions it coordinates
+            s.ask("existing", api_key, version, body, to=s.coordinator(name, key_type=1),
+                  only=lambda r: dataclasses.replace(r, transaction_states=tuple(
+                      t for t in r.transaction_states if t.transactional_id.startswith(s.name))))
+            return
+        s.ask_settled("existing", api_key, version, body, to=to, tries=10)
+
+    run.__name__ = f"existing_{api_key}_v{version}"
+    return run
+
+
+for _key, (_lo, _hi) in SERVED.items():
+    for _version in sorted({_lo, _hi}):
+        _fn = _existing_scenario(_key, _version)
+        SCENARIOS[_fn.__name__] = _fn
 for _key, (_lo, _hi) in SERVED.items():
     for _version in range(_lo, _hi + 1):  # every served version: the lowest and highest, and between
         _fn = _scenario(_key, _version)
