@@ -252,6 +252,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["endpoints"][int(rec.node)] = {str(k): list(v) for k, v in dict(rec.listeners).items()}
             if rec.reads is not None:
                 state["reads"][int(rec.node)] = [None if rec.release is None else str(rec.release), int(rec.reads)]
+            else:  # a node of an older release registering (rolled back): it reads what unregistered ones do
+                state["reads"].pop(int(rec.node), None)
         elif isinstance(rec, SetVoter):
             now = state["voters"].get(int(rec.node))
             if now in (rec.replaces, rec.directory):

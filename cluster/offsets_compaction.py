@@ -32,18 +32,29 @@ CHUNK = 5000
 def compact_offsets(payloads: list[bytes]) -> list[bytes]:
     latest: dict[RecordKey, Record] = {}
     unknown: dict[bytes, Any] = {}  # a record of an unknown type, as its entry held it, by its key's bytes
+    unknown_txn: dict[int, list[Any]] = {}  # ... written in a producer's transaction, until its marker
     pending = PendingOffsets()
+
+    def settle_unknown(item: Any) -> None:
+        unknown.pop(bytes(item[0]), None)
+        if item[1] is not None:  # a tombstone ends its key
+            unknown[bytes(item[0])] = item[:2]
+
     for payload in payloads:
         raw: list[Any] = []
         records = decode_batch(payload, raw)
         for item in raw:
-            unknown.pop(bytes(item[0]), None)
-            if item[1] is not None:  # a tombstone ends its key
-                unknown[bytes(item[0])] = item
+            if len(item) > 2 and int(item[2]) >= 0:
+                unknown_txn.setdefault(int(item[2]), []).append(item)
+            else:
+                settle_unknown(item)
         for record in records:
             key = record.key
             if isinstance(key, TxnMarkerKey):
                 assert isinstance(record.value, TxnMarkerValue)
+                for item in unknown_txn.pop(key.producer_id, []):  # committed: kept; aborted: gone
+                    if record.value.commit:
+                        settle_unknown(item)
                 for k, v in pending.end(key.producer_id, record.value.commit, record.value.producer_epoch):
                     latest.pop(k, None)
                     latest[k] = Record(k, v)
@@ -61,7 +72,7 @@ def compact_offsets(payloads: list[bytes]) -> list[bytes]:
             if record.value is not None:
                 latest[key] = record
     records = list(latest.values()) + [Record(k, v, pid, epoch) for pid, epoch, k, v in pending.items()]
-    kept = list(unknown.values())
+    kept = list(unknown.values()) + [item for items in unknown_txn.values() for item in items]
     out = [encode_batch(records[i : i + CHUNK]) for i in range(0, len(records), CHUNK)]
     out += [encode_batch([], kept[i : i + CHUNK]) for i in range(0, len(kept), CHUNK)]
     return out

@@ -204,7 +204,8 @@ class RaftCluster:
     def likely_leader_of(self, lg: PeerLog) -> Peer | None:
         """For a node cut off from the others: who leads ``lg`` on the majority side, most
         likely (``replication.raft.log.RaftLog.likely_leader``)."""
-        return self._addr_to_peer.get(lg.likely_leader())
+        addr = lg.likely_leader()
+        return None if addr is None else self._addr_to_peer.get(addr)
 
     def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
         """Node ``node_id``'s advertised address on ``listener`` (None: not registered)."""

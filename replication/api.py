@@ -141,6 +141,7 @@ class PeerLog(ReplicatedLog, Protocol):
         """A follower heard its leader within the longest election timeout."""
         ...
 
-    def likely_leader(self) -> str:
-        """Who leads, or most likely leads on the majority side of a partition."""
+    def likely_leader(self) -> str | None:
+        """Who leads, or most likely leads on the majority side of a partition (None: a group of
+        one node, which does not lead it now)."""
         ...

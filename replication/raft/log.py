@@ -192,7 +192,7 @@ class RaftLog:
         replication/raft/election.py): answers read from its state are current."""
         return bool(self.group.lease_valid())
 
-    def likely_leader(self) -> str:
+    def likely_leader(self) -> str | None:
         """Who leads, or most likely leads now on the other side of a partition: the leader
         last known if it is another node (it keeps leading wherever it kept a majority), else
         the follower that had acknowledged the most of this node's log when it lost its
@@ -206,6 +206,8 @@ class RaftLog:
             return leader
         order = self.group.order
         others = [order[(order.index(self.self_addr) + i) % len(order)] for i in range(1, len(order))]
+        if not others:  # a group of one: nobody else can lead it
+            return None
         match = self._match_at_loss
         others.sort(key=lambda a: -match.get(a, 0))  # stable: successors first among equals
         lost = self._lost_at if self._announced < 0 else 0.0  # still leading by its own account: first guess

@@ -35,7 +35,7 @@ from replication.journal import SafeJournal
 from replication.raft import commands
 from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
-from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG
+from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG, SNAPSHOT_VERSION
 from replication.raft.snapshot_transfer import StreamingSerializer
 from replication.raft.voters import VoterSet
 
@@ -426,10 +426,6 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
             self._SyncObj__onSetCodeVersion(0)
         except Exception:
             log.exception("event=snapshot_load_failed")
-
-
-# Of a group's snapshot blob (none: version 0, the same layout). A later version is refused.
-SNAPSHOT_VERSION = 1
 
 
 def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[..., None], Callable[[str], Any]]:

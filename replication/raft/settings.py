@@ -65,3 +65,6 @@ class RaftTimings:
     # from its followers but not from its clients answer them from stale state for 30 s.
     check_quorum: float = 0.0
 
+# Of a group's snapshot blob (none: version 0, the same layout). A later version is refused, on
+# load (the node stops) and when streamed from a leader (the stream is refused).
+SNAPSHOT_VERSION = 1

@@ -24,6 +24,7 @@ import msgpack
 
 from replication.durable import renamed, sync
 from replication.failstop import fail_stop
+from replication.raft.settings import SNAPSHOT_VERSION
 
 log = logging.getLogger("kcoord.raft")
 
@@ -210,7 +211,11 @@ class StreamingSerializer:
                 self._sm.install(piece)
                 self.accepted = True
                 return False
-            self._sm.install_end(msgpack.unpackb(piece, raw=False)["state"])
+            blob = msgpack.unpackb(piece, raw=False)
+            if not isinstance(blob.get("v", 0), int) or blob.get("v", 0) > SNAPSHOT_VERSION:
+                raise InstallError(f"a snapshot of version {blob.get('v')!r}, this build reads up to "
+                                   f"{SNAPSHOT_VERSION}: written by a newer release")
+            self._sm.install_end(blob["state"])
         except Exception as e:  # noqa: BLE001 - whatever a piece holds, refuse it (never raise into pysyncobj)
             if sid != self._refused:  # once per stream: its leader starts over
                 self._refused = self.refusal = sid

@@ -203,3 +203,26 @@ def test_an_append_in_flight_at_the_step_down_fails_then_not_at_the_heal(tmp_pat
             c.stop()
 
     asyncio.run(main())
+
+
+def test_a_group_of_one_node_guesses_no_other_leader(tmp_path: Path) -> None:
+    """A one-node Raft cluster (1 to 7 nodes are allowed): before its group has elected itself
+    there is nobody else to name (the guess divided by the number of other nodes: zero)."""
+    from replication.raft import RaftHost
+    from tests.replication.test_raft import TIMINGS, free_port
+
+    async def main() -> None:
+        addr = f"127.0.0.1:{free_port()}"
+        host = RaftHost("test-secret", TIMINGS, listen=addr)
+        from replication.raft.entry_store import EntryStore
+
+        lg = host.add("p0", addr, [], addr, str(tmp_path / "n0"), EntryStore(compact=None, compact_every=10**9))
+        assert lg.likely_leader() in (None, addr)  # before the loop runs: not elected yet
+        host.start(asyncio.get_running_loop())
+        try:
+            await wait_for(lambda: lg.is_leader(), 10.0)
+            assert lg.likely_leader() is None  # leading itself: no other node is named
+        finally:
+            host.stop()
+
+    asyncio.run(main())

@@ -235,3 +235,14 @@ def test_nodes_register_their_release_and_a_record_no_node_can_read_yet_is_refus
     # Every record this build writes is readable by a node of release 0.1.
     assert record_version(SetVoter(0, "d")) == 3 <= UNREGISTERED_READS <= METADATA_VERSION
     assert version_refusal(fold_metadata([INIT]), [0, 1, 2], record_version(SetVoter(0, "d"))) is None
+
+
+def test_a_node_rolled_back_to_a_release_before_registrations_counts_as_unregistered_again() -> None:
+    from cluster.metadata_log import RegisterEndpoints, version_refusal
+
+    ops = [INIT, encode_change(RegisterEndpoints(0, {}, "0.2.0", 5), "r0", 0),
+           _op(op="endpoints", id="r1", seen=1, node=0, listeners={})]  # release 0.1 registering node 0
+    state = fold_metadata(ops)
+    assert 0 not in state["reads"]
+    refusal = version_refusal(state, [0], 4)
+    assert refusal is not None and "node 0 reads up to version 3" in refusal

@@ -104,7 +104,8 @@ def test_a_data_entry_of_a_later_kind_stops_the_replica(tmp_path: Path, fail_sto
 
 
 def test_a_snapshot_of_a_later_version_is_refused(tmp_path: Path, fail_stops: list[Any]) -> None:
-    from replication.raft.pysyncobj_adapter import SNAPSHOT_VERSION, make_serializer
+    from replication.raft.pysyncobj_adapter import make_serializer
+    from replication.raft.settings import SNAPSHOT_VERSION
 
     class Sm:
         restored: list[Any] = []
@@ -153,3 +154,21 @@ def test_offsets_compaction_keeps_records_of_a_type_it_does_not_know() -> None:
     assert records == [commit]
     assert sorted((bytes(k), v) for k, v in kept) == [(b"\x00\x63a", b"2"), (b"\x00\x63c", b"3")]
     assert compact_offsets(compacted) == compacted  # compacting again changes nothing
+
+
+def test_unknown_records_written_in_a_transaction_follow_its_marker_through_compaction() -> None:
+    from cluster.offsets_compaction import compact_offsets
+    from coordinator.codec import decode_batch, encode_batch
+    from coordinator.records import Record, TxnMarkerKey, TxnMarkerValue
+
+    def unknown(name: bytes, pid: int) -> list[Any]:
+        return [b"\x00\x63" + name, b"v", pid, 0]
+
+    def marker(pid: int, commit: bool) -> bytes:
+        return encode_batch([Record(TxnMarkerKey(pid), TxnMarkerValue(commit, 0, 0))])
+
+    entries = [encode_batch([], [unknown(b"a", 7), unknown(b"b", 8), unknown(b"c", 9)]),
+               marker(7, True), marker(8, False)]
+    kept: list[Any] = []
+    assert [r for payload in compact_offsets(entries) for r in decode_batch(payload, kept)] == []
+    assert sorted((bytes(k[0]), *k[2:]) for k in kept) == [(b"\x00\x63a",), (b"\x00\x63c", 9, 0)]
