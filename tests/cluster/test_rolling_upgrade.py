@@ -65,6 +65,7 @@ class Load:
         self.consumed: set[tuple[int, int]] = set()
         self.acked_commits: list[tuple[int, int]] = []
         self.assignments = 0
+        self.assigned: set[str] = set()  # the consumers (threads) assigned partitions so far
         self.errors: list[str] = []
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
@@ -109,6 +110,7 @@ class Load:
         def on_assign(_c: Consumer, _parts: list[TopicPartition]) -> None:
             with self.lock:
                 self.assignments += 1
+                self.assigned.add(threading.current_thread().name)
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
                       "enable.auto.commit": False, "session.timeout.ms": 30000, "heartbeat.interval.ms": 1000})
@@ -142,13 +144,13 @@ def started_releases(c: Cluster, i: int) -> list[str]:
                                                    c.log_text(i), re.M)]
 
 
-def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_load(
-        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_load(tmp_path: Path) -> None:
     name, commit = previous_release()
     old = release_tree(commit, tmp_path / f"release-{name}")
     c = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
     c.roots = {i: old for i in range(c.n)}
     load: Load | None = None
+    failed = True
     try:
         c.start()
         for i in range(c.n):
@@ -159,9 +161,12 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
             f.result(timeout=30)
         load = Load(c.bootstrap, topic, group)
         load.start()
-        wait_for(lambda: len(load.acked_commits) > 20 and len(load.consumed) > 500, 60, "the load to run")
-        time.sleep(3)  # the group is stable
-        assignments_before = load.assignments
+        wait_for(lambda: len(load.acked_commits) > 20 and len(load.consumed) > 500 and len(load.assigned) == 2, 60,
+                 "the load to run, both consumers assigned")
+        assignments_before = -1
+        while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
+            assignments_before = load.assignments
+            time.sleep(3)
 
         for i in range(c.n):
             assert c.terminate(i), f"node {i} was not running"
@@ -190,6 +195,7 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
         print(f"upgraded {name} -> {RELEASE}: {len(load.produced)} produces, {len(load.acked_commits)} commits, "
               f"{len(load.errors)} commit errors")
+        failed = False
     finally:
         if load is not None:
             load.stop_producing.set()
@@ -197,7 +203,6 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
             for t in load.threads:
                 t.join(60)
         c.kill_all()
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
+        if failed:
             for i in range(c.n):
                 print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
