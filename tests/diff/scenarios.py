@@ -23,12 +23,14 @@ def _create_topic(s: Session, name: str, partitions: int = 1) -> None:
     _wait_for_leaders(s, name)
 
 
-def _wait_for_leaders(s: Session, topic: str) -> None:
+def _wait_for_leaders(s: Session, topic: str, at: str | None = None) -> None:
+    """Until node ``at`` (the bootstrap node) knows ``topic`` and its leaders: a Kafka broker learns
+    of a new topic a moment after it was created, each in its own time."""
     import time
 
     m = req_mod(3, 12)
     for _ in range(100):
-        r = s.conn(s.bootstrap).call(3, 12, m.MetadataRequest(
+        r = s.conn(at or s.bootstrap).call(3, 12, m.MetadataRequest(
             topics=(m.MetadataRequestTopic(topic_id=NO_TOPIC_ID, name=topic),), allow_auto_topic_creation=False,
             include_topic_authorized_operations=False))
         if r.topics and int(r.topics[0].error_code) == 0 and all(p.leader_id >= 0 for p in r.topics[0].partitions):
@@ -309,3 +311,117 @@ def find_coordinator_v0(s: Session) -> None:
 def sasl_on_a_plaintext_listener(s: Session) -> None:
     m = req_mod(17, 1)
     s.ask("handshake", 17, 1, m.SaslHandshakeRequest(mechanism="PLAIN"))
+
+
+# ---------------------------------------------------------------- transactions (v1 protocol)
+
+def _init_txn(s: Session, label: str, tid: str, to: str) -> Any:
+    m = req_mod(22, 4)
+    return s.ask_settled(label, 22, 4, m.InitProducerIdRequest(transactional_id=tid, transaction_timeout=60000 * MS,
+                                                               producer_id=-1, producer_epoch=-1), to=to)
+
+
+def _add_partitions(s: Session, label: str, tid: str, pid: int, epoch: int, topic: str, to: str) -> Any:
+    m = req_mod(24, 3)
+    return s.ask(label, 24, 3, m.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(m.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)), to=to)
+
+
+def _end_txn(s: Session, label: str, tid: str, pid: int, epoch: int, commit: bool, to: str) -> Any:
+    m = req_mod(26, 4)
+    return s.ask(label, 26, 4, m.EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                               committed=commit), to=to)
+
+
+@scenario
+def a_transaction_adds_a_partition_and_commits(s: Session) -> None:
+    topic, tid = f"{s.name}-t", f"{s.name}-tx"
+    _create_topic(s, topic)
+    coord = s.coordinator(tid, key_type=1)
+    init = _init_txn(s, "init", tid, coord)
+    _add_partitions(s, "add", tid, init.producer_id, init.producer_epoch, topic, coord)
+    _add_partitions(s, "add_again", tid, init.producer_id, init.producer_epoch, topic, coord)
+    _end_txn(s, "commit", tid, init.producer_id, init.producer_epoch, True, coord)
+    _end_txn(s, "commit_again", tid, init.producer_id, init.producer_epoch, True, coord)
+
+
+@scenario
+def a_transaction_of_an_old_epoch_is_fenced(s: Session) -> None:
+    topic, tid = f"{s.name}-t", f"{s.name}-tx"
+    _create_topic(s, topic)
+    coord = s.coordinator(tid, key_type=1)
+    first = _init_txn(s, "init", tid, coord)
+    _init_txn(s, "init_again", tid, coord)  # the same id again: a new epoch fences the first
+    _add_partitions(s, "add_with_old_epoch", tid, first.producer_id, first.producer_epoch, topic, coord)
+    _end_txn(s, "end_with_old_epoch", tid, first.producer_id, first.producer_epoch, False, coord)
+
+
+@scenario
+def a_transaction_that_never_began(s: Session) -> None:
+    tid = f"{s.name}-tx"
+    coord = s.coordinator(tid, key_type=1)
+    init = _init_txn(s, "init", tid, coord)
+    _end_txn(s, "commit_nothing", tid, init.producer_id, init.producer_epoch, True, coord)
+    _end_txn(s, "abort_nothing", tid, init.producer_id, init.producer_epoch, False, coord)
+    _end_txn(s, "wrong_producer", tid, init.producer_id + 1, init.producer_epoch, True, coord)
+
+
+@scenario
+def offsets_added_to_a_transaction_and_committed(s: Session) -> None:
+    topic, tid, group = f"{s.name}-t", f"{s.name}-tx", f"{s.name}-g"
+    _create_topic(s, topic)
+    coord = s.coordinator(tid, key_type=1)
+    init = _init_txn(s, "init", tid, coord)
+    m = req_mod(25, 4)
+    s.ask("add_offsets", 25, 4, m.AddOffsetsToTxnRequest(transactional_id=tid, producer_id=init.producer_id,
+                                                          producer_epoch=init.producer_epoch, group_id=group), to=coord)
+    tc = req_mod(28, 4)
+    s.ask_settled("txn_commit", 28, 4, tc.TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+        generation_id=-1, member_id="", group_instance_id=None, topics=(tc.TxnOffsetCommitRequestTopic(
+            name=topic, partitions=(tc.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=4, committed_leader_epoch=-1, committed_metadata=""),)),)),
+        to=s.coordinator(group))
+    _end_txn(s, "commit", tid, init.producer_id, init.producer_epoch, True, coord)
+    of = req_mod(9, 8)
+    s.ask_settled("fetch", 9, 8, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(group_id=group, topics=None),),
+                                                      require_stable=True), to=s.coordinator(group),
+                  done=lambda r: bool(r.groups[0].topics))
+
+
+# ---------------------------------------------------------------- the consumer group protocol (KIP-848)
+
+def _cg_beat(s: Session, label: str, group: str, member: str, epoch: int, topics: tuple[str, ...] | None,
+             to: str) -> Any:
+    m = req_mod(68, 1)
+    return s.ask(label, 68, 1, m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout=30000 * MS, subscribed_topic_names=topics, subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=() if epoch == 0 else None), to=to)
+
+
+@scenario
+def a_consumer_group_member_joins_beats_and_leaves(s: Session) -> None:
+    import uuid as _uuid
+
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic, 2)
+    coord = s.coordinator(group)
+    _wait_for_leaders(s, topic, at=coord)  # the coordinator assigns only topics it knows
+    member = str(_uuid.uuid4())
+    s.symbols.of("member", member)  # the client chooses its member id: the same symbol on both sides
+    joined = _cg_beat(s, "join", group, member, 0, (topic,), coord)
+    _cg_beat(s, "beat", group, member, joined.member_epoch, None, coord)
+    _cg_beat(s, "beat_with_a_future_epoch", group, member, joined.member_epoch + 5, None, coord)
+    _cg_beat(s, "beat_as_an_unknown_member", group, str(_uuid.uuid4()), 1, None, coord)
+    _cg_beat(s, "leave", group, member, -1, None, coord)
+    _cg_beat(s, "beat_after_leaving", group, member, joined.member_epoch, None, coord)
+
+
+@scenario
+def a_consumer_group_heartbeat_without_a_member_id(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = s.coordinator(group)
+    _cg_beat(s, "empty_member_id", group, "", 0, (f"{s.name}-t",), coord)
+    _cg_beat(s, "no_subscription", group, "m-1", 0, None, coord)

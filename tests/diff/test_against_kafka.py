@@ -27,6 +27,10 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 # The generated scenarios' (tests/diff/generated.py): each API's minimal request, its names not
 # existing (minimal_) or existing (existing_)
+for _label in ("join.member_epoch", "beat.member_epoch"):
+    KNOWN[("a_consumer_group_member_joins_beats_and_leaves", _label)] = (
+        "a new consumer group starts at group epoch 0 here, as in Kafka before 4.3; Kafka 4.3+ starts it at 1, "
+        "so its first member's epoch is 2 there and 1 here (clients echo what the coordinator sent)")
 KNOWN[("existing_28_v0", "existing.topics")] = (
     "TxnOffsetCommit v0 with a producer id the transaction does not have: Kafka 4.4 answers "
     "INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING from one run to the next; kcoord answers the "
