@@ -121,30 +121,39 @@ def _request_class(api_key: int, version: int) -> Any:
                 and getattr(getattr(m, n), "__api_key__", None) == api_key)
 
 
+PARTITION_KEYED = frozenset({0, 1, 2, 21})  # answered by the partition's leader
+
+
+def _ask_minimal(s: Session, label: str, api_key: int, version: int, leader: str | None = None) -> None:
+    """Send the API's minimal request where it is answered (a group's or transaction's
+    coordinator, the partition's ``leader`` when known) and record the answer under ``label``."""
+    name = f"{s.name}-x"
+    body = minimal(api_key, _request_class(api_key, version), s.name)
+    if api_key == LIST_GROUPS:  # a node lists the groups it coordinates: only this scenario's count
+        s.ask(label, api_key, version, body, to=s.coordinator(name), only=lambda r: dataclasses.replace(
+            r, groups=tuple(g for g in r.groups if g.group_id.startswith(s.name))))
+        return
+    if api_key == LIST_TRANSACTIONS:  # and the transactions it coordinates
+        s.ask(label, api_key, version, body, to=s.coordinator(name, key_type=1),
+              only=lambda r: dataclasses.replace(r, transaction_states=tuple(
+                  t for t in r.transaction_states if t.transactional_id.startswith(s.name))))
+        return
+    to = None
+    if api_key in GROUP_KEYED:
+        to = s.coordinator(name)
+    elif api_key in TXN_KEYED:
+        to = s.coordinator(name, key_type=1)
+    elif api_key in PARTITION_KEYED:
+        to = leader
+    s.ask_settled(label, api_key, version, body, to=to, tries=10)
+
+
 def _scenario(api_key: int, version: int) -> Any:
     def run(s: Session) -> None:
-        body = minimal(api_key, _request_class(api_key, version), s.name)
-        to = None
-        if api_key in GROUP_KEYED:
-            to = s.coordinator(f"{s.name}-x")
-        elif api_key in TXN_KEYED:
-            to = s.coordinator(f"{s.name}-x", key_type=1)
-        if api_key == LIST_GROUPS:  # a node lists the groups it coordinates: only this scenario's count
-            s.ask("minimal", api_key, version, body, to=s.coordinator(f"{s.name}-x"), only=lambda r: dataclasses.replace(
-                r, groups=tuple(g for g in r.groups if g.group_id.startswith(s.name))))
-            return
-        if api_key == LIST_TRANSACTIONS:  # and the transactions it coordinates
-            s.ask("minimal", api_key, version, body, to=s.coordinator(f"{s.name}-x", key_type=1),
-                  only=lambda r: dataclasses.replace(r, transaction_states=tuple(
-                      t for t in r.transaction_states if t.transactional_id.startswith(s.name))))
-            return
-        s.ask_settled("minimal", api_key, version, body, to=to, tries=10)
+        _ask_minimal(s, "minimal", api_key, version)
 
     run.__name__ = f"minimal_{api_key}_v{version}"
     return run
-
-
-PARTITION_KEYED = frozenset({0, 1, 2, 21})  # answered by the partition's leader
 
 
 def _existing_scenario(api_key: int, version: int) -> Any:
@@ -165,24 +174,7 @@ def _existing_scenario(api_key: int, version: int) -> Any:
         s.ask_settled("setup.init", 22, 4, init.InitProducerIdRequest(
             transactional_id=name, transaction_timeout=60000 * MS, producer_id=-1, producer_epoch=-1),
             to=s.coordinator(name, key_type=1))
-        body = minimal(api_key, _request_class(api_key, version), s.name)
-        to = None
-        if api_key in GROUP_KEYED:
-            to = s.coordinator(name)
-        elif api_key in TXN_KEYED:
-            to = s.coordinator(name, key_type=1)
-        elif api_key in PARTITION_KEYED:
-            to = _leader(s, name)
-        if api_key == LIST_GROUPS:
-            s.ask("existing", api_key, version, body, to=s.coordinator(name), only=lambda r: dataclasses.replace(
-                r, groups=tuple(g for g in r.groups if g.group_id.startswith(s.name))))
-            return
-        if api_key == LIST_TRANSACTIONS:  # a node lists the transactions it coordinates
-            s.ask("existing", api_key, version, body, to=s.coordinator(name, key_type=1),
-                  only=lambda r: dataclasses.replace(r, transaction_states=tuple(
-                      t for t in r.transaction_states if t.transactional_id.startswith(s.name))))
-            return
-        s.ask_settled("existing", api_key, version, body, to=to, tries=10)
+        _ask_minimal(s, "existing", api_key, version, leader=_leader(s, name))
 
     run.__name__ = f"existing_{api_key}_v{version}"
     return run
