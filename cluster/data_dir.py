@@ -31,7 +31,7 @@ import secrets
 import uuid
 from typing import Any
 
-from replication.durable import replace_durably, sync
+from replication.durable import write_durably
 
 LOCK_FILE = ".lock"
 IDENTITY_FILE = "node.identity"
@@ -111,12 +111,7 @@ def _read(path: str) -> dict[str, Any] | None:
 
 
 def _write(path: str, doc: dict[str, Any]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-        fh.flush()
-        sync(fh.fileno())
-    replace_durably(tmp, path)
+    write_durably(path, json.dumps(doc).encode())
 
 
 def check_identity(data_dir: str, node_id: int, secret: str) -> None:

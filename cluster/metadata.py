@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from replication.durable import replace_durably, sync
+from replication.durable import write_durably
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
@@ -201,13 +201,7 @@ class ClusterMetadata:
             "acls": [list(x) for x in sorted(self.acls)],
             "scram": [list(x) for x in sorted(self.scram)],
         }
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds SCRAM keys
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.flush()
-            sync(fh.fileno())
-        replace_durably(tmp, self.path)
+        write_durably(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)  # it holds SCRAM keys
 
     def add_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
         t = TopicMeta(name, partitions, uuid.uuid4(), dict(configs or {}))

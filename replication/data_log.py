@@ -39,7 +39,7 @@ from typing import Any
 import msgpack
 
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
-from replication.durable import append_at, fsync_dir, renamed, replace_durably, sync
+from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -613,12 +613,7 @@ class DataLog:
             return 0
 
     def _write_start_floor(self, offset: int) -> None:
-        path = os.path.join(self.directory, START_FILE)
-        with open(path + ".tmp", "w", encoding="ascii") as fh:
-            fh.write(str(offset))
-            fh.flush()
-            sync(fh.fileno())
-        replace_durably(path + ".tmp", path)
+        write_durably(os.path.join(self.directory, START_FILE), str(offset).encode("ascii"))
 
     @property
     def log_end_offset(self) -> int:

@@ -134,6 +134,20 @@ def replace_durably(tmp: str, path: str) -> None:
     renamed(tmp, path)
 
 
+def write_durably(path: str, data: bytes, mode: int = 0o644) -> None:
+    """``path`` holds ``data`` whole, even after a power loss: written to ``path + ".tmp"`` (created
+    with ``mode``), fsync'd, then renamed over ``path`` (``replace_durably``). OSError is the
+    caller's to handle as its own write failure."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb", buffering=0) as f:
+        view = memoryview(data)
+        while view:
+            view = view[f.write(view) or 0:]
+        sync(f.fileno())
+    replace_durably(tmp, path)
+
+
 def renamed(tmp: str, path: str) -> None:
     """Note a rename in the power-loss ledger (``path`` now holds what ``tmp`` had synced)."""
     if _ledger_fd >= 0:

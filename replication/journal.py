@@ -41,7 +41,7 @@ from typing import Any
 import crc32c as _crc32c
 import msgpack
 
-from replication.durable import append_at, renamed, replace_durably, sync
+from replication.durable import append_at, renamed, replace_durably, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
 
 log = logging.getLogger("kcoord.journal")
@@ -543,16 +543,10 @@ class SafeJournal:
 
     def _store_meta(self) -> None:
         """Term and vote: written to a temporary file, fsync'd, renamed, directory fsync'd."""
-        tmp = self._meta_path + ".tmp"
         body = msgpack.packb(self._meta, use_bin_type=True)
         data = _META_MAGIC + struct.pack("<I", int(_crc32c.crc32c(body)) & 0xFFFFFFFF) + body
         try:
-            with open(tmp, "wb", buffering=0) as f:
-                view = memoryview(data)
-                while view:
-                    view = view[f.write(view) or 0:]
-                sync(f.fileno())
-            replace_durably(tmp, self._meta_path)
+            write_durably(self._meta_path, data)
         except OSError as e:
             fail_stop("journal", f"{self._meta_path}: writing term and vote failed: {type(e).__name__}: {e}")
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from replication.durable import replace_durably, sync
+from replication.durable import write_durably
 
 log = logging.getLogger("kcoord.raft")
 
@@ -73,12 +73,8 @@ class VoterSet:
         if version < self.version or (version == self.version and voters == self.voters):
             return False
         if self.path is not None:
-            tmp = self.path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"version": version, "voters": {str(k): v for k, v in sorted(voters.items())}}, fh)
-                fh.flush()
-                sync(fh.fileno())
-            replace_durably(tmp, self.path)
+            write_durably(self.path, json.dumps(
+                {"version": version, "voters": {str(k): v for k, v in sorted(voters.items())}}).encode())
         self.voters, self.version = dict(voters), version
         return True
 
