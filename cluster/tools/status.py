@@ -12,6 +12,9 @@ Only the Kafka protocol is used, so this works against Apache Kafka too:
 
 Followers' replication lag is not visible through the Kafka protocol (Metadata only gives the ISR);
 the table shows ``n/a`` and the count of under-replicated partitions (ISR smaller than replicas).
+The cluster metadata quorum follows, as ``kafka-metadata-quorum describe --replication`` shows it
+(``cluster.tools.quorum``; DescribeQuorum on a PLAINTEXT listener): each voter and observer with
+its directory id, log end offset and lag.
 Exit status: 0 if every node is up, 1 otherwise.
 """
 
@@ -22,6 +25,7 @@ import concurrent.futures
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.tools import quorum
 from cluster.tools.common import (
     ToolError,
     add_common,
@@ -178,9 +182,32 @@ def run(args: argparse.Namespace) -> int:
                   n.data_led, n.offsets_led, n.replicas, "n/a") for n in nodes])
     print()
     print(f"Under-replicated partitions: {under}    Partitions without a leader: {leaderless}")
-    print("Follower lag: n/a (the Kafka protocol does not expose replication lag, only the ISR)")
+    print("Follower lag: n/a (the Kafka protocol does not expose a partition's replication lag, only the ISR; "
+          "the metadata quorum's is below)")
     print()
     if groups_error:
         error(f"listing groups: {groups_error}")
     print_table(["GROUP-STATE", "GROUPS"], sorted(groups.items()))
+    print()
+    _print_quorum(args, nodes)
     return 0 if all(n.up for n in nodes) else 1
+
+
+def _print_quorum(args: argparse.Namespace, nodes: list[NodeRow]) -> None:
+    protocol = str(client_config(args).get("security.protocol", "PLAINTEXT")).upper()
+    if protocol != "PLAINTEXT":
+        print(f"Metadata quorum: not shown (it is asked on a PLAINTEXT listener; this one is {protocol})")
+        return
+    up = [n.address for n in nodes if n.up and n.address]
+    if not up:
+        print("Metadata quorum: no node up to ask")
+        return
+    host, port = parse_host_port(up[0])
+    q = quorum.describe(host, port, timeout_s(args))
+    if isinstance(q, str):
+        print(f"Metadata quorum: {q}")
+        return
+    print(f"Metadata quorum: leader {q.leader_id}, epoch {q.epoch}, high watermark {q.high_watermark}")
+    print_table(["NODE", "DIRECTORY-ID", "LOG-END-OFFSET", "LAG", "CAUGHT-UP-MS-AGO", "STATUS"],
+                [(r.node_id, r.directory or "-", r.log_end, r.lag,
+                  "-" if r.caught_up_ms_ago is None else r.caught_up_ms_ago, r.status) for r in q.replicas])

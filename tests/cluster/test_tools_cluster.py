@@ -52,6 +52,12 @@ def test_status_shows_three_nodes_and_a_dead_one(cluster: Cluster, capsys: pytes
     assert all(r[2] == "up" for r in nodes.values())
     assert sum(int(r[4]) for r in nodes.values()) == 16  # every __consumer_offsets partition has a leader
     assert sum(int(r[3]) for r in nodes.values()) >= 6
+    # The metadata quorum, as kafka-metadata-quorum describes it: three voters with their directories.
+    quorum = out[out.index("Metadata quorum: leader"):]
+    replicas = {r[0]: r for r in single.table(quorum, "NODE")}
+    assert sorted(replicas) == ["0", "1", "2"], quorum
+    assert sorted(r[5] for r in replicas.values()) == ["Follower", "Follower", "Leader"], quorum
+    assert all(len(r[1]) == 36 for r in replicas.values()), quorum  # directory ids (UUIDs)
     cluster.kill(1)
     rc, out, err = single.tool(capsys, cluster.address(0), "status", "--probe-timeout", "1000")
     assert rc == 1

@@ -1,0 +1,83 @@
+"""The cluster metadata quorum as ``kafka-metadata-quorum describe --replication`` shows it: its
+leader, epoch and high watermark, and each replica (the voters, then the observers: a node's new
+data directory catching up as a learner) with its directory id, log end offset and lag.
+
+One DescribeQuorum request (v2) on a PLAINTEXT listener of any node, which forwards it to the
+metadata leader; Apache Kafka's brokers answer it too (for their controllers' quorum).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.apis.common import req_mod
+from cluster.peer_client import PeerClient, PeerRequestError
+
+API_KEY, VERSION = 55, 2
+METADATA_TOPIC = "__cluster_metadata"
+NO_DIRECTORY = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    node_id: int
+    directory: str  # "" when the server names none
+    log_end: int
+    lag: int  # behind the leader's log end offset
+    status: str  # Leader, Follower or Observer
+    caught_up_ms_ago: int | None  # None: never, or not known
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    replicas: list[Replica]
+
+
+def _replicas(part: Any, now_ms: int) -> list[Replica]:
+    voters, observers = list(part.current_voters), list(part.observers)
+    leader_end = next((int(r.log_end_offset) for r in voters if int(r.replica_id) == int(part.leader_id)), 0)
+
+    def row(r: Any, status: str) -> Replica:
+        caught = int(r.last_caught_up_timestamp)
+        directory = r.replica_directory_id
+        return Replica(int(r.replica_id), "" if directory in (None, NO_DIRECTORY) else str(directory),
+                       int(r.log_end_offset), max(0, leader_end - int(r.log_end_offset)), status,
+                       None if caught < 0 else max(0, now_ms - caught))
+
+    return ([row(r, "Leader" if int(r.replica_id) == int(part.leader_id) else "Follower") for r in voters]
+            + [row(r, "Observer") for r in observers])
+
+
+def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
+    """The quorum, or why it could not be described."""
+    m = req_mod(API_KEY, VERSION)
+    body = m.DescribeQuorumRequest(topics=(m.TopicData(topic_name=METADATA_TOPIC, partitions=(
+        m.PartitionData(partition_index=0),)),))
+
+    async def ask() -> Any:
+        client = PeerClient("kcoord-tools", timeout_s)
+        try:
+            return await asyncio.wait_for(client.request(host, port, API_KEY, VERSION, body), timeout_s)
+        finally:
+            client.close()
+
+    try:
+        resp = asyncio.run(ask())
+    except (PeerRequestError, TimeoutError, OSError, ValueError) as e:
+        return f"no answer from {host}:{port}: {e}"
+    if int(resp.error_code) != 0:
+        return f"DescribeQuorum answered {resp.error_code.name}"
+    part = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+    if part is None:
+        return "DescribeQuorum answered no partition"
+    if int(part.error_code) != 0:
+        return f"DescribeQuorum answered {part.error_code.name} for the metadata partition"
+    return Quorum(int(part.leader_id), int(part.leader_epoch), int(part.high_watermark),
+                  _replicas(part, int(time.time() * 1000)))
