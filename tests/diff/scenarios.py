@@ -425,3 +425,79 @@ def a_consumer_group_heartbeat_without_a_member_id(s: Session) -> None:
     coord = s.coordinator(group)
     _cg_beat(s, "empty_member_id", group, "", 0, (f"{s.name}-t",), coord)
     _cg_beat(s, "no_subscription", group, "m-1", 0, None, coord)
+
+
+# ---------------------------------------------------------------- more of the classic protocol's edges
+
+@scenario
+def a_commit_with_metadata_too_large(s: Session) -> None:
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic)
+    coord = s.coordinator(group)
+    oc = req_mod(8, 8)
+    s.ask_settled("commit", 8, 8, oc.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=topic, partitions=(
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                            committed_metadata="m" * 5000),)),)), to=coord)
+
+
+def _topic_id(s: Session, topic: str) -> Any:
+    m = req_mod(3, 12)
+    r = s.conn(s.bootstrap).call(3, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(topic_id=NO_TOPIC_ID, name=topic),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    return r.topics[0].topic_id
+
+
+@scenario
+def offsets_committed_and_fetched_by_topic_id(s: Session) -> None:
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic)
+    coord = s.coordinator(group)
+    _wait_for_leaders(s, topic, at=coord)
+    tid = _topic_id(s, topic)
+    s.symbols.of("topic-id", str(tid))
+    oc = req_mod(8, 10)
+
+    def commit(label: str, topic_id: Any) -> None:
+        s.ask_settled(label, 8, 10, oc.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(oc.OffsetCommitRequestTopic(topic_id=topic_id, partitions=(
+                oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_leader_epoch=-1,
+                                                committed_metadata=""),)),)), to=coord)
+
+    commit("commit", tid)
+    commit("commit_unknown_id", uuid.UUID(int=12345))
+    of = req_mod(9, 10)
+    s.ask_settled("fetch", 9, 10, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(
+        group_id=group, member_id=None, member_epoch=-1, topics=(of.OffsetFetchRequestTopics(
+            topic_id=tid, partition_indexes=(0,)),)),), require_stable=False), to=coord)
+
+
+@scenario
+def a_member_joining_with_another_protocol_type(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord, joined = _joined(s, group)
+    _sync(s, group, joined, coord, b"\x00")
+    m = req_mod(11, 5)
+    s.ask("join_as_connect", 11, 5, m.JoinGroupRequest(
+        group_id=group, session_timeout=10000 * MS, rebalance_timeout=10000 * MS, member_id="",
+        group_instance_id=None, protocol_type="connect",
+        protocols=(m.JoinGroupRequestProtocol(name="default", metadata=b"\x00"),)), to=coord)
+
+
+@scenario
+def a_group_deleted_once_its_last_member_left(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord, joined = _joined(s, group)
+    _sync(s, group, joined, coord, b"\x00")
+    leave = req_mod(13, 3)
+    s.ask("leave", 13, 3, leave.LeaveGroupRequest(group_id=group, members=(
+        leave.MemberIdentity(member_id=joined.member_id, group_instance_id=None),)), to=coord)
+    dl = req_mod(42, 2)
+    s.ask_settled("delete", 42, 2, dl.DeleteGroupsRequest(groups_names=(group,)), to=coord,
+                  done=lambda r: int(r.results[0].error_code) == 0)
+    dg = req_mod(15, 5)
+    s.ask("describe_deleted", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False),
+          to=coord)
