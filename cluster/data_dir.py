@@ -97,6 +97,9 @@ def _old_fingerprint(secret: str) -> str:
     return hmac.new(secret.encode(), b"kcoord data_dir identity", hashlib.sha256).hexdigest()[:16]
 
 
+IDENTITY_FORMAT = 1  # of node.identity (none: 0, the same fields); a later one is refused
+
+
 def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -107,11 +110,15 @@ def _read(path: str) -> dict[str, Any] | None:
         raise DataDirError(f"{path} cannot be read ({e}); it says which node this directory belongs to") from None
     if not isinstance(doc, dict):
         raise DataDirError(f"{path} is not a kcoord identity file")
+    fmt = doc.get("format", 0)
+    if not isinstance(fmt, int) or fmt > IDENTITY_FORMAT:
+        raise DataDirError(f"{path} is of format {fmt!r}; this build reads up to {IDENTITY_FORMAT}: written by a "
+                           "newer release (downgrades are not supported)")
     return doc
 
 
 def _write(path: str, doc: dict[str, Any]) -> None:
-    write_durably(path, json.dumps(doc).encode())
+    write_durably(path, json.dumps({**doc, "format": IDENTITY_FORMAT}).encode())
 
 
 def check_identity(data_dir: str, node_id: int, secret: str) -> None:

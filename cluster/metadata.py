@@ -98,6 +98,13 @@ def validate_topic_config(name: str, value: str | None, *, message_max_bytes: in
     return f"Unknown topic config name: {name}"
 
 
+METADATA_FILE_FORMAT = 1  # of a single node's cluster.json (none: 0, the same fields); a later one is refused
+
+
+class MetadataFileError(ValueError):
+    """A single node's cluster.json this build cannot read."""
+
+
 class PartitionLimitError(Exception):
     """A topic creation refused where it is applied: it would pass ``max_partitions``."""
 
@@ -163,6 +170,11 @@ class ClusterMetadata:
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as fh:
                 doc = json.load(fh)
+            fmt = doc.get("format", 0)
+            if not isinstance(fmt, int) or fmt > METADATA_FILE_FORMAT:
+                raise MetadataFileError(f"{self.path} is of format {fmt!r}; this build reads up to "
+                                        f"{METADATA_FILE_FORMAT}: written by a newer release (downgrades are not "
+                                        "supported)")
             self.cluster_id: str = doc["cluster_id"]
             # ``n`` is fixed at first start: changing it would move every group.
             self.offsets_partitions: int = int(doc["offsets_partitions"])
@@ -193,6 +205,7 @@ class ClusterMetadata:
 
     def save(self) -> None:
         doc = {
+            "format": METADATA_FILE_FORMAT,
             "cluster_id": self.cluster_id,
             "offsets_partitions": self.offsets_partitions,
             "transaction_partitions": self.txn_partitions,

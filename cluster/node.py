@@ -23,7 +23,7 @@ from cluster.clock import AnchoredClock
 from cluster.config import NodeConfig
 from cluster.data_plane import PartitionStore
 from cluster.dispatch import ApiRegistry, Dispatcher
-from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, TopicMeta
+from cluster.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, ClusterMetadata, MetadataFileError, TopicMeta
 from cluster.release import RELEASE
 from cluster.security.access import AccessControl
 from cluster.security.credentials import ScramUsers
@@ -67,8 +67,11 @@ class Node:
         except data_dir.DataDirError as e:
             raise NodeStartError(str(e)) from None
         self.registry = ApiRegistry()
-        self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions,
-                                        txn_partitions=config.transaction_state_num_partitions)
+        try:
+            self.metadata = ClusterMetadata(config.data_dir, offsets_partitions=config.offsets_topic_num_partitions,
+                                            txn_partitions=config.transaction_state_num_partitions)
+        except MetadataFileError as e:
+            raise NodeStartError(str(e)) from None
         # Changing either count would move every group or transactional id to another partition.
         for name, wanted, fixed in (
                 ("offsets.topic.num.partitions", config.offsets_topic_num_partitions, self.metadata.offsets_partitions),

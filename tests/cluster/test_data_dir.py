@@ -72,7 +72,7 @@ def test_the_identity_file_holds_nothing_that_tests_a_guess_of_the_secret_cheapl
     docs = [json.loads((tmp_path / d / "node.identity").read_text()) for d in ("a", "b")]
     fast = hmac.new(secret.encode(), b"kcoord data_dir identity", hashlib.sha256).hexdigest()
     for doc in docs:
-        assert set(doc) == {"node_id", "cluster_secret_check", "cluster_id", "directory_id", "voter"}, doc
+        assert set(doc) == {"node_id", "cluster_secret_check", "cluster_id", "directory_id", "voter", "format"}, doc
         check = doc["cluster_secret_check"]
         assert check["kdf"] == "scrypt" and check["n"] >= 2**15 and check["r"] >= 8 and len(check["salt"]) == 32
         assert fast[:16] not in json.dumps(doc)

@@ -172,3 +172,28 @@ def test_unknown_records_written_in_a_transaction_follow_its_marker_through_comp
     kept: list[Any] = []
     assert [r for payload in compact_offsets(entries) for r in decode_batch(payload, kept)] == []
     assert sorted((bytes(k[0]), *k[2:]) for k in kept) == [(b"\x00\x63a",), (b"\x00\x63c", 9, 0)]
+
+
+def test_an_identity_file_or_a_single_nodes_metadata_of_a_later_format_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from cluster import data_dir
+    from cluster.metadata import METADATA_FILE_FORMAT, ClusterMetadata, MetadataFileError
+
+    secret = "s3cret-" + "x" * 40
+    data_dir.check_identity(str(tmp_path), 0, secret)
+    identity = tmp_path / "node.identity"
+    doc = json.loads(identity.read_text())
+    assert doc["format"] == data_dir.IDENTITY_FORMAT
+    identity.write_text(json.dumps({**doc, "format": data_dir.IDENTITY_FORMAT + 1}))
+    with pytest.raises(data_dir.DataDirError, match="newer release"):
+        data_dir.check_identity(str(tmp_path), 0, secret)
+
+    single = tmp_path / "single"
+    ClusterMetadata(str(single), offsets_partitions=4)
+    path = single / "cluster.json"
+    doc = json.loads(path.read_text())
+    assert doc["format"] == METADATA_FILE_FORMAT
+    path.write_text(json.dumps({**doc, "format": METADATA_FILE_FORMAT + 1}))
+    with pytest.raises(MetadataFileError, match="newer release"):
+        ClusterMetadata(str(single), offsets_partitions=4)
