@@ -224,9 +224,8 @@ class RaftCluster:
                 registered = (self.state["endpoints"].get(self.me.node_id) == listeners
                               and self.state.get("reads", {}).get(self.me.node_id) == mine)
                 if not registered and await self.wait_formed(30.0):
-                    try:
+                    try:  # then checked again a second later (never a write loop without a pause)
                         await self._change(RegisterEndpoints(self.me.node_id, listeners, RELEASE, METADATA_VERSION))
-                        continue
                     except (ReplicationError, TimeoutError) as e:
                         log.warning("event=endpoints_registration_failed error=%r", str(e))
                 await asyncio.sleep(5.0 if registered else 1.0)
