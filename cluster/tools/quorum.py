@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from cluster.apis.common import req_mod
+from cluster.apis.describe_quorum import API_KEY, NO_DIRECTORY, TOPIC
 from cluster.peer_client import PeerClient, PeerRequestError
 
-API_KEY, VERSION = 55, 2
-METADATA_TOPIC = "__cluster_metadata"
-NO_DIRECTORY = uuid.UUID(int=0)
+VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,7 @@ def _replicas(part: Any, now_ms: int) -> list[Replica]:
 def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
     """The quorum, or why it could not be described."""
     m = req_mod(API_KEY, VERSION)
-    body = m.DescribeQuorumRequest(topics=(m.TopicData(topic_name=METADATA_TOPIC, partitions=(
+    body = m.DescribeQuorumRequest(topics=(m.TopicData(topic_name=TOPIC, partitions=(
         m.PartitionData(partition_index=0),)),))
 
     async def ask() -> Any:

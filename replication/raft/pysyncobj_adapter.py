@@ -36,7 +36,7 @@ from replication.raft import commands
 from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
 from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG, SNAPSHOT_VERSION
-from replication.raft.snapshot_transfer import StreamingSerializer
+from replication.raft.snapshot_transfer import StreamingSerializer, newer_snapshot
 from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.raft")
@@ -450,10 +450,9 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
         assert g is not None
         with open(path, "rb") as f:
             blob = msgpack.unpackb(f.read(), raw=False)
-        version = blob.get("v", 0) if isinstance(blob, dict) else 0
-        if not isinstance(version, int) or version > SNAPSHOT_VERSION:
-            fail_stop("snapshot", f"{path}: a snapshot of version {version!r}; this build reads up to "
-                      f"{SNAPSHOT_VERSION}: written by a newer release (downgrades are not supported)", EXIT_CORRUPT)
+        newer = newer_snapshot(blob)
+        if newer is not None:
+            fail_stop("snapshot", f"{path}: {newer}", EXIT_CORRUPT)
         g.fence = max(g.fence, int(blob["fence"]))
         g.sm.restore(blob["state"])
         return (tuple(blob["last"]), tuple(blob["prev"]), set())

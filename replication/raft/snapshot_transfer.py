@@ -34,6 +34,15 @@ WARN_EVERY_S = 60.0
 NOT_READY = b""  # ``StreamedState.stream_next``: the next piece is still being read (ask next pass)
 
 
+
+def newer_snapshot(blob: Any) -> str | None:
+    """Why a snapshot blob cannot be read by this build (a later version), or None."""
+    version = blob.get("v", 0) if isinstance(blob, dict) else 0
+    if isinstance(version, int) and version <= SNAPSHOT_VERSION:
+        return None
+    return (f"a snapshot of version {version!r}; this build reads up to {SNAPSHOT_VERSION}: written by a newer "
+            "release (downgrades are not supported)")
+
 class InstallError(Exception):
     """A stream is not what it must be (a gap, a bad batch, a short copy, a deleted file): start again."""
 
@@ -212,9 +221,9 @@ class StreamingSerializer:
                 self.accepted = True
                 return False
             blob = msgpack.unpackb(piece, raw=False)
-            if not isinstance(blob.get("v", 0), int) or blob.get("v", 0) > SNAPSHOT_VERSION:
-                raise InstallError(f"a snapshot of version {blob.get('v')!r}, this build reads up to "
-                                   f"{SNAPSHOT_VERSION}: written by a newer release")
+            newer = newer_snapshot(blob)
+            if newer is not None:
+                raise InstallError(newer)
             self._sm.install_end(blob["state"])
         except Exception as e:  # noqa: BLE001 - whatever a piece holds, refuse it (never raise into pysyncobj)
             if sid != self._refused:  # once per stream: its leader starts over
