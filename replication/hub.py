@@ -230,6 +230,15 @@ class RaftHub:
             if peer in self._open:
                 endpoint.on_connected(peer)
 
+    def reattach(self, gid: str, endpoint: Endpoint, peers: Iterable[str]) -> bool:
+        """``gid``'s members changed: its messages go to and come from ``peers`` from now on.
+        False if the group is not attached (yet): ``attach`` takes the peers then."""
+        group = self._groups.get(gid)
+        if group is None or group[0] is not endpoint:
+            return False
+        self.attach(gid, endpoint, peers)
+        return True
+
     def _learn_peer_host(self, peer: str) -> None:
         """Note a peer's IP addresses: its hub address's host, resolved once if it is a name (as
         ``_dial`` does on every dial). One that does not resolve yet is noted when it

@@ -147,6 +147,9 @@ class SafeJournal:
         self._fd = -1
         self._rfd = -1
         self._end = 0  # the end of the last whole frame: where the next one is written
+        # Told of every entry added and every truncation from now on (``added(command, idx)``,
+        # ``truncated(idx)``, ``cleared()``): a group's configuration follows its log's entries.
+        self.observer: Any = None
         self._load()
         if self._fd < 0:
             self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -319,14 +322,18 @@ class SafeJournal:
         self._unsynced += 1
         with _dirty_lock:
             _dirty.add(self)
+        if self.observer is not None:
+            self.observer.added(command, idx)
 
     def clear(self) -> None:
         self._rewrite([])
+        if self.observer is not None:
+            self.observer.cleared()
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
         if entryFrom >= len(self._pos):
             return
-        cut = self._pos[entryFrom]
+        cut, cut_idx = self._pos[entryFrom], self._idx[entryFrom]
         try:
             os.ftruncate(self._fd, cut)
         except OSError as e:
@@ -339,6 +346,8 @@ class SafeJournal:
             for c in self._recent[entryFrom - self._recent_from:]:
                 self._recent_bytes -= len(c)
             del self._recent[entryFrom - self._recent_from:]
+        if self.observer is not None:
+            self.observer.truncated(cut_idx)
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
         """Compaction: the entries from ``entryTo`` on become the journal. Their frames are copied

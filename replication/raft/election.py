@@ -56,6 +56,7 @@ class ElectionGuard:
                        voters: VoterSet) -> None:
         self._clock = clock
         self.voters = voters
+        self.member_voter: bool = getattr(self, "member_voter", True)  # a voter of the group's configuration
         self._votes_term = -1  # the term whose vote answers _votes_from holds
         self._votes_from: set[str] = set()
         self.learners: set[str] = set()  # leader: members whose acknowledgements came from a learner
@@ -85,8 +86,9 @@ class ElectionGuard:
         now = self._clock()
         due = (d["_SyncObj__raftState"] != LEADER and d["_SyncObj__selfNode"] is not None
                and d["_SyncObj__raftElectionDeadline"] < now and self._SyncObj__connectedToAnyone())  # type: ignore[attr-defined]
-        if due and not self.voters.may_vote():
+        if due and not (self.voters.may_vote() and self.member_voter):
             # A learner: its log may lack what it once acknowledged; it catches up, it does not lead.
+            # Nor does a member that its group's configuration does not name as a voter.
             d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
             due = False
         if due and d["_SyncObj__transferInProgress"]:
@@ -138,8 +140,8 @@ class ElectionGuard:
         now = self._clock()
         if now < self._lease_floor:
             return False  # a leadership transfer in flight
-        connected = {n.id for n in d["_SyncObj__connectedNodes"]}
-        acked = sorted((t for peer, t in list(self._acked_lts.items()) if peer in connected), reverse=True)
+        counted = {n.id for n in d["_SyncObj__connectedNodes"]} & {n.id for n in d["_SyncObj__otherNodes"]}
+        acked = sorted((t for peer, t in list(self._acked_lts.items()) if peer in counted), reverse=True)
         need = (len(d["_SyncObj__otherNodes"]) + 1) // 2  # followers needed besides this node
         if need == 0:
             return True
@@ -190,7 +192,7 @@ class ElectionGuard:
             return
         if kind == "pre_vote_response":
             if message.get("granted") and message.get("term") == self._pv_term and d["_SyncObj__raftState"] != LEADER \
-                    and self.voters.counts(node.id, message.get("dir")):
+                    and node in d["_SyncObj__otherNodes"] and self.voters.counts(node.id, message.get("dir")):
                 self._pv_votes.add(node.id)
                 self._maybe_won()
             return
@@ -200,7 +202,7 @@ class ElectionGuard:
                 self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
                 d["_SyncObj__raftLeader"] = None
             return
-        if kind == "timeout_now" and not self.voters.may_vote():
+        if kind == "timeout_now" and not (self.voters.may_vote() and self.member_voter):
             return  # a learner does not campaign: a transfer to it would only cost its leader the lease
         if kind == "timeout_now":
             super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
@@ -273,8 +275,9 @@ class ElectionGuard:
             return True  # another term's answer: pysyncobj ignores it
         if term != self._votes_term:
             self._votes_term, self._votes_from = term, set()
-        if sender in self._votes_from or not self.voters.counts(sender, message.get("dir")):
-            return False
+        if sender in self._votes_from or not self.voters.counts(sender, message.get("dir")) \
+                or sender not in {n.id for n in self.__dict__["_SyncObj__otherNodes"]}:
+            return False  # twice, from a replica that is not its node's voter, or from no voter of ours
         self._votes_from.add(sender)
         return True
 

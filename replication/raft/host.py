@@ -19,6 +19,7 @@ from replication.hub import RaftHub, RaftTLS
 from replication.journal import sync_due
 from replication.raft.entry_store import StateMachine
 from replication.raft.log import RaftLog
+from replication.raft.membership import Members
 from replication.raft.settings import RaftTimings
 from replication.raft.voters import VoterSet
 
@@ -87,14 +88,14 @@ class RaftHost:
         return self._hub
 
     def add(self, name: str, self_addr: str, peers: list[str], preferred: str, data_dir: str,
-            sm: StateMachine, hubs: dict[str, str] | None = None) -> RaftLog:
+            sm: StateMachine, hubs: dict[str, str] | None = None, members: Members | None = None) -> RaftLog:
         """A group named ``name`` (unique on the node). Members are named by logical addresses;
         ``hubs`` maps each peer's to its node's hub address (default: the same address, and the
         host listens on its first group's address)."""
         if self._listen is None:
             self._listen = self_addr
         _ = self.hub  # bind before the group exists: a busy port fails here
-        lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm, hubs or {})
+        lg = RaftLog(self, name, self_addr, peers, preferred, data_dir, sm, hubs or {}, members)
         with self._lock:
             self._logs.append(lg)
             self._logs_version += 1

@@ -27,6 +27,7 @@ from replication.hub import RaftHub
 from replication.journal import SafeJournal
 from replication.raft.balance import rounds_of
 from replication.raft.entry_store import StateMachine
+from replication.raft.membership import Members
 from replication.raft.pysyncobj_adapter import (
     FAIL_REASON,
     FOLLOWER,
@@ -47,6 +48,10 @@ from replication.raft.settings import (
 from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.raft")
+
+
+class MembershipRefused(ReplicationError):
+    """A configuration change the group's leader may not make now (``membership.check_change``)."""
 
 
 class LogHost(Protocol):
@@ -74,7 +79,7 @@ class RaftLog:
     """A ReplicatedLog over one Raft group; created and driven by a ``host.RaftHost``."""
 
     def __init__(self, host: LogHost, name: str, self_addr: str, peers: list[str], preferred: str,
-                 data_dir: str, sm: StateMachine, hubs: dict[str, str]) -> None:
+                 data_dir: str, sm: StateMachine, hubs: dict[str, str], members: Members | None = None) -> None:
         self.host = host
         self._name = name
         self.self_addr = self_addr
@@ -122,7 +127,11 @@ class RaftLog:
             return self.transport
 
         self.attached = False  # to the hub: after the group's first tick (which loads its snapshot)
-        self.group = RaftGroup(self_addr, peers, conf, sm, transport, host.voters)
+        # Created with every peer a voter, unless told otherwise (a node joining a running group
+        # starts as no member and learns the configuration from the log it is sent).
+        members = members or Members(frozenset([self_addr, *peers]),
+                                     hubs={self_addr: host.hub.listen, **{a: hubs.get(a, a) for a in peers}})
+        self.group = RaftGroup(self_addr, peers, conf, sm, transport, host.voters, members)
         self.group.name = name
         holder["g"] = self.group
         listen_first = monotonic() + t.connection_retry + 2 * t.raft_max_timeout
@@ -259,6 +268,46 @@ class RaftLog:
 
         self.group.submit(payload, callback=done)
         return int(await fut)
+
+    # ---------------------------------------------------------------- membership
+
+    def members(self) -> Members:
+        """The group's configuration as this replica's log has it (committed or not)."""
+        return self.group.history.current
+
+    def members_committed(self) -> bool:
+        """Leader: the configuration in force is committed (another change may be made)."""
+        return self.group.history.last_index <= int(self.group.__dict__["_SyncObj__raftCommitIndex"])
+
+    def match_index(self, addr: str) -> int:
+        """Leader: the last index member ``addr`` acknowledged (-1: not known)."""
+        for node, idx in list(self.group.__dict__["_SyncObj__raftMatchIndex"].items()):
+            if node.id == addr:
+                return int(idx)
+        return -1
+
+    async def change_members(self, op: str, addr: str, hub: str | None = None) -> None:
+        """One single-server change of this group's configuration (``membership``), made by its
+        leader and returned once committed. ``MembershipRefused`` says why it cannot be made
+        now; a leader change meanwhile fails it as any append (its outcome unknown: read
+        ``members()`` again)."""
+        if not self.group._isLeader():
+            raise NotLeaderError(f"{self._name}: not the leader")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.host.call_in_loop(_resolve, fut, 0 if result is None else result, error)
+
+        refusal = self.group.propose_members(op, addr, hub, done)
+        if refusal is not None:
+            raise MembershipRefused(f"{self._name}: {op} {addr}: {refusal}")
+        self.host.wake()
+        self._in_flight.add(fut)
+        try:
+            await fut
+        finally:
+            self._in_flight.discard(fut)
 
     def connected_peers(self) -> set[str]:
         """Raft addresses of the peers this group is connected to (best effort, any thread)."""
@@ -430,7 +479,7 @@ class RaftLog:
         self._node_names = dict(names)
 
     def _node_of(self, addr: str) -> str:
-        return self._hubs.get(addr, addr)
+        return self._hubs.get(addr) or self.group.history.current.hub(addr)
 
     def _named(self, addr: str) -> str:
         return self._node_names.get(addr) or self._node_of(addr)
@@ -450,7 +499,8 @@ class RaftLog:
         current = self._rounds.advance(now, t)
         g = self.group
         if not t.auto_leader_rebalance or not g._isLeader() or self.preferred == self.self_addr \
-                or self.preferred in g.learners:  # a learner does not lead (replication/raft/voters.py)
+                or self.preferred in g.learners or self.preferred not in g.history.current.voters:
+            # a learner does not lead (replication/raft/voters.py), nor a member that is not a voter
             self._preferred_since = None
             return False
         status = g.getStatus()
@@ -470,7 +520,9 @@ class RaftLog:
         """ElectLeaders on the leader: hand leadership to the preferred node now, as a balancing
         round would (quiesce, let it match our log, transfer). False if this node does not lead
         or is the preferred one."""
-        if not self.group._isLeader() or self.preferred == self.self_addr or self.preferred in self.group.learners:
+        g = self.group
+        if not g._isLeader() or self.preferred == self.self_addr or self.preferred in g.learners \
+                or self.preferred not in g.history.current.voters:
             return False
         self.start_transfer(time.monotonic())
         self.host.wake()

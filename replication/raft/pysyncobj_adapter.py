@@ -32,9 +32,10 @@ from replication.durable import renamed, sync
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.hub import RaftHub
 from replication.journal import SafeJournal
-from replication.raft import commands
+from replication.raft import commands, membership
 from replication.raft.election import ElectionGuard
 from replication.raft.entry_store import StateMachine
+from replication.raft.membership import History, Members, MembersError, NewerMembersError
 from replication.raft.settings import APPLY_FAILED, FENCED, RANKED_MARGIN_S, READY_APPLY_LAG, SNAPSHOT_VERSION
 from replication.raft.snapshot_transfer import StreamingSerializer, newer_snapshot
 from replication.raft.voters import VoterSet
@@ -120,12 +121,14 @@ _pso.createPoller = lambda poller_type: _EpollPoller()
 FOLLOWER = _pso._RAFT_STATE.FOLLOWER
 _REGULAR = _pso._COMMAND_TYPE.REGULAR
 _NO_OP = _pso._COMMAND_TYPE.NO_OP
+_MEMBERSHIP = _pso._COMMAND_TYPE.MEMBERSHIP
 
 class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
     """One partition's Raft group. Its replicated state is ``sm`` plus the fence epoch."""
 
     def __init__(self, self_addr: str, peers: list[str], conf: SyncObjConf, sm: StateMachine,
-                 transport: Callable[..., Any] | None = None, voters: VoterSet | None = None) -> None:
+                 transport: Callable[..., Any] | None = None, voters: VoterSet | None = None,
+                 members: Members | None = None) -> None:
         self.sm = sm
         self.fence = 0
         self.name = self_addr
@@ -133,15 +136,124 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         self.addr = self_addr
         self.ready_to_lead: Callable[[], bool] = lambda: True
         self._keep_tail = False  # see _append_entries_without_needless_truncation
+        # The group's configuration (replication/raft/membership.py): the one it was created with
+        # until its log or snapshot says otherwise. ``peers`` are whoever it may hear from first.
+        self.history = History(members or Members(frozenset([self_addr, *peers])))
+        self.member_voter = self.history.current.role(self_addr) == "voter"
         self._election_init(monotonic, conf.raftMinTimeout, conf.raftMaxTimeout, voters or VoterSet())
         if transport is None:
             super().__init__(self_addr, peers, conf)
         else:
             super().__init__(self_addr, peers, conf, transportClass=transport)
+        journal = self.__dict__["_SyncObj__raftLog"]
+        if isinstance(journal, SafeJournal):
+            self._read_configurations(journal)
+            journal.observer = self
+        self._apply_members()
         self._commit_within_journal()
         self._SyncObj__serializer = StreamingSerializer(
             self.__dict__["_SyncObj__serializer"], conf.fullDumpFile, sm, self._snapshot_last, self._link_backlog,
             lambda: self.name, self._needs_snapshot)
+
+    # ---------------------------------------------------------------- membership
+
+    def _read_configurations(self, journal: SafeJournal) -> None:
+        """The configuration entries of the journal as it was found at start."""
+        for start in range(0, len(journal), 512):
+            for command, idx, _term in journal.entries(start, start + 512):
+                members = self._configuration(command) if command[:1] == bytes((_MEMBERSHIP,)) else None
+                if members is not None:
+                    self.history.added(idx, members)
+
+    def _configuration(self, command: bytes) -> Members | None:
+        """The configuration an entry holds; None if it holds none (skipped alike on every
+        replica, and logged when applied). One of a later format stops the node: the others
+        are in it, and this build cannot know what it means."""
+        try:
+            return membership.decode(command[1:])
+        except NewerMembersError as e:
+            fail_stop("raft_membership", f"{self.name}: {e}; upgrade this node", EXIT_CORRUPT)
+        except MembersError:
+            return None
+
+    # the journal's observer (SafeJournal.observer): a configuration is in force once in the log
+    def added(self, command: bytes, idx: int) -> None:
+        members = self._configuration(command) if command[:1] == bytes((_MEMBERSHIP,)) else None
+        if members is not None and self.history.added(idx, members):
+            self._apply_members()
+
+    def truncated(self, idx: int) -> None:
+        if self.history.truncated(idx):
+            self._apply_members()
+
+    def cleared(self) -> None:
+        self.history.cleared()
+        self._apply_members()
+
+    def _apply_members(self) -> None:
+        """Make pysyncobj's member sets the current configuration: voters are its other nodes
+        (counted for commits, votes and check-quorum), learners its read-only nodes (sent the log,
+        counted for nothing). A member new to the leader starts from the end of its log."""
+        m = self.history.current
+        d = self.__dict__
+        if "_SyncObj__otherNodes" not in d:
+            return  # pysyncobj's init has not run yet
+        me = self.addr
+        voters, learners = m.voters - {me}, m.learners - {me}
+        known = {n.id: n for n in d["_SyncObj__otherNodes"] | d["_SyncObj__readonlyNodes"]}
+        node_class = d["_SyncObj__nodeClass"]
+        nodes = {a: known.get(a) or node_class(a) for a in voters | learners}
+        nxt, match, heard = d["_SyncObj__raftNextIndex"], d["_SyncObj__raftMatchIndex"], d["_SyncObj__lastResponseTime"]
+        journal = d["_SyncObj__raftLog"]
+        end = journal[len(journal) - 1][1] if len(journal) else 0  # empty: a snapshot replacing the log
+        now = monotonic()
+        for addr, node in nodes.items():
+            if addr not in known:
+                nxt[node], match[node] = end + 1, 0
+            if addr in voters and node not in heard:
+                heard[node] = now  # check-quorum gives a new voter a full timeout to answer
+        for addr in set(known) - set(nodes):
+            node = known[addr]
+            nxt.pop(node, None)
+            match.pop(node, None)
+            heard.pop(node, None)
+            d["_SyncObj__connectedNodes"].discard(node)
+        d["_SyncObj__otherNodes"] = {nodes[a] for a in voters}
+        d["_SyncObj__readonlyNodes"] = {nodes[a] for a in learners}
+        self.order = sorted(m.voters | {me})
+        self.member_voter = m.role(me) == "voter"
+        transport = d.get("_SyncObj__transport")
+        if isinstance(transport, HubTransport):
+            transport.set_members({a: m.hub(a) for a in nodes}, list(nodes.values()))
+
+    def propose_members(self, op: str, addr: str, hub: str | None,
+                        callback: Callable[[Any, Any], None]) -> str | None:
+        """Leader, on the Raft driver's thread: append a configuration entry for one change
+        (``membership.check_change``), in force at once; ``callback`` when it is applied (committed).
+        Returns why not, if not."""
+        d = self.__dict__
+        if not self._isLeader():
+            return "not the leader"
+        commit = int(d["_SyncObj__raftCommitIndex"])
+        noop = d.get("_SyncObj__noopIDx")
+        current = self.history.current
+        node = next((n for n in d["_SyncObj__readonlyNodes"] if n.id == addr), None)
+        refusal = membership.check_change(
+            current, op, addr, leader=self.addr,
+            own_term_committed=noop is not None and commit >= noop,
+            change_pending=self.history.last_index > commit,
+            learner_caught_up=node is not None and d["_SyncObj__raftMatchIndex"].get(node, 0) >= commit)
+        if refusal is not None:
+            return refusal
+        new = membership.changed(current, op, addr, hub)
+        assert isinstance(new, Members)
+        idx, term = self._SyncObj__getCurrentLogIndex() + 1, int(d["_SyncObj__raftCurrentTerm"])
+        d["_SyncObj__raftLog"].add(bytes((_MEMBERSHIP,)) + membership.encode(new), idx, term)  # observed: in force
+        d["_SyncObj__commandsWaitingCommit"][idx].append((term, callback))
+        log.info("event=membership_change group=%s op=%s member=%s index=%d voters=%s learners=%s", self.name, op,
+                 addr, idx, sorted(new.voters), sorted(new.learners))
+        self._SyncObj__sendAppendEntries()
+        return None
 
     def _commit_within_journal(self) -> None:
         """The stored commit index is a hint written without fsync, and the journal's tail may not
@@ -361,8 +473,8 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         alike on every replica, with one line in the log: pysyncobj would unpickle it, and its
         membership and code-version commands are not used here."""
         kind = command[0] if command else -1
-        if kind == _NO_OP:
-            return None
+        if kind == _NO_OP or kind == _MEMBERSHIP and self._configuration(command) is not None:
+            return None  # a configuration is in force from the moment it is in the log
         try:
             if kind != _REGULAR:
                 raise commands.CommandError(f"command type {kind}")
@@ -384,7 +496,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         return self._apply(self.fence if cmd == commands.SUBMIT else args[0], args[-1])
 
     def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:  # noqa: N802
-        return None  # membership is static (dynamicMembershipChange off): never unpickle one
+        return None  # pysyncobj's pickled changes are off: configurations are ours (membership.py)
 
     def _apply(self, epoch: int, payload: bytes) -> int:
         """Applying is total: pysyncobj retries an entry whose apply raised on every tick, after
@@ -418,6 +530,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
                 journal.add(*prev)
                 journal.add(*last)
             self._SyncObj__raftLastApplied = last[1]
+            self._apply_members()  # the snapshot's configuration, and the journal's after it
             end = journal[len(journal) - 1][1]
             commit: int = self.__dict__["_SyncObj__raftCommitIndex"]
             if commit > end:
@@ -434,7 +547,7 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
         assert g is not None
         last, prev, cluster = raft_data
         blob = {"v": SNAPSHOT_VERSION, "last": list(last), "prev": list(prev), "cluster": sorted(n.id for n in cluster),
-                "fence": g.fence, "state": g.sm.snapshot()}
+                "members": g.history.at(int(last[1])).as_dict(), "fence": g.fence, "state": g.sm.snapshot()}
         try:
             with open(path, "wb") as f:  # pysyncobj renames it over the last snapshot
                 f.write(msgpack.packb(blob, use_bin_type=True))
@@ -454,6 +567,11 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
         if newer is not None:
             fail_stop("snapshot", f"{path}: {newer}", EXIT_CORRUPT)
         g.fence = max(g.fence, int(blob["fence"]))
+        try:  # a snapshot of a release before configurations: the group's own, unchanged since
+            members = Members.from_dict(blob["members"]) if "members" in blob else g.history.base
+        except MembersError as e:
+            fail_stop("snapshot", f"{path}: {e}", EXIT_CORRUPT)
+        g.history.install(int(blob["last"][1]), members)
         g.sm.restore(blob["state"])
         return (tuple(blob["last"]), tuple(blob["prev"]), set())
 
@@ -484,11 +602,23 @@ class HubTransport(Transport):  # type: ignore[misc]
     def waitReady(self) -> None:  # noqa: N802
         pass
 
-    def addNode(self, node: Any) -> None:  # noqa: N802 - membership is static here
+    def addNode(self, node: Any) -> None:  # noqa: N802 - members change through set_members
         pass
 
     def dropNode(self, node: Any) -> None:  # noqa: N802
         pass
+
+    def set_members(self, hubs: dict[str, str], nodes: list[Any]) -> None:
+        """The group's other members now (member address -> its node's hub address): messages
+        go to these and are taken only from these; already connected ones count as connected."""
+        by_id = {n.id: n for n in nodes}
+        self._hub_of = dict(hubs)
+        self._node_of = {hubs[a]: by_id[a] for a in hubs}
+        if self._hub.reattach(self._gid, self, self.hub_peers()):
+            connected = self._hub.connected()
+            for peer, node in self._node_of.items():
+                if peer in connected:
+                    self._onNodeConnected(node)
 
     def send(self, node: Any, message: Any) -> bool:
         streamed = isinstance(message, dict) and "serialized" in message

@@ -54,6 +54,26 @@ def test_a_vote_counts_only_from_the_voting_replica_and_once(member: Member) -> 
     assert g._isLeader()
 
 
+class _Voter:
+    """A member as pysyncobj names one (``id``: its address)."""
+
+    def __init__(self, addr: str) -> None:
+        self.id = addr
+
+
+def test_a_vote_from_a_member_that_is_no_voter_of_the_group_does_not_count() -> None:
+    """A learner of the group's configuration, or a member removed from it, answers a vote
+    request it should not have had: pysyncobj would count it."""
+    from replication.raft.election import ElectionGuard
+
+    guard = ElectionGuard()
+    guard._election_init(lambda: 0.0, 1.0, 2.0, VoterSet())
+    guard.__dict__["_SyncObj__otherNodes"] = {_Voter("p")}
+    guard.__dict__["_SyncObj__raftCurrentTerm"] = 3
+    assert not guard._vote_counts("learner", {"term": 3})
+    assert guard._vote_counts("p", {"term": 3})
+
+
 def test_a_repeated_vote_answer_is_counted_once() -> None:
     """pysyncobj counts every response_vote it gets: a duplicated one (a link that duplicates,
     a hostile peer) would count twice toward a five-node majority."""
@@ -61,6 +81,7 @@ def test_a_repeated_vote_answer_is_counted_once() -> None:
 
     guard = ElectionGuard()
     guard._election_init(lambda: 0.0, 1.0, 2.0, VoterSet())
+    guard.__dict__["_SyncObj__otherNodes"] = {_Voter("p"), _Voter("q")}
     guard.__dict__["_SyncObj__raftCurrentTerm"] = 3
     assert guard._vote_counts("p", {"term": 3})
     assert not guard._vote_counts("p", {"term": 3})
@@ -146,6 +167,7 @@ def test_an_answer_of_another_term_does_not_reset_the_votes_counted() -> None:
 
     guard = ElectionGuard()
     guard._election_init(lambda: 0.0, 1.0, 2.0, VoterSet())
+    guard.__dict__["_SyncObj__otherNodes"] = {_Voter("a"), _Voter("b")}
     guard.__dict__["_SyncObj__raftCurrentTerm"] = 5
     assert guard._vote_counts("a", {"term": 5})
     guard._vote_counts("b", {"term": 4})  # a late answer to an older campaign

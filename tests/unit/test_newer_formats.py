@@ -104,6 +104,7 @@ def test_a_data_entry_of_a_later_kind_stops_the_replica(tmp_path: Path, fail_sto
 
 
 def test_a_snapshot_of_a_later_version_is_refused(tmp_path: Path, fail_stops: list[Any]) -> None:
+    from replication.raft.membership import History, Members
     from replication.raft.pysyncobj_adapter import make_serializer
     from replication.raft.settings import SNAPSHOT_VERSION
 
@@ -119,6 +120,7 @@ def test_a_snapshot_of_a_later_version_is_refused(tmp_path: Path, fail_stops: li
     class Group:
         fence = 0
         sm = Sm()
+        history = History(Members(frozenset({"a:1", "b:1"})))
 
     serialize, deserialize = make_serializer(lambda: Group())  # type: ignore[arg-type, return-value]
     path = tmp_path / "dump"
@@ -131,6 +133,12 @@ def test_a_snapshot_of_a_later_version_is_refused(tmp_path: Path, fail_stops: li
         deserialize(str(path))
     assert fail_stops[0][0] == "snapshot" and "newer release" in fail_stops[0][1]
     assert len(Group.sm.restored) == 1
+    # the group's configuration it carries, likewise
+    assert Members.from_dict(blob["members"]).voters == {"a:1", "b:1"}
+    path.write_bytes(msgpack.packb({**blob, "members": {**blob["members"], "v": 2}}))
+    with pytest.raises(FailStopped):
+        deserialize(str(path))
+    assert fail_stops[1][0] == "snapshot" and "newer release" in fail_stops[1][1]
 
 
 def test_offsets_compaction_keeps_records_of_a_type_it_does_not_know() -> None:
