@@ -67,6 +67,10 @@ KEEPALIVE_EVERY = 0.5  # an empty frame when nothing else was sent for this long
 # 7 s cut, 7.4 s until every node named the leaders again); a new connection resumes at once.
 SILENT_PEER_TIMEOUT = 2.5
 CONNECT_TIMEOUT = 1.0  # a dial whose SYNs get no answer (a partition): give up, dial again
+# The larger address dials the smaller, so that a pair has one connection. The smaller dials too
+# once it has had no connection to a peer for this long: the larger may not know the pair yet
+# (a group member it has not heard of, say a node added while it was cut off).
+SMALLER_DIALS_AFTER = 3.0
 HANDSHAKE_TIMEOUT = 5.0
 MAX_PENDING = 32  # accepted from strangers, not yet authenticated; past it the oldest one is closed
 MAX_PENDING_PER_HOST = 8  # from one address; past it a new one is closed at once
@@ -187,6 +191,7 @@ class RaftHub:
         self._open: dict[str, _Conn] = {}  # peer -> its authenticated connection
         self._dialing: dict[str, _Conn] = {}
         self._next_dial: dict[str, float] = {}
+        self._unlinked_since: dict[str, float] = {}  # peer -> since when it has had no connection
         self._peer_hosts: set[str] = set()  # the peers' IP addresses (see _accept)
         self._dial_warned: dict[str, str] = {}  # peer -> the dial error last logged (logged once until it changes)
         self._groups: dict[str, tuple[Endpoint, tuple[str, ...]]] = {}
@@ -379,7 +384,9 @@ class RaftHub:
                   and conn.peer not in self.mute):
                 self._write_frame(conn, _EMPTY_BATCH)
         for peer, when in list(self._next_dial.items()):
-            if peer in self._open or peer in self._dialing or self.listen <= peer or now < when:
+            if peer in self._open or peer in self._dialing or now < when:
+                continue
+            if self.listen <= peer and now - self._unlinked_since.setdefault(peer, now) < SMALLER_DIALS_AFTER:
                 continue
             self._next_dial[peer] = now + self._retry
             self._dial(peer)
@@ -458,6 +465,7 @@ class RaftHub:
             del self._dialing[conn.peer]
         if self._open.get(conn.peer) is conn:
             del self._open[conn.peer]
+            self._unlinked_since[conn.peer] = time.monotonic()
             self._outbox.pop(conn.peer, None)
             log.info("event=raft_peer_disconnected peer=%s reason=%s", conn.peer, why)
             for gid, (endpoint, peers) in list(self._groups.items()):
@@ -475,6 +483,11 @@ class RaftHub:
         if conn.source:
             self._peer_hosts.add(conn.source)  # a peer's address, proven by the handshake
         old = self._open.get(conn.peer)
+        if old is not None and self._by_larger(old) and not self._by_larger(conn):
+            # Both ends dialed at once (the smaller dials too after SMALLER_DIALS_AFTER): both
+            # keep the connection the larger address dialed, whichever opened first at each end.
+            self._close(conn, "the larger address's connection is kept")
+            return
         if old is not None:
             self._close(old, "replaced by a new connection")  # the peer restarted
         self._open[conn.peer] = conn
@@ -483,6 +496,10 @@ class RaftHub:
         for endpoint, peers in list(self._groups.values()):
             if conn.peer in peers:
                 endpoint.on_connected(conn.peer)
+
+    def _by_larger(self, conn: _Conn) -> bool:
+        """Whether the larger address of the pair dialed ``conn``."""
+        return conn.dialer == (self.listen > conn.peer)
 
     # ---------------------------------------------------------------- receiving
 

@@ -113,7 +113,7 @@ class ElectionGuard:
         self._pv_term = d["_SyncObj__raftCurrentTerm"] + 1
         self._pv_votes = {d["_SyncObj__selfNode"].id}
         d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
-        message = {"type": "pre_vote", "term": self._pv_term, "formed": bool(self.voters.voters),
+        message = {"type": "pre_vote", "term": self._pv_term, "formed": bool(self.voters.voters), "from": d["_SyncObj__selfNode"].id,
                    "last_log_index": self._SyncObj__getCurrentLogIndex(),  # type: ignore[attr-defined]
                    "last_log_term": self._SyncObj__getCurrentLogTerm()}  # type: ignore[attr-defined]
         for node in d["_SyncObj__otherNodes"]:
@@ -157,12 +157,13 @@ class ElectionGuard:
     def outgoing(self, node_id: str, message: dict[str, Any]) -> dict[str, Any]:
         """The transport's hook: ``message`` to ``node_id`` as the lease and transfers need it."""
         kind = message.get("type")
-        if kind == "append_entries":
-            return dict(message, lts=self._clock())  # the lease's anchor
+        if kind == "append_entries":  # the lease's anchor; the sender, for a replica that does not know it yet
+            return dict(message, lts=self._clock(), **{"from": self.__dict__["_SyncObj__selfNode"].id})
         if kind == "next_node_idx":  # echo the leader's last send time; say which replica acknowledges
             return dict(message, lts=self.lts_from.get(node_id), dir=self.voters.directory)
         if kind == "request_vote":
-            message = dict(message, formed=bool(self.voters.voters))  # see VoterSet.may_vote
+            message = dict(message, formed=bool(self.voters.voters),  # see VoterSet.may_vote
+                           **{"from": self.__dict__["_SyncObj__selfNode"].id})
             if self.campaign_is_transfer:
                 message.update(transfer=True, transfer_from=self._transfer_from, transfer_until=self._transfer_until)
             return message

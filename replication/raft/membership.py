@@ -96,6 +96,11 @@ def changed(members: Members, op: str, addr: str, hub: str | None = None) -> Mem
     if op == ADD_LEARNER:
         if addr in members.all:
             return f"{addr} is a member already ({members.role(addr)})"
+        if hub is None and any(members.hub(a) != a for a in members.all):
+            return f"{addr}: its node's hub address is needed (the members' differ from theirs)"
+        taken = next((a for a in sorted(members.all) if members.hub(a) == (hub or addr)), None)
+        if taken is not None:
+            return f"{addr}: hub {hub or addr} is member {taken}'s already (one member per node)"
         if hub is not None:
             hubs[addr] = hub
         return Members(members.voters, members.learners | {addr}, hubs)
@@ -113,8 +118,8 @@ def changed(members: Members, op: str, addr: str, hub: str | None = None) -> Mem
     return f"unknown membership change {op!r}"
 
 
-def check_change(members: Members, op: str, addr: str, *, leader: str, own_term_committed: bool,
-                 change_pending: bool, learner_caught_up: bool) -> str | None:
+def check_change(members: Members, op: str, addr: str, hub: str | None = None, *, leader: str,
+                 own_term_committed: bool, change_pending: bool, learner_caught_up: bool) -> str | None:
     """Why the leader ``leader`` may not make this change now (None: it may)."""
     if not own_term_committed:
         return "the leader has not committed an entry of its own term yet"
@@ -124,7 +129,7 @@ def check_change(members: Members, op: str, addr: str, *, leader: str, own_term_
         return "the leader cannot remove itself: hand its leadership over first"
     if op == PROMOTE and addr in members.learners and not learner_caught_up:
         return f"learner {addr} has not caught up with the leader's commit index"
-    outcome = changed(members, op, addr)
+    outcome = changed(members, op, addr, hub)
     return outcome if isinstance(outcome, str) else None
 
 

@@ -239,7 +239,7 @@ class RaftGroup(ElectionGuard, SyncObj):  # type: ignore[misc]
         current = self.history.current
         node = next((n for n in d["_SyncObj__readonlyNodes"] if n.id == addr), None)
         refusal = membership.check_change(
-            current, op, addr, leader=self.addr,
+            current, op, addr, hub, leader=self.addr,
             own_term_committed=noop is not None and commit >= noop,
             change_pending=self.history.last_index > commit,
             learner_caught_up=node is not None and d["_SyncObj__raftMatchIndex"].get(node, 0) >= commit)
@@ -579,6 +579,11 @@ def make_serializer(group: Callable[[], RaftGroup | None]) -> tuple[Callable[...
 
 
 
+# What a replica takes from a member its configuration does not name: the messages it answers as a
+# follower or a voter (each says who sent it, ``from``: the hub names only the node).
+STRANGER_MESSAGES = frozenset({"append_entries", "request_vote", "pre_vote"})
+
+
 class HubTransport(Transport):  # type: ignore[misc]
     """pysyncobj's transport interface over the node's ``RaftHub``: a group's peers are named
     by per-group (logical) addresses; the hub carries the messages to the peer's node."""
@@ -591,6 +596,7 @@ class HubTransport(Transport):  # type: ignore[misc]
         self._gid = gid
         self._hub_of = {n.id: hubs.get(n.id, n.id) for n in other_nodes}
         self._node_of = {self._hub_of[n.id]: n for n in other_nodes}
+        self._strangers: dict[str, Any] = {}  # hub -> a sender this replica's configuration does not name
 
     @property
     def ready(self) -> bool:
@@ -614,6 +620,7 @@ class HubTransport(Transport):  # type: ignore[misc]
         by_id = {n.id: n for n in nodes}
         self._hub_of = dict(hubs)
         self._node_of = {hubs[a]: by_id[a] for a in hubs}
+        self._strangers = {}
         if self._hub.reattach(self._gid, self, self.hub_peers()):
             connected = self._hub.connected()
             for peer, node in self._node_of.items():
@@ -658,9 +665,27 @@ class HubTransport(Transport):  # type: ignore[misc]
             self._onNodeDisconnected(node)
 
     def on_message(self, peer: str, message: Any) -> None:
-        node = self._node_of.get(peer)
+        node = self._node_of.get(peer) or self._stranger(peer, message)
         if node is not None:
             self._onMessageReceived(node, message)
+
+    def _stranger(self, peer: str, message: Any) -> Any:
+        """A leader's or a candidate's message from a member this replica's configuration does
+        not name (yet): Raft answers it whatever its own configuration says. A replica that
+        missed the entries adding a member would otherwise never hear that member once it leads,
+        nor the leader that truncates an uncommitted change. It follows or votes as for any
+        sender (its answers go back to the sender's hub); it counts nothing from a stranger, as
+        only its configuration's voters count. Anything else from a stranger is dropped."""
+        if not isinstance(message, dict) or message.get("type") not in STRANGER_MESSAGES:
+            return None
+        addr = message.get("from")
+        if not isinstance(addr, str) or addr == self._sync_obj.addr:
+            return None
+        node = self._strangers.get(peer)
+        if node is None or node.id != addr:
+            node = self._strangers[peer] = self._sync_obj.__dict__["_SyncObj__nodeClass"](addr)
+            self._hub_of[addr] = peer
+        return node
 
 
 def replicated_method_names() -> dict[int, str]:

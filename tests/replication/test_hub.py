@@ -209,3 +209,30 @@ def test_mute_loses_one_direction_and_heard_tracks_what_got_through() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_smaller_address_dials_a_peer_that_does_not_know_it_and_both_ends_keep_one_connection() -> None:
+    """The larger address of a pair dials; a larger one that does not know the pair (a member
+    added while it was cut off) is dialed by the smaller after SMALLER_DIALS_AFTER. Should both
+    dial at once, both ends keep the larger's connection."""
+    one, two = RaftHub(addr(), "s3cret", retry=0.05), RaftHub(addr(), "s3cret", retry=0.05)
+    small, large = sorted([one, two], key=lambda h: h.listen)
+    try:
+        rs, rl = Recorder(), Recorder()
+        small.attach("g", rs, [large.listen])  # the larger knows no group with the smaller
+        started = time.monotonic()
+        pump([small, large], lambda: small.connected() == {large.listen} and large.connected() == {small.listen},
+             timeout=6.0)
+        assert time.monotonic() - started >= 2.5  # waited for the larger first
+        large.attach("g", rl, [small.listen])
+        large._dial(small.listen)  # both ends' dials now: a second connection
+        pump([small, large], lambda: not large._dialing, timeout=3.0)
+        for _ in range(50):
+            pump([small, large], lambda: True)
+        assert small.connected() == {large.listen} and large.connected() == {small.listen}
+        assert small._open[large.listen].dialer is False and large._open[small.listen].dialer is True
+        small.send(large.listen, "g", {"n": 1})
+        pump([small, large], lambda: any(e[0] == "msg" for e in rl.events))
+    finally:
+        small.close()
+        large.close()

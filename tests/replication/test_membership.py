@@ -43,6 +43,11 @@ def test_single_server_changes_and_what_is_not_one() -> None:
     assert "not a member" in str(ms.changed(m, ms.REMOVE, "z"))
     assert "last voter" in str(ms.changed(_m("a"), ms.REMOVE, "a"))
     assert "unknown" in str(ms.changed(m, "swap", "a"))
+    # one member per node: a hub is named once, and needed where members are not named by it
+    apart = Members(frozenset({"a:101", "b:201"}), hubs={"a:101": "a:100", "b:201": "b:200"})
+    assert "is needed" in str(ms.changed(apart, ms.ADD_LEARNER, "c:301"))
+    assert "member a:101's already" in str(ms.changed(apart, ms.ADD_LEARNER, "c:301", "a:100"))
+    assert isinstance(ms.changed(apart, ms.ADD_LEARNER, "c:301", "c:300"), Members)
 
 
 def test_the_leaders_guards() -> None:
@@ -445,5 +450,35 @@ def test_members_named_apart_from_their_nodes_hub_as_in_a_cluster(tmp_path: Path
         finally:
             for host in hosts:
                 host.stop()
+
+    asyncio.run(main())
+
+
+def test_a_member_that_missed_a_new_members_arrival_follows_it_once_it_leads(tmp_path: Path) -> None:
+    """Raft answers a leader whatever the answering replica's configuration says: a follower cut
+    off while D was added and promoted must follow D once D leads (found by a review)."""
+
+    async def main() -> None:
+        g = Group(tmp_path)
+        g.start_all()
+        try:
+            await g.append(b"x")
+            leader = await g.leader()
+            lagger = next(a for a in g.addrs if a != leader.self_addr)
+            g.cut(lagger)
+            d, dlog = g.join()
+            await g.change(ms.ADD_LEARNER, d)
+            await wait_for(lambda: b"x" in _payloads(dlog), timeout=15)
+            await g.change(ms.PROMOTE, d)
+            assert d not in g.logs[lagger].members().all
+            leader.preferred = d
+            await wait_for(leader.elect_preferred, timeout=5.0)
+            await wait_for(dlog.is_leader, timeout=10.0)
+            g.cut(lagger, False)
+            await g.append(b"after", among=[d])
+            await wait_for(lambda: b"after" in _payloads(g.logs[lagger]), timeout=10.0)
+            assert g.logs[lagger].members().voters == set(g.addrs)
+        finally:
+            g.stop_all()
 
     asyncio.run(main())
