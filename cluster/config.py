@@ -237,6 +237,9 @@ class NodeConfig:
     fetch_max_bytes: int = 57671680  # Kafka's broker default: a Fetch returns at most this (one batch at least)
     # Cluster mode: every node as host:kafka_port:raft_port, in node-id order ("" = one node, no Raft).
     peers: str = ""
+    # This node joins a running cluster: it asks the nodes of ``peers`` (which names it too, the
+    # others' lists need not) to add it, and votes in each Raft group only once caught up there.
+    join: bool = False
     # A node no longer connected stays listed in Metadata this long (Kafka's broker session).
     broker_session_timeout_ms: int = 9000
     # Shared secret of the Raft port (it authenticates the hub's connections, replication/hub.py);
@@ -474,6 +477,7 @@ class NodeConfig:
             # replication work (and seven is the largest size tested).
             need(1 <= len(peers) <= MAX_NODES, "peers", f"a cluster has 1 to {MAX_NODES} nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
+            need(not self.join or len(peers) > 1, "join", "a joining node needs the cluster's nodes in peers")
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
                  "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits; words count for "
                  "little): the Raft port's handshake and every frame's MAC are only as strong as it")

@@ -130,6 +130,11 @@ DESCRIPTIONS: dict[str, str] = {
         'Cluster mode: every node as `host:kafka_port:raft_port`, in node-id order, 1 to 7 nodes; a '
         'majority must be up (empty = one node, no Raft).'
     ),
+    'join': (
+        'This node joins a running cluster: its `peers` name the cluster\'s nodes and this one (the '
+        "others' lists stay as they are); it asks them to add it, and each Raft group takes it as a "
+        'learner, then as a voter once it has caught up ([operations](operations.md#procedures), "Adding a node").'
+    ),
     'broker_session_timeout_ms': (
         'A node no longer connected stays listed in Metadata this long (never named leader meanwhile), '
         'as a Kafka broker stays registered until its session expires: librdkafka forgets a broker that'

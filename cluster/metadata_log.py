@@ -41,10 +41,12 @@ from cluster.topic_configs import ConfigError, altered
 # increases) and a state record holding a grown topic (whose later partitions' slots it would
 # compute as the first ones').
 # Version 3: a node's voting replica (``SetVoter``), and a state record that holds the voters.
-METADATA_VERSION = 3
+# Version 4: nodes added to the cluster (``AddNode``), and a state record that holds them.
+METADATA_VERSION = 4
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})
+V4_KINDS = frozenset({"add_node"})
 UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
@@ -137,17 +139,29 @@ class SetVoter:
 
 
 @dataclass(frozen=True, slots=True)
+class AddNode:
+    """A node joins the cluster (``cluster/nodes.py``): from this change on it is one of the
+    nodes every Raft group should have as a voter (each group's leader adds it as a learner and
+    promotes it once caught up); the topics created from here on start with it."""
+
+    node: int
+    host: str
+    kafka_port: int
+    raft_port: int
+
+
+@dataclass(frozen=True, slots=True)
 class GrantPidBlock:
     node: int
     request: str
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions | SetVoter)
+          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
                             AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
-                            SetVoter: "voter"}
+                            SetVoter: "voter", AddNode: "add_node"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -164,7 +178,7 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
 def record_version(change: Change) -> int:
     """The version a change's record is written at: the lowest that reads it right."""
     kind = KIND_OF[type(change)]
-    return 3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES
+    return 4 if kind in V4_KINDS else 3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES
 
 
 def version_refusal(state: dict[str, Any], nodes: list[int], version: int) -> str | None:
@@ -207,7 +221,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
-                             "retired": [], "reads": {}}
+                             "retired": [], "reads": {}, "added_nodes": []}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -231,6 +245,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["voters_version"] = int(op.get("voters_version", 0))
             state["retired"] = [str(x) for x in op.get("retired") or ()]
             state["reads"] = {int(k): [v[0], int(v[1])] for k, v in (op.get("reads") or {}).items()}
+            state["added_nodes"] = [[int(n), str(h), int(k), int(r)] for n, h, k, r in op.get("added_nodes") or ()]
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -265,6 +280,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 result = ["none", None]
             else:
                 result = ["stale", f"node {rec.node}'s voting replica is now directory {now}"]
+        elif isinstance(rec, AddNode):
+            result = _add_node(state, rec)
         elif isinstance(rec, GrantPidBlock):
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
@@ -283,6 +300,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             else:
                 state["topics"][rec.name] = {"partitions": int(rec.partitions), "topic_id": rec.topic_id,
                                              "configs": dict(rec.configs), "slot": state["next_slot"]}
+                if state["added_nodes"]:  # its groups start with the nodes of the cluster now (nodes.py)
+                    state["topics"][rec.name]["nodes_at"] = len(state["added_nodes"])
                 state["next_slot"] += int(rec.partitions)
                 partitions += int(rec.partitions)
         elif isinstance(rec, AlterTopicConfigs):
@@ -358,6 +377,19 @@ def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list
     return ["none", None]
 
 
+def _add_node(state: dict[str, Any], rec: AddNode) -> list[str | None]:
+    """Add a node; what its requester is told: ["none"] (also when it was added already with the
+    same addresses, a retried request), or an error and message."""
+    entry = [int(rec.node), str(rec.host), int(rec.kafka_port), int(rec.raft_port)]
+    for added in state["added_nodes"]:
+        if added[0] == entry[0]:
+            if added == entry:
+                return ["none", None]
+            return ["duplicate_voter", f"node {rec.node} joined already at {added[1]}:{added[2]} (Raft port {added[3]})"]
+    state["added_nodes"] = [*state["added_nodes"], entry]
+    return ["none", None]
+
+
 def _create_partitions(state: dict[str, Any], total: int, rec: CreatePartitions) -> list[str | None]:
     """Check a partition increase against the committed state and take the new partitions' slots
     (the caller sets the count); what its requester is told: ["none"] or an error and message."""
@@ -419,7 +451,8 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
-    return [metadata_op(op="state", **state, v=3 if state["voters"] else 2 if grown else WRITES)]
+    version = 4 if state["added_nodes"] else 3 if state["voters"] else 2 if grown else WRITES
+    return [metadata_op(op="state", **state, v=version)]
 
 
 def metadata_op(*, v: int = WRITES, **fields: Any) -> bytes:

@@ -41,6 +41,7 @@ from cluster.metadata import (
 )
 from cluster.metadata_log import (
     METADATA_VERSION,
+    AddNode,
     AlterTopicConfigs,
     Change,
     ChangeAcls,
@@ -61,6 +62,7 @@ from cluster.metadata_log import (
     record_version,
     version_refusal,
 )
+from cluster.nodes import added_peers, known_peers, nodes_at, original_ids
 from cluster.offsets_compaction import compact_offsets
 from cluster.release import RELEASE
 from cluster.security.authorizer import AclFilter
@@ -74,12 +76,33 @@ from replication.data_log import settle_install
 from replication.data_state_machine import DataStateMachine
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
+from replication.raft.log import MembershipRefused
+from replication.raft.membership import ADD_LEARNER, PROMOTE, Members
 from replication.raft.voters import FILE_NAME as VOTERS_FILE
 from replication.raft.voters import VoterSet
 
 log = logging.getLogger("kcoord.cluster")
 
 META_SLOT = 0
+JOIN_DOOR = "__join"  # the hub's channel on which a joining node asks to be added
+
+
+class _JoinDoor:
+    """The hub endpoint of ``JOIN_DOOR``: a join request from a node that holds the cluster
+    secret (the hub authenticated it) is handed to the cluster (``RaftCluster.join_asked``)."""
+
+    def __init__(self, cluster: RaftCluster) -> None:
+        self._cluster = cluster
+
+    def on_connected(self, peer: str) -> None:
+        pass
+
+    def on_disconnected(self, peer: str) -> None:
+        pass
+
+    def on_message(self, peer: str, message: Any) -> None:
+        if isinstance(message, dict) and message.get("type") == "join":
+            self._cluster.join_asked(message)
 
 
 def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -102,8 +125,15 @@ class RaftCluster:
         self.metadata = metadata
         self.partitions = partitions
         self._on_fatal = on_fatal  # the node stops with this exit code
-        self.peers: list[Peer] = cfg.cluster_peers
-        self.me: Peer = self.peers[cfg.node_id]
+        # The nodes: those of ``peers`` and those added through the metadata log (cluster/nodes.py).
+        # ``peers`` is the cluster now (this node too while it joins), in node-id order.
+        self.configured: list[Peer] = cfg.cluster_peers
+        self._known: dict[int, Peer] = {p.node_id: p for p in self.configured}
+        self.me: Peer = self._known[cfg.node_id]
+        self._original = original_ids(self.configured, {}, cfg.node_id, cfg.join)
+        self.peers: list[Peer] = sorted({*[self._known[i] for i in self._original], self.me}, key=lambda p: p.node_id)
+        self._slots: dict[str, int] = {}  # every group's slot, by name
+        self._join_asks: dict[int, Peer] = {}  # nodes that asked to join (through the hub), not added yet
         timings = RaftTimings(
             raft_min_timeout=cfg.raft_election_timeout_ms / 1000,
             raft_max_timeout=2 * cfg.raft_election_timeout_ms / 1000,
@@ -157,6 +187,8 @@ class RaftCluster:
         self._task: asyncio.Task[None] | None = None
         self._faults_task: asyncio.Task[None] | None = None
         self._register_task: asyncio.Task[None] | None = None
+        self._members_task: asyncio.Task[None] | None = None
+        self._join_task: asyncio.Task[None] | None = None
         self.fatal: str | None = None
 
     # ---------------------------------------------------------------- groups
@@ -170,20 +202,30 @@ class RaftCluster:
     def hub_addr(peer: Peer) -> str:
         return f"{peer.host}:{peer.raft_port}"
 
-    def _group(self, name: str, slot: int, sm: Any) -> RaftLog:
-        addrs = [self.raft_addr(p, slot) for p in self.peers]
-        for p, a in zip(self.peers, addrs, strict=True):
-            self._addr_to_peer[a] = p
-        me = addrs[self.me.node_id]
-        preferred = addrs[slot % len(self.peers)]
-        hubs = {a: self.hub_addr(p) for p, a in zip(self.peers, addrs, strict=True)}
+    def _group(self, name: str, slot: int, sm: Any, nodes: list[int] | None = None) -> RaftLog:
+        """Group ``name`` at ``slot``, created with ``nodes`` as its voters (default: the nodes the
+        cluster was formed with). A node that is not one of them starts as no member: it votes
+        once its group's log makes it a voter (``replication/raft/membership.py``)."""
+        self._slots[name] = slot
+        for p in self._known.values():
+            self._addr_to_peer[self.raft_addr(p, slot)] = p
+        voters = [self._known[i] for i in (self._original if nodes is None else nodes)]
+        addrs = [self.raft_addr(p, slot) for p in voters]
+        me = self.raft_addr(self.me, slot)
+        hubs = {self.raft_addr(p, slot): self.hub_addr(p) for p in self._known.values()}
+        members = None if me in addrs else Members(frozenset(addrs), hubs={a: hubs[a] for a in [*addrs, me]})
+        preferred = self.raft_addr(self._preferred(slot), slot)
         lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm,
-                           hubs)
-        lg.set_node_names({a: str(p.node_id) for p, a in zip(self.peers, addrs, strict=True)})
+                           hubs, members)
+        lg.set_node_names({a: str(p.node_id) for a, p in self._addr_to_peer.items()})
         lg.subscribe(lambda change: metrics.set_partition_leadership(
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         lg.subscribe(lambda change: self._state_changed())  # its lease holds by the time it announces
         return lg
+
+    def _preferred(self, slot: int) -> Peer:
+        """The node a group at ``slot`` prefers as leader: the cluster's nodes taken in turn."""
+        return self.peers[slot % len(self.peers)]
 
     def _node_of(self, addr: str) -> int | None:
         peer = self._addr_to_peer.get(addr)
@@ -372,7 +414,11 @@ class RaftCluster:
 
     async def start(self) -> None:
         self.host.start(asyncio.get_running_loop())
+        self.host.hub.attach(JOIN_DOOR, _JoinDoor(self), ())
         self._task = supervised(self._follow_metadata(), "metadata")
+        self._members_task = supervised(self._reconcile_members(), "members")
+        if self.config.join:
+            self._join_task = supervised(self._ask_to_join(), "join")
         if self.config.raft_fault_injection:
             by_id = {p.node_id: self.hub_addr(p) for p in self.peers}
             self._faults_task = supervised(link_control.follow(self.config.data_dir, self.host.hub, by_id.get),
@@ -400,6 +446,9 @@ class RaftCluster:
             self._register_task.cancel()
         if self._voter_task is not None:
             self._voter_task.cancel()
+        for task in (self._members_task, self._join_task):
+            if task is not None:
+                task.cancel()
         await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
 
     async def _follow_metadata(self) -> None:
@@ -446,6 +495,7 @@ class RaftCluster:
             self.metadata.save()
         if not self._track_voters(state):
             return
+        self._update_nodes(state)
         topics: dict[str, TopicMeta] = {}
         for name, t in state["topics"].items():
             old = self.metadata.topics.get(name)
@@ -480,10 +530,128 @@ class RaftCluster:
                 continue
             if key not in self.data_logs:
                 try:
-                    self._open_data(key[0], key[1], slot, topics[key[0]].configs)
+                    nodes = nodes_at(self._original, state, int(state["topics"][key[0]].get("nodes_at", 0)))
+                    self._open_data(key[0], key[1], slot, topics[key[0]].configs, nodes)
                 except ReplicationError as e:
                     self._missing = True
                     log.error("event=partition_open_failed topic=%s partition=%d error=%r", key[0], key[1], str(e))
+
+    # ---------------------------------------------------------------- nodes
+
+    def _update_nodes(self, state: dict[str, Any]) -> None:
+        """The cluster's nodes as the metadata log says: added ones become known (their members'
+        addresses in every group), and every group's preferred leader is taken over the new set."""
+        self._known = known_peers(self.configured, state)
+        for p in added_peers(state):
+            for slot in self._slots.values():
+                self._addr_to_peer.setdefault(self.raft_addr(p, slot), p)
+        self._original = original_ids(self.configured, state, self.me.node_id, self.config.join)
+        ids = {*nodes_at(self._original, state), self.me.node_id}  # (this node too while it joins)
+        peers = [self._known[i] for i in sorted(ids)]
+        if peers == self.peers:
+            return
+        self.peers = peers
+        log.info("event=cluster_nodes nodes=%s", ",".join(str(p.node_id) for p in peers))
+        for lg, slot in self._all_groups():
+            lg.preferred = self.raft_addr(self._preferred(slot), slot)
+
+    def _all_groups(self) -> list[tuple[RaftLog, int]]:
+        groups = [(self.meta_log, META_SLOT), *((lg, 1 + p) for p, lg in enumerate(self.offsets_logs)),
+                  *((lg, -1 - p) for p, lg in enumerate(self.txn_logs))]
+        return [*groups, *((lg, self._data_slots[key]) for key, lg in list(self.data_logs.items()))]
+
+    def _cluster_ids(self) -> list[int]:
+        """The nodes every group should have as voters (not this node while its joining is not recorded)."""
+        return nodes_at(self._original, self.state)
+
+    async def _reconcile_members(self) -> None:
+        """The leader's side of the cluster's nodes: every group this node leads is moved toward
+        the cluster's nodes one server at a time (a new node added as a learner, then promoted
+        once it has caught up); a node that asked to join (``_JoinDoor``) is added to the
+        metadata log by the metadata group's leader."""
+        while True:
+            await asyncio.sleep(1.0)
+            if self.state["cluster_id"] is None:
+                continue
+            if self._join_asks and self.meta_log.is_leader():
+                await self._admit_joiners()
+            wanted = [self._known[i] for i in self._cluster_ids() if i in self._known]
+            steps = [self._member_step(lg, slot, wanted) for lg, slot in self._all_groups() if lg.is_leader()]
+            if steps:
+                await asyncio.gather(*steps)
+
+    async def _member_step(self, lg: RaftLog, slot: int, wanted: list[Peer]) -> None:
+        want = {self.raft_addr(p, slot): self.hub_addr(p) for p in wanted}
+        members = lg.members()
+        if not lg.members_committed():
+            return
+        missing = sorted(set(want) - members.all)
+        ready = sorted(members.learners & set(want))
+        if missing:
+            op, addr = ADD_LEARNER, missing[0]
+        elif ready:
+            op, addr = PROMOTE, ready[0]
+        else:
+            return
+        try:
+            await asyncio.wait_for(lg.change_members(op, addr, want[addr]), 5.0)
+        except MembershipRefused as e:
+            log.debug("event=membership_change_deferred group=%s reason=%r", lg.name, str(e))
+        except (ReplicationError, TimeoutError) as e:
+            log.info("event=membership_change_failed group=%s op=%s member=%s error=%r action=retry", lg.name, op,
+                     addr, str(e))
+
+    async def _admit_joiners(self) -> None:
+        added = {p.node_id for p in added_peers(self.state)}
+        for node, peer in list(self._join_asks.items()):
+            if node in added:
+                self._join_asks.pop(node, None)
+                continue
+            if node in self._original:
+                log.warning("event=join_refused node=%d reason=%r", node, "the cluster was formed with this node id")
+                self._join_asks.pop(node, None)
+                continue
+            try:
+                result = await self._change(AddNode(node, peer.host, peer.kafka_port, peer.raft_port))
+            except (ReplicationError, TimeoutError) as e:
+                log.warning("event=node_add_failed node=%d error=%r action=retry", node, str(e))
+                continue
+            self._join_asks.pop(node, None)
+            if result[0] == "none":
+                log.warning("event=node_added node=%d host=%s kafka_port=%d raft_port=%d", node, peer.host,
+                            peer.kafka_port, peer.raft_port)
+            else:
+                log.warning("event=join_refused node=%d reason=%r", node, result[1])
+
+    def join_asked(self, message: Any) -> None:
+        """The hub's door (any node): a node asks to join; the metadata group's leader adds it."""
+        try:
+            peer = Peer(int(message["node"]), str(message["host"]), int(message["kafka_port"]),
+                        int(message["raft_port"]))
+        except (KeyError, TypeError, ValueError):
+            log.warning("event=join_refused reason=%r", "a malformed join request")
+            return
+        if peer.node_id < 0 or not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
+            log.warning("event=join_refused node=%d reason=%r", peer.node_id, "invalid node id or ports")
+            return
+        if self._join_asks.get(peer.node_id) != peer:
+            log.info("event=join_asked node=%d host=%s kafka_port=%d raft_port=%d", peer.node_id, peer.host,
+                     peer.kafka_port, peer.raft_port)
+        self._join_asks[peer.node_id] = peer
+
+    async def _ask_to_join(self) -> None:
+        """A joining node: ask the nodes of ``peers`` to add it, until the metadata log it is sent says so."""
+        me = self.me
+        ask = {"type": "join", "node": me.node_id, "host": me.host, "kafka_port": me.kafka_port,
+               "raft_port": me.raft_port}
+        started = time.monotonic()
+        while me.node_id not in {p.node_id for p in added_peers(self.state)}:
+            for p in self.configured:
+                if p.node_id != me.node_id:
+                    self.host.hub.send(self.hub_addr(p), JOIN_DOOR, ask)
+            self.host.wake()
+            await asyncio.sleep(2.0)
+        log.warning("event=node_joined node=%d after_s=%.1f", me.node_id, time.monotonic() - started)
 
     # ---------------------------------------------------------------- voters
 
@@ -579,7 +747,7 @@ class RaftCluster:
                 return
             await asyncio.sleep(0.5)
 
-    def _open_data(self, topic: str, partition: int, slot: int, configs: dict[str, str]) -> None:
+    def _open_data(self, topic: str, partition: int, slot: int, configs: dict[str, str], nodes: list[int]) -> None:
         # A node that was down while the topic was deleted and created again still holds the old
         # incarnation's directories: they must not be replayed into the new topic.
         incarnation = f"slot-{slot}"
@@ -588,7 +756,7 @@ class RaftCluster:
         claim_dir(self.partitions.directory(topic, partition), incarnation)
         part = self.partitions.open(topic, partition, configs)
         sm = DataStateMachine(part.data, lambda: self.host.call_in_loop(part.applied))
-        lg = self._group(f"{topic}-{partition}", slot, sm)
+        lg = self._group(f"{topic}-{partition}", slot, sm, nodes)
         self.data_logs[(topic, partition)] = lg
         self._data_slots[(topic, partition)] = slot
         part.attach(lg)

@@ -177,6 +177,9 @@ class LocalCluster:
         self._ready = [threading.Event() for _ in layout]
         self.on_spawn: Callable[[int], None] | None = None  # called with each new node's pid
         self.roots: dict[int, Path] = {}  # a node's source tree, when not this checkout (an upgrade test)
+        # Nodes that join the running cluster (``join``): their ``peers`` name every node, the
+        # others' name the nodes the cluster was formed with.
+        self.joining: set[int] = set()
 
     @property
     def n(self) -> int:
@@ -189,8 +192,8 @@ class LocalCluster:
     def address(self, i: int) -> str:
         return f"{self.layout[i].host}:{self.layout[i].kafka_port}"
 
-    def peers(self) -> str:
-        return peers_spec(self.layout, self.client_ports)
+    def peers(self, joining: bool = False) -> str:
+        return peers_spec([n for n in self.layout if joining or n.node_id not in self.joining], self.client_ports)
 
     def _log_dir(self, i: int) -> Path:
         return self.log_dir or self.layout[i].data_dir
@@ -226,8 +229,10 @@ class LocalCluster:
             if self.alive(i):
                 continue
             self._ready[i] = threading.Event()
-            (proc,) = start_nodes([self.layout[i]], self.secret, self.settings, log_dir=self.log_dir,
-                                  peers=self.peers(), per_node=self.per_node, private=self.private,
+            joins = i in self.joining
+            settings = {**self.settings, "join": "true"} if joins else self.settings
+            (proc,) = start_nodes([self.layout[i]], self.secret, settings, log_dir=self.log_dir,
+                                  peers=self.peers(joins), per_node=self.per_node, private=self.private,
                                   root=self.roots.get(i, REPO_ROOT))
             self.procs[i] = proc
             self.paused.discard(i)

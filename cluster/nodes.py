@@ -1,0 +1,41 @@
+"""Which nodes the cluster has, and which a Raft group starts with: the original nodes (the
+``peers`` setting) and the nodes added since through the metadata log (``AddNode``).
+
+Every Raft group's voters should be the cluster's nodes; each group's leader moves its group
+there one server at a time (``replication/raft/membership.py``). A group created before a node
+joined starts without it (every replica computes that alike: a topic records how many nodes had
+joined when it was created, ``nodes_at``) and gets it as a learner, then a voter; one created
+after starts with it. A node that joins (``join``) counts itself among the original nodes of no
+group: its own ``peers`` list names it, the others' do not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.config import Peer
+
+
+def added_peers(state: dict[str, Any]) -> list[Peer]:
+    """The nodes added through the metadata log, in the order they joined."""
+    return [Peer(int(n), str(host), int(kafka), int(raft)) for n, host, kafka, raft in state.get("added_nodes") or ()]
+
+
+def original_ids(configured: list[Peer], state: dict[str, Any], me: int, joining: bool) -> list[int]:
+    """The nodes the cluster was formed with: those of ``peers`` that joined no later (and not this
+    node if it is joining: it is in its own list only)."""
+    added = {p.node_id for p in added_peers(state)}
+    return [p.node_id for p in configured if p.node_id not in added and not (joining and p.node_id == me)]
+
+
+def nodes_at(original: list[int], state: dict[str, Any], joined: int | None = None) -> list[int]:
+    """The cluster's nodes once the first ``joined`` additions were applied (None: all of them)."""
+    added = [p.node_id for p in added_peers(state)]
+    return sorted({*original, *(added if joined is None else added[:joined])})
+
+
+def known_peers(configured: list[Peer], state: dict[str, Any]) -> dict[int, Peer]:
+    """Every node's addresses: the configured ones, and the added ones as their addition says."""
+    peers = {p.node_id: p for p in configured}
+    peers.update({p.node_id: p for p in added_peers(state)})
+    return peers

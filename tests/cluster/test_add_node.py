@@ -1,0 +1,86 @@
+"""A node joins a running 3-node cluster under load: started with ``join`` (its ``peers`` name the
+cluster and itself; the others' lists are not edited), it asks to be added, every Raft group's
+leader adds it as a learner and promotes it once it has caught up, and leadership spreads over
+the four nodes, with no acknowledged produce or commit lost and no consumer-group rebalance.
+Then a node of the original three is killed: the four-node groups go on with three (the new
+node's vote is one of them).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster, wait_for
+from tests.cluster.test_rolling_upgrade import PARTITIONS, Load, offsets_leaders
+
+pytestmark = pytest.mark.cluster
+
+
+def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, nodes=4, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
+    c.joining = {3}
+    load: Load | None = None
+    failed = True
+    try:
+        c.start(0, 1, 2)
+        bootstrap = ",".join(c.address(i) for i in range(3))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic, group = f"grow-{uuid.uuid4().hex[:6]}", f"grow-{uuid.uuid4().hex[:6]}"
+        for f in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
+            f.result(timeout=30)
+        load = Load(bootstrap, topic, group)
+        load.start()
+        wait_for(lambda: len(load.acked_commits) > 20 and len(load.consumed) > 500 and len(load.assigned) == 2, 60,
+                 "the load to run, both consumers assigned")
+        assignments_before = -1
+        while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
+            assignments_before = load.assignments
+            time.sleep(3)
+
+        joined_at = time.monotonic()
+        c.start(3)
+        # only a voter leads: the new node leading its share of __consumer_offsets shows it was promoted
+        wait_for(lambda: min(offsets_leaders(admin).get(j, 0) for j in range(4)) >= 4, 90,
+                 "leadership of __consumer_offsets to spread over the four nodes", tolerate=(KafkaException,))
+        took = time.monotonic() - joined_at
+        assert "event=node_joined node=3" in c.log_text(3)
+        promotions = sum(c.log_text(i).count("op=promote member=") for i in range(4))
+        learners = sum(c.log_text(i).count("op=add_learner member=") for i in range(4))
+        assert promotions == learners >= 1 + 16, (learners, promotions)  # every group: metadata, offsets, ...
+
+        commits = len(load.acked_commits)
+        c.kill(0)  # three of four voters left
+        wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on with node 0 down")
+        time.sleep(2)
+        load.stop()
+
+        assert all(c.alive(i) for i in (1, 2, 3)), "a node stopped"
+        missing = load.produced - load.consumed
+        assert load.produced and not missing, f"{len(missing)} acknowledged produces were not consumed"
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+        survivors = AdminClient({"bootstrap.servers": ",".join(c.address(i) for i in (1, 2, 3))})
+        final = {tp.partition: tp.offset
+                 for tp in survivors.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
+        lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
+        assert not lost, f"acknowledged commits lost: {lost[:5]}"
+        assert load.assignments == assignments_before, (
+            f"the group rebalanced while the node joined ({load.assignments - assignments_before} assignments)")
+        print(f"node 3 joined and led its share in {took:.1f}s ({learners} groups); {len(load.produced)} produces, "
+              f"{len(load.acked_commits)} commits, {len(load.errors)} commit errors")
+        failed = False
+    finally:
+        if load is not None:
+            load.stop_producing.set()
+            load.stop_consuming.set()
+            for t in load.threads:
+                t.join(60)
+        c.kill_all()
+        if failed:
+            for i in range(c.n):
+                print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")

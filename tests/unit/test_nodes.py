@@ -1,0 +1,60 @@
+"""The cluster's nodes: the original ones (``peers``) and those added through the metadata log,
+and which nodes a Raft group starts with (``cluster/nodes.py``, ``AddNode`` in the fold)."""
+
+from __future__ import annotations
+
+from cluster.config import Peer
+from cluster.metadata_log import (
+    METADATA_VERSION,
+    AddNode,
+    CreateTopic,
+    InitCluster,
+    compact_metadata,
+    encode_change,
+    fold_metadata,
+    record_version,
+    version_refusal,
+)
+from cluster.nodes import added_peers, known_peers, nodes_at, original_ids
+
+PEERS = [Peer(0, "h0", 9092, 9192), Peer(1, "h1", 9092, 9192), Peer(2, "h2", 9092, 9192)]
+JOINER = Peer(3, "h3", 9093, 9193)
+
+
+def _fold(*changes: object) -> dict[str, object]:
+    return fold_metadata([encode_change(c, f"c{i}", i) for i, c in enumerate(changes)])  # type: ignore[arg-type]
+
+
+def test_an_added_node_is_recorded_once_and_a_clash_is_refused() -> None:
+    state = _fold(InitCluster("id", 16), AddNode(3, "h3", 9093, 9193), AddNode(3, "h3", 9093, 9193),
+                  AddNode(3, "other", 9093, 9193))
+    assert added_peers(state) == [JOINER]
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[1] == ["none", None] and results[2] == ["none", None]
+    assert results[3][0] == "duplicate_voter" and "joined already" in results[3][1]
+    compacted = fold_metadata(compact_metadata([encode_change(c) for c in (InitCluster("id", 16),
+                                                                             AddNode(3, "h3", 9093, 9193))]))
+    assert added_peers(compacted) == [JOINER]
+
+
+def test_groups_start_with_the_nodes_of_their_creation_and_a_joiner_counts_itself_in_none_before() -> None:
+    state = _fold(InitCluster("id", 16), CreateTopic("before", 1, "t1"), AddNode(3, "h3", 9093, 9193),
+                  CreateTopic("after", 1, "t2"))
+    topics = state["topics"]  # type: ignore[index]
+    assert "nodes_at" not in topics["before"] and topics["after"]["nodes_at"] == 1  # type: ignore[index]
+    # an original node, its peers not edited, and the same node after an edit naming node 3
+    for configured in (PEERS, [*PEERS, JOINER]):
+        original = original_ids(configured, state, 0, joining=False)
+        assert original == [0, 1, 2]
+        assert nodes_at(original, state, 0) == [0, 1, 2] and nodes_at(original, state, 1) == [0, 1, 2, 3]
+        assert known_peers(configured, state)[3] == JOINER
+    # the joiner, before it knows it was added and after
+    assert original_ids([*PEERS, JOINER], {}, 3, joining=True) == [0, 1, 2]
+    original = original_ids([*PEERS, JOINER], state, 3, joining=True)
+    assert nodes_at(original, state, 0) == [0, 1, 2] and nodes_at(original, state) == [0, 1, 2, 3]
+
+
+def test_adding_a_node_waits_for_every_node_to_read_it() -> None:
+    assert record_version(AddNode(3, "h", 1, 2)) == METADATA_VERSION == 4
+    state = _fold(InitCluster("id", 16))
+    assert "upgrade every node" in str(version_refusal(state, [0, 1, 2], 4))  # none registered: release 0.1
