@@ -58,6 +58,7 @@ class MetadataVersionError(ValueError):
 class InitCluster:
     cluster_id: str
     n: int  # __consumer_offsets partitions
+    nodes: list[int] | None = None  # the nodes it is formed with (None: records from before it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +222,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
-                             "retired": [], "reads": {}, "added_nodes": []}
+                             "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -246,6 +247,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["retired"] = [str(x) for x in op.get("retired") or ()]
             state["reads"] = {int(k): [v[0], int(v[1])] for k, v in (op.get("reads") or {}).items()}
             state["added_nodes"] = [[int(n), str(h), int(k), int(r)] for n, h, k, r in op.get("added_nodes") or ()]
+            original = op.get("original_nodes")
+            state["original_nodes"] = None if original is None else [int(x) for x in original]
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -292,6 +295,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
         elif isinstance(rec, InitCluster) and state["cluster_id"] is None:
             state["cluster_id"] = rec.cluster_id
             state["n"] = int(rec.n)
+            if rec.nodes is not None:
+                state["original_nodes"] = sorted(int(x) for x in rec.nodes)
             state["next_slot"] = 1 + int(rec.n)
         elif isinstance(rec, CreateTopic) and state["n"] is not None and rec.name not in state["topics"]:
             refusal = _partition_limit(partitions, rec)
@@ -386,6 +391,12 @@ def _add_node(state: dict[str, Any], rec: AddNode) -> list[str | None]:
             if added == entry:
                 return ["none", None]
             return ["duplicate_voter", f"node {rec.node} joined already at {added[1]}:{added[2]} (Raft port {added[3]})"]
+    if state["original_nodes"] is None and state["voters"]:
+        # A cluster formed before InitCluster named its nodes: the nodes whose voting replicas it
+        # recorded before its first addition are the ones it was formed with.
+        state["original_nodes"] = sorted(int(n) for n in state["voters"])
+    if entry[0] in (state["original_nodes"] or ()):
+        return ["duplicate_voter", f"node {rec.node} is one of the nodes the cluster was formed with"]
     state["added_nodes"] = [*state["added_nodes"], entry]
     return ["none", None]
 

@@ -22,10 +22,25 @@ def added_peers(state: dict[str, Any]) -> list[Peer]:
 
 
 def original_ids(configured: list[Peer], state: dict[str, Any], me: int, joining: bool) -> list[int]:
-    """The nodes the cluster was formed with: those of ``peers`` that joined no later (and not this
-    node if it is joining: it is in its own list only)."""
+    """The nodes the cluster was formed with, as the metadata log records them; else (a cluster
+    formed before it did, or a node that has not read it yet) those of ``peers`` that joined no
+    later, and not this node if it is joining (it is in its own list only)."""
+    recorded = state.get("original_nodes")
+    if recorded is not None:
+        return sorted(int(x) for x in recorded)
     added = {p.node_id for p in added_peers(state)}
     return [p.node_id for p in configured if p.node_id not in added and not (joining and p.node_id == me)]
+
+
+def unknown_configured(configured: list[Peer], state: dict[str, Any], me: int, joining: bool) -> list[int]:
+    """Nodes of ``peers`` the cluster neither was formed with nor added (only once the log records
+    the original nodes): a list edited ahead of a join, which would start groups with other voters
+    than the rest of the cluster's."""
+    recorded = state.get("original_nodes")
+    if recorded is None:
+        return []
+    known = {*recorded, *(p.node_id for p in added_peers(state))}
+    return [p.node_id for p in configured if p.node_id not in known and not (joining and p.node_id == me)]
 
 
 def nodes_at(original: list[int], state: dict[str, Any], joined: int | None = None) -> list[int]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster import data_dir, link_control, metrics
 from cluster.broker_info import BrokerInfo
-from cluster.config import NodeConfig, Peer
+from cluster.config import MAX_NODES, NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
 from cluster.incarnation import claim_dir
 from cluster.metadata import (
@@ -62,7 +62,7 @@ from cluster.metadata_log import (
     record_version,
     version_refusal,
 )
-from cluster.nodes import added_peers, known_peers, nodes_at, original_ids
+from cluster.nodes import added_peers, known_peers, nodes_at, original_ids, unknown_configured
 from cluster.offsets_compaction import compact_offsets
 from cluster.release import RELEASE
 from cluster.security.authorizer import AclFilter
@@ -85,6 +85,8 @@ log = logging.getLogger("kcoord.cluster")
 
 META_SLOT = 0
 JOIN_DOOR = "__join"  # the hub's channel on which a joining node asks to be added
+JOIN_ASK_KEPT_S = 10.0  # a join request not repeated for this long is dropped (its node gave up)
+RAFT_SPAN = 1000  # a node's Raft ports: raft_port + slot, slots a few thousand at most below and above
 
 
 class _JoinDoor:
@@ -102,7 +104,9 @@ class _JoinDoor:
 
     def on_message(self, peer: str, message: Any) -> None:
         if isinstance(message, dict) and message.get("type") == "join":
-            self._cluster.join_asked(message)
+            self._cluster.join_asked(peer, message)
+        elif isinstance(message, dict) and message.get("type") == "join_refused" and self._cluster.config.join:
+            self._cluster.join_refused(message.get("why"))
 
 
 def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -133,7 +137,9 @@ class RaftCluster:
         self._original = original_ids(self.configured, {}, cfg.node_id, cfg.join)
         self.peers: list[Peer] = sorted({*[self._known[i] for i in self._original], self.me}, key=lambda p: p.node_id)
         self._slots: dict[str, int] = {}  # every group's slot, by name
-        self._join_asks: dict[int, Peer] = {}  # nodes that asked to join (through the hub), not added yet
+        # metadata leader: nodes that asked to join (through the hub) lately, not added yet, and when
+        self._join_asks: dict[int, tuple[Peer, float]] = {}
+        self._join_warned: dict[int, float] = {}  # when a failed addition of each was last logged
         timings = RaftTimings(
             raft_min_timeout=cfg.raft_election_timeout_ms / 1000,
             raft_max_timeout=2 * cfg.raft_election_timeout_ms / 1000,
@@ -217,7 +223,7 @@ class RaftCluster:
         preferred = self.raft_addr(self._preferred(slot), slot)
         lg = self.host.add(name, me, [a for a in addrs if a != me], preferred, os.path.join(self.root, name), sm,
                            hubs, members)
-        lg.set_node_names({a: str(p.node_id) for a, p in self._addr_to_peer.items()})
+        lg.set_node_names({self.raft_addr(p, slot): str(p.node_id) for p in self._known.values()})
         lg.subscribe(lambda change: metrics.set_partition_leadership(
             name, change.is_leader, change.epoch // EPOCH_STRIDE if change.is_leader else change.epoch))
         lg.subscribe(lambda change: self._state_changed())  # its lease holds by the time it announces
@@ -477,7 +483,8 @@ class RaftCluster:
     async def _init(self) -> None:
         try:
             await self.meta_log.submit(encode_change(InitCluster(self.metadata.cluster_id,
-                                                                 self.metadata.offsets_partitions)))
+                                                                 self.metadata.offsets_partitions,
+                                                                 list(self._original))))
         except Exception as e:  # noqa: BLE001 - retried by the follower loop
             log.warning("event=metadata_init_failed error=%r", str(e))
             self._init_sent = False
@@ -495,7 +502,8 @@ class RaftCluster:
             self.metadata.save()
         if not self._track_voters(state):
             return
-        self._update_nodes(state)
+        if not self._update_nodes(state):
+            return
         topics: dict[str, TopicMeta] = {}
         for name, t in state["topics"].items():
             old = self.metadata.topics.get(name)
@@ -538,22 +546,32 @@ class RaftCluster:
 
     # ---------------------------------------------------------------- nodes
 
-    def _update_nodes(self, state: dict[str, Any]) -> None:
+    def _update_nodes(self, state: dict[str, Any]) -> bool:
         """The cluster's nodes as the metadata log says: added ones become known (their members'
-        addresses in every group), and every group's preferred leader is taken over the new set."""
+        addresses in every group), and every group's preferred leader is taken over the new set.
+        False (the node stops) if ``peers`` names a node the cluster does not have."""
+        unknown = unknown_configured(self.configured, state, self.me.node_id, self.config.join)
+        if unknown:
+            self.fatal = (f"peers names node(s) {unknown}, which the cluster was neither formed with nor added: "
+                          "a new node joins with join=true and its own peers list; leave the others' as they are")
+            log.error("event=fatal_config error=%r", self.fatal)
+            self._on_fatal(2)
+            return False
         self._known = known_peers(self.configured, state)
         for p in added_peers(state):
-            for slot in self._slots.values():
-                self._addr_to_peer.setdefault(self.raft_addr(p, slot), p)
+            for lg, slot in self._all_groups():
+                if self._addr_to_peer.setdefault(self.raft_addr(p, slot), p) is p:
+                    lg.name_node(self.raft_addr(p, slot), str(p.node_id))
         self._original = original_ids(self.configured, state, self.me.node_id, self.config.join)
         ids = {*nodes_at(self._original, state), self.me.node_id}  # (this node too while it joins)
         peers = [self._known[i] for i in sorted(ids)]
         if peers == self.peers:
-            return
+            return True
         self.peers = peers
         log.info("event=cluster_nodes nodes=%s", ",".join(str(p.node_id) for p in peers))
         for lg, slot in self._all_groups():
             lg.preferred = self.raft_addr(self._preferred(slot), slot)
+        return True
 
     def _all_groups(self) -> list[tuple[RaftLog, int]]:
         groups = [(self.meta_log, META_SLOT), *((lg, 1 + p) for p, lg in enumerate(self.offsets_logs)),
@@ -603,41 +621,67 @@ class RaftCluster:
 
     async def _admit_joiners(self) -> None:
         added = {p.node_id for p in added_peers(self.state)}
-        for node, peer in list(self._join_asks.items()):
-            if node in added:
-                self._join_asks.pop(node, None)
-                continue
-            if node in self._original:
-                log.warning("event=join_refused node=%d reason=%r", node, "the cluster was formed with this node id")
+        now = time.monotonic()
+        for node, (peer, asked) in list(self._join_asks.items()):
+            if node in added or now - asked > JOIN_ASK_KEPT_S:  # done, or its node gave up asking
                 self._join_asks.pop(node, None)
                 continue
             try:
                 result = await self._change(AddNode(node, peer.host, peer.kafka_port, peer.raft_port))
             except (ReplicationError, TimeoutError) as e:
-                log.warning("event=node_add_failed node=%d error=%r action=retry", node, str(e))
+                if now - self._join_warned.get(node, float("-inf")) >= 10.0:
+                    self._join_warned[node] = now
+                    log.warning("event=node_add_failed node=%d error=%r action=retry", node, str(e))
                 continue
             self._join_asks.pop(node, None)
             if result[0] == "none":
                 log.warning("event=node_added node=%d host=%s kafka_port=%d raft_port=%d", node, peer.host,
                             peer.kafka_port, peer.raft_port)
             else:
-                log.warning("event=join_refused node=%d reason=%r", node, result[1])
+                self._refuse_join(peer, str(result[1]))
 
-    def join_asked(self, message: Any) -> None:
-        """The hub's door (any node): a node asks to join; the metadata group's leader adds it."""
+    def _refuse_join(self, peer: Peer, why: str) -> None:
+        """Log a refused join here and tell the node that asked (it logs it too)."""
+        log.warning("event=join_refused node=%d reason=%r", peer.node_id, why)
+        self.host.hub.send(f"{peer.host}:{peer.raft_port}", JOIN_DOOR, {"type": "join_refused", "why": why})
+        self.host.wake()
+
+    def join_asked(self, sender: str, message: Any) -> None:
+        """The hub's door: a node asks to join (only the metadata group's leader takes it up)."""
+        if not self.meta_log.is_leader() or self.state["cluster_id"] is None:
+            return  # it asks every node every few seconds: the leader, once there is one, hears it
         try:
             peer = Peer(int(message["node"]), str(message["host"]), int(message["kafka_port"]),
                         int(message["raft_port"]))
         except (KeyError, TypeError, ValueError):
             log.warning("event=join_refused reason=%r", "a malformed join request")
             return
-        if peer.node_id < 0 or not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
-            log.warning("event=join_refused node=%d reason=%r", peer.node_id, "invalid node id or ports")
+        nodes = {p.node_id for p in self.peers}
+        if f"{peer.host}:{peer.raft_port}" != sender:
+            why = f"it asks from {sender}, not from the Raft address it gives ({peer.host}:{peer.raft_port})"
+        elif not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
+            why = "invalid ports"
+        elif peer.node_id not in nodes and peer.node_id != max(nodes) + 1:
+            why = f"a new node takes the next node id, {max(nodes) + 1}"
+        elif peer.node_id not in nodes and len(nodes) >= MAX_NODES:
+            why = f"the cluster has {len(nodes)} nodes, the most it may have"
+        elif any(p.host == peer.host and p.node_id != peer.node_id and abs(p.raft_port - peer.raft_port) < RAFT_SPAN
+                 for p in self.peers):
+            why = "its Raft ports overlap another node's on that host (slots above each node's raft_port)"
+        else:
+            if self._join_asks.get(peer.node_id, (None, 0.0))[0] != peer:
+                log.info("event=join_asked node=%d host=%s kafka_port=%d raft_port=%d", peer.node_id, peer.host,
+                         peer.kafka_port, peer.raft_port)
+            self._join_asks[peer.node_id] = (peer, time.monotonic())
             return
-        if self._join_asks.get(peer.node_id) != peer:
-            log.info("event=join_asked node=%d host=%s kafka_port=%d raft_port=%d", peer.node_id, peer.host,
-                     peer.kafka_port, peer.raft_port)
-        self._join_asks[peer.node_id] = peer
+        self._refuse_join(peer, why)
+
+    def join_refused(self, why: Any) -> None:
+        """The joining node's side: the cluster's leader refused this node (logged once a minute)."""
+        now = time.monotonic()
+        if now - self._join_warned.get(-1, float("-inf")) >= 60.0:
+            self._join_warned[-1] = now
+            log.error("event=join_refused node=%d reason=%r action=fix_and_restart", self.me.node_id, str(why))
 
     async def _ask_to_join(self) -> None:
         """A joining node: ask the nodes of ``peers`` to add it, until the metadata log it is sent says so."""

@@ -192,8 +192,11 @@ class LocalCluster:
     def address(self, i: int) -> str:
         return f"{self.layout[i].host}:{self.layout[i].kafka_port}"
 
-    def peers(self, joining: bool = False) -> str:
-        return peers_spec([n for n in self.layout if joining or n.node_id not in self.joining], self.client_ports)
+    def peers(self, joiner: int | None = None) -> str:
+        """The ``peers`` of a node: the nodes the cluster is formed with, and a joining node's list
+        those and then itself (node ids are positions: the nodes that join before it too)."""
+        return peers_spec([n for n in self.layout if n.node_id not in self.joining
+                           or joiner is not None and n.node_id <= joiner], self.client_ports)
 
     def _log_dir(self, i: int) -> Path:
         return self.log_dir or self.layout[i].data_dir
@@ -232,7 +235,8 @@ class LocalCluster:
             joins = i in self.joining
             settings = {**self.settings, "join": "true"} if joins else self.settings
             (proc,) = start_nodes([self.layout[i]], self.secret, settings, log_dir=self.log_dir,
-                                  peers=self.peers(joins), per_node=self.per_node, private=self.private,
+                                  peers=self.peers(i if joins else None), per_node=self.per_node,
+                                  private=self.private,
                                   root=self.roots.get(i, REPO_ROOT))
             self.procs[i] = proc
             self.paused.discard(i)

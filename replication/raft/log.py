@@ -478,6 +478,9 @@ class RaftLog:
         """How log lines name the node of each member address (e.g. node ids)."""
         self._node_names = dict(names)
 
+    def name_node(self, addr: str, name: str) -> None:
+        self._node_names[addr] = name
+
     def _node_of(self, addr: str) -> str:
         return self._hubs.get(addr) or self.group.history.current.hub(addr)
 

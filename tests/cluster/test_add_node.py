@@ -1,5 +1,6 @@
 """A node joins a running 3-node cluster under load: started with ``join`` (its ``peers`` name the
-cluster and itself; the others' lists are not edited), it asks to be added, every Raft group's
+cluster and itself; the others' lists are not edited), it asks to be added (a node asking under
+another id than the next is refused, and told), every Raft group's
 leader adds it as a learner and promotes it once it has caught up, and leadership spreads over
 the four nodes, with no acknowledged produce or commit lost and no consumer-group rebalance.
 Then a node of the original three is killed: the four-node groups go on with three (the new
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.cluster
 
 
 def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Path) -> None:
-    c = Cluster(tmp_path, nodes=4, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
-    c.joining = {3}
+    c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
+    c.joining = {3, 4}
     load: Load | None = None
     failed = True
     try:
@@ -42,6 +43,11 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
             assignments_before = load.assignments
             time.sleep(3)
+
+        c.spawn(4)  # not the next node id: refused, and told so (it never serves)
+        wait_for(lambda: "event=join_refused node=4" in c.log_text(4), 30, "node 4's join to be refused")
+        assert "next node id, 3" in c.log_text(4)
+        c.kill(4)
 
         joined_at = time.monotonic()
         c.start(3)
@@ -82,5 +88,5 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
                 t.join(60)
         c.kill_all()
         if failed:
-            for i in range(c.n):
+            for i in range(4):
                 print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")

@@ -58,3 +58,23 @@ def test_adding_a_node_waits_for_every_node_to_read_it() -> None:
     assert record_version(AddNode(3, "h", 1, 2)) == METADATA_VERSION == 4
     state = _fold(InitCluster("id", 16))
     assert "upgrade every node" in str(version_refusal(state, [0, 1, 2], 4))  # none registered: release 0.1
+
+
+def test_the_log_records_the_nodes_the_cluster_was_formed_with_and_an_edited_list_is_caught() -> None:
+    from cluster.metadata_log import SetVoter
+    from cluster.nodes import unknown_configured
+
+    formed = _fold(InitCluster("id", 16, [0, 1, 2]))
+    assert formed["original_nodes"] == [0, 1, 2]
+    # peers edited ahead of the join: node 3 is in neither set, so its groups would start otherwise
+    assert unknown_configured([*PEERS, JOINER], formed, 0, joining=False) == [3]
+    assert unknown_configured([*PEERS, JOINER], formed, 3, joining=True) == []  # the joiner's own list
+    joined = _fold(InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193))
+    assert unknown_configured([*PEERS, JOINER], joined, 0, joining=False) == []
+    assert original_ids([*PEERS, JOINER], joined, 0, joining=False) == [0, 1, 2]
+    # a cluster formed before InitCluster named them: its registered voters at the first addition
+    older = _fold(InitCluster("id", 16), SetVoter(0, "d0"), SetVoter(1, "d1"), SetVoter(2, "d2"),
+                  AddNode(3, "h3", 9093, 9193), AddNode(1, "h1", 9092, 9192))
+    assert older["original_nodes"] == [0, 1, 2] and added_peers(older) == [JOINER]
+    assert list(older["results"].values())[-1][0] == "duplicate_voter"  # type: ignore[attr-defined]
+    assert fold_metadata(compact_metadata([encode_change(InitCluster("id", 16, [0, 1]))]))["original_nodes"] == [0, 1]
