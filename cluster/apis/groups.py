@@ -133,6 +133,9 @@ class GroupApi:
         if resp.error not in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
             log.info("event=join_group_error group=%s member=%s error=%s", req.group_id, req.member_id,
                      resp.error.name)
+        elif resp.error == ErrorCode.NONE:  # a rebalance's every join: rare, and what explains one
+            log.info("event=join_group group=%s member=%s generation=%d reason=%r", req.group_id, resp.member_id,
+                     resp.generation_id, getattr(req, "reason", None))
         member_cls = cls(mod, "JoinGroupResponseMember")
         return mk(
             cls(mod, "JoinGroupResponse"),

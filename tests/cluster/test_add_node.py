@@ -49,18 +49,31 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         assert "next node id, 3" in c.log_text(4)
         c.kill(4)
 
-        joined_at = time.monotonic()
+        running = load
+
+        def rate(seconds: float) -> float:
+            """Acknowledged commits per second over the next ``seconds``."""
+            n, t = len(running.acked_commits), time.monotonic()
+            time.sleep(seconds)
+            return (len(running.acked_commits) - n) / (time.monotonic() - t)
+
+        steady = rate(8.0)
+        joined_at, commits_at_join = time.monotonic(), len(load.acked_commits)
+        load.step = "node 3 joining"
         c.start(3)
         # only a voter leads: the new node leading its share of __consumer_offsets shows it was promoted
         wait_for(lambda: min(offsets_leaders(admin).get(j, 0) for j in range(4)) >= 4, 90,
                  "leadership of __consumer_offsets to spread over the four nodes", tolerate=(KafkaException,))
         took = time.monotonic() - joined_at
+        during = (len(load.acked_commits) - commits_at_join) / took
+        after = rate(8.0)
         assert "event=node_joined node=3" in c.log_text(3)
         promotions = sum(c.log_text(i).count("op=promote member=") for i in range(4))
         learners = sum(c.log_text(i).count("op=add_learner member=") for i in range(4))
         assert promotions == learners >= 1 + 16, (learners, promotions)  # every group: metadata, offsets, ...
 
         commits = len(load.acked_commits)
+        load.step = "node 0 killed"
         c.kill(0)  # three of four voters left
         wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on with node 0 down")
         time.sleep(2)
@@ -76,9 +89,11 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
         assert load.assignments == assignments_before, (
-            f"the group rebalanced while the node joined ({load.assignments - assignments_before} assignments)")
+            f"the group rebalanced ({load.assignments - assignments_before} assignments: "
+            f"{load.assigned_during[assignments_before:]})")
         print(f"node 3 joined and led its share in {took:.1f}s ({learners} groups); {len(load.produced)} produces, "
-              f"{len(load.acked_commits)} commits, {len(load.errors)} commit errors")
+              f"{len(load.acked_commits)} commits, {len(load.errors)} commit errors; commits/s steady {steady:.0f}, "
+              f"while joining {during:.0f}, after {after:.0f}")
         failed = False
     finally:
         if load is not None:

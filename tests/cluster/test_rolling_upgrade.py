@@ -66,6 +66,8 @@ class Load:
         self.acked_commits: list[tuple[int, int]] = []
         self.assignments = 0
         self.assigned: set[str] = set()  # the consumers (threads) assigned partitions so far
+        self.step = "start"  # what the test was doing (told when an assignment is unexpected)
+        self.assigned_during: list[str] = []
         self.errors: list[str] = []
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
@@ -111,6 +113,8 @@ class Load:
             with self.lock:
                 self.assignments += 1
                 self.assigned.add(threading.current_thread().name)
+                self.assigned_during.append(f"{time.strftime('%H:%M:%S')} {threading.current_thread().name}: "
+                                            f"{self.step}")
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
                       "enable.auto.commit": False, "session.timeout.ms": 30000, "heartbeat.interval.ms": 1000})
@@ -169,6 +173,7 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
             time.sleep(3)
 
         for i in range(c.n):
+            load.step = f"upgrading node {i}"
             assert c.terminate(i), f"node {i} was not running"
             c.roots.pop(i)
             c.start(i)
@@ -187,7 +192,9 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
         missing = load.produced - load.consumed
         assert not missing, f"{len(missing)} acknowledged produces were not consumed: {sorted(missing)[:5]}"
         assert load.assignments == assignments_before, (
-            f"the group rebalanced during the upgrade ({load.assignments - assignments_before} assignments)")
+            f"the group rebalanced during the upgrade ({load.assignments - assignments_before} assignments: "
+            f"{load.assigned_during[assignments_before:]}; joins: "
+            f"{[ln[:200] for i in range(c.n) for ln in c.log_text(i).splitlines() if 'event=join_group ' in ln]})")
         req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
         final = {tp.partition: tp.offset
                  for tp in admin.list_consumer_group_offsets([req])[group].result(timeout=15).topic_partitions}
