@@ -138,7 +138,10 @@ class Node:
             return SingleNodeTopology(config, self.metadata, self.partitions, self.self_info)
         from cluster.raft_cluster import RaftCluster  # Raft only where it is used
 
-        return RaftCluster(config, self.metadata, self.partitions, self.request_stop)
+        try:
+            return RaftCluster(config, self.metadata, self.partitions, self.request_stop)
+        except data_dir.DataDirError as e:
+            raise NodeStartError(str(e)) from None
 
     # -- identity / routing ---------------------------------------------------------------
 

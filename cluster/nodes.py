@@ -11,9 +11,19 @@ group: its own ``peers`` list names it, the others' do not.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from typing import Any
 
 from cluster.config import Peer
+from cluster.data_dir import DataDirError
+from replication.durable import write_durably
+
+log = logging.getLogger("kcoord.cluster")
+
+FILE_NAME = "nodes.json"  # in the data directory: what the metadata log last said of the nodes
+FILE_FORMAT = 1
 
 
 def added_peers(state: dict[str, Any]) -> list[Peer]:
@@ -54,3 +64,35 @@ def known_peers(configured: list[Peer], state: dict[str, Any]) -> dict[int, Peer
     peers = {p.node_id: p for p in configured}
     peers.update({p.node_id: p for p in added_peers(state)})
     return peers
+
+
+def load(data_dir: str) -> dict[str, Any]:
+    """The nodes as this node last read them from the metadata log (``save``), for its start: its
+    groups are created before that log is read again, with the voters they started with. Empty
+    if none was saved (a node of a cluster no node ever joined) or the file cannot be read (the
+    ``peers`` list serves then, as before)."""
+    path = os.path.join(data_dir, FILE_NAME)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.warning("event=nodes_file_unreadable path=%s error=%r action=peers_used", path, str(e))
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    fmt = doc.get("format")
+    if isinstance(fmt, int) and fmt > FILE_FORMAT:
+        raise DataDirError(f"{path} is of format {fmt}; this build reads up to {FILE_FORMAT}: written by a newer "
+                           "release. Upgrade this node")
+    return {"original_nodes": doc.get("original_nodes"), "added_nodes": doc.get("added_nodes") or []}
+
+
+def save(data_dir: str, state: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
+    """Keep what the metadata log says of the nodes, when it says more than ``saved``; what is kept now."""
+    now = {"original_nodes": state.get("original_nodes"), "added_nodes": state.get("added_nodes") or []}
+    if now["original_nodes"] is None or now == saved:
+        return saved
+    write_durably(os.path.join(data_dir, FILE_NAME), json.dumps({"format": FILE_FORMAT, **now}).encode(), 0o600)
+    return now

@@ -63,6 +63,8 @@ from cluster.metadata_log import (
     version_refusal,
 )
 from cluster.nodes import added_peers, known_peers, nodes_at, original_ids, unknown_configured
+from cluster.nodes import load as load_nodes
+from cluster.nodes import save as save_nodes
 from cluster.offsets_compaction import compact_offsets
 from cluster.release import RELEASE
 from cluster.security.authorizer import AclFilter
@@ -131,11 +133,14 @@ class RaftCluster:
         self._on_fatal = on_fatal  # the node stops with this exit code
         # The nodes: those of ``peers`` and those added through the metadata log (cluster/nodes.py).
         # ``peers`` is the cluster now (this node too while it joins), in node-id order.
+        # Until the metadata log is read again, the nodes as it said last time (``nodes.save``).
         self.configured: list[Peer] = cfg.cluster_peers
-        self._known: dict[int, Peer] = {p.node_id: p for p in self.configured}
+        self._saved_nodes = load_nodes(cfg.data_dir)
+        self._known: dict[int, Peer] = known_peers(self.configured, self._saved_nodes)
         self.me: Peer = self._known[cfg.node_id]
-        self._original = original_ids(self.configured, {}, cfg.node_id, cfg.join)
-        self.peers: list[Peer] = sorted({*[self._known[i] for i in self._original], self.me}, key=lambda p: p.node_id)
+        self._original = original_ids(self.configured, self._saved_nodes, cfg.node_id, cfg.join)
+        ids = {*nodes_at(self._original, self._saved_nodes), self.me.node_id}
+        self.peers: list[Peer] = [self._known[i] for i in sorted(ids)]
         self._slots: dict[str, int] = {}  # every group's slot, by name
         # metadata leader: nodes that asked to join (through the hub) lately, not added yet, and when
         self._join_asks: dict[int, tuple[Peer, float]] = {}
@@ -557,6 +562,7 @@ class RaftCluster:
             log.error("event=fatal_config error=%r", self.fatal)
             self._on_fatal(2)
             return False
+        self._saved_nodes = save_nodes(self.config.data_dir, state, self._saved_nodes)
         self._known = known_peers(self.configured, state)
         for p in added_peers(state):
             for lg, slot in self._all_groups():

@@ -78,3 +78,24 @@ def test_the_log_records_the_nodes_the_cluster_was_formed_with_and_an_edited_lis
     assert older["original_nodes"] == [0, 1, 2] and added_peers(older) == [JOINER]
     assert list(older["results"].values())[-1][0] == "duplicate_voter"  # type: ignore[attr-defined]
     assert fold_metadata(compact_metadata([encode_change(InitCluster("id", 16, [0, 1]))]))["original_nodes"] == [0, 1]
+
+
+def test_the_nodes_are_kept_in_the_data_directory_for_the_next_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    import pytest
+
+    from cluster.data_dir import DataDirError
+    from cluster.nodes import FILE_NAME, load, save
+
+    assert load(str(tmp_path)) == {}
+    state = _fold(InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193))
+    kept = save(str(tmp_path), state, {})
+    assert load(str(tmp_path)) == kept and added_peers(kept) == [JOINER] and kept["original_nodes"] == [0, 1, 2]
+    assert original_ids(PEERS, kept, 0, joining=False) == [0, 1, 2] and nodes_at([0, 1, 2], kept) == [0, 1, 2, 3]
+    assert save(str(tmp_path), _fold(InitCluster("id", 16)), kept) == kept  # says nothing of the nodes: kept
+    (tmp_path / FILE_NAME).write_text("{not json")
+    assert load(str(tmp_path)) == {}  # unreadable: peers serve, as before
+    (tmp_path / FILE_NAME).write_text(json.dumps({"format": 2}))
+    with pytest.raises(DataDirError, match="newer release"):
+        load(str(tmp_path))
