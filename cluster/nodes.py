@@ -35,18 +35,27 @@ def original_ids(configured: list[Peer], state: dict[str, Any], me: int, joining
     """The nodes the cluster was formed with, as the metadata log records them; else (a cluster
     formed before it did, or a node that has not read it yet) those of ``peers`` that joined no
     later, and not this node if it is joining (it is in its own list only)."""
-    recorded = state.get("original_nodes")
+    recorded = _recorded_original(state)
     if recorded is not None:
-        return sorted(int(x) for x in recorded)
+        return recorded
     added = {p.node_id for p in added_peers(state)}
     return [p.node_id for p in configured if p.node_id not in added and not (joining and p.node_id == me)]
+
+
+def _recorded_original(state: dict[str, Any]) -> list[int] | None:
+    """The original nodes as the log records them, once a node was added (until then ``peers``
+    says: a cluster no node joined may still be given a new list, all nodes stopped)."""
+    recorded = state.get("original_nodes")
+    if recorded is None or not state.get("added_nodes"):
+        return None
+    return sorted(int(x) for x in recorded)
 
 
 def unknown_configured(configured: list[Peer], state: dict[str, Any], me: int, joining: bool) -> list[int]:
     """Nodes of ``peers`` the cluster neither was formed with nor added (only once the log records
     the original nodes): a list edited ahead of a join, which would start groups with other voters
     than the rest of the cluster's."""
-    recorded = state.get("original_nodes")
+    recorded = _recorded_original(state)
     if recorded is None:
         return []
     known = {*recorded, *(p.node_id for p in added_peers(state))}

@@ -140,7 +140,7 @@ class RaftCluster:
         self.me: Peer = self._known[cfg.node_id]
         self._original = original_ids(self.configured, self._saved_nodes, cfg.node_id, cfg.join)
         ids = {*nodes_at(self._original, self._saved_nodes), self.me.node_id}
-        self.peers: list[Peer] = [self._known[i] for i in sorted(ids)]
+        self.peers: list[Peer] = [self._known[i] for i in sorted(ids) if i in self._known]  # see _update_nodes
         self._slots: dict[str, int] = {}  # every group's slot, by name
         # metadata leader: nodes that asked to join (through the hub) lately, not added yet, and when
         self._join_asks: dict[int, tuple[Peer, float]] = {}
@@ -220,7 +220,7 @@ class RaftCluster:
         self._slots[name] = slot
         for p in self._known.values():
             self._addr_to_peer[self.raft_addr(p, slot)] = p
-        voters = [self._known[i] for i in (self._original if nodes is None else nodes)]
+        voters = [self._known[i] for i in (self._original if nodes is None else nodes) if i in self._known]
         addrs = [self.raft_addr(p, slot) for p in voters]
         me = self.raft_addr(self.me, slot)
         hubs = {self.raft_addr(p, slot): self.hub_addr(p) for p in self._known.values()}
@@ -570,6 +570,13 @@ class RaftCluster:
                     lg.name_node(self.raft_addr(p, slot), str(p.node_id))
         self._original = original_ids(self.configured, state, self.me.node_id, self.config.join)
         ids = {*nodes_at(self._original, state), self.me.node_id}  # (this node too while it joins)
+        missing = sorted(i for i in ids if i not in self._known)
+        if missing:
+            self.fatal = (f"peers does not name node(s) {missing}, which the cluster has had since a node joined "
+                          "it: removing a node is not supported yet; give peers every node again")
+            log.error("event=fatal_config error=%r", self.fatal)
+            self._on_fatal(2)
+            return False
         peers = [self._known[i] for i in sorted(ids)]
         if peers == self.peers:
             return True

@@ -66,10 +66,14 @@ def test_the_log_records_the_nodes_the_cluster_was_formed_with_and_an_edited_lis
 
     formed = _fold(InitCluster("id", 16, [0, 1, 2]))
     assert formed["original_nodes"] == [0, 1, 2]
-    # peers edited ahead of the join: node 3 is in neither set, so its groups would start otherwise
-    assert unknown_configured([*PEERS, JOINER], formed, 0, joining=False) == [3]
-    assert unknown_configured([*PEERS, JOINER], formed, 3, joining=True) == []  # the joiner's own list
+    # no node joined yet: peers says (a cluster may still be given a new list, all nodes stopped)
+    assert original_ids(PEERS[:2], formed, 0, joining=False) == [0, 1]
+    assert unknown_configured([*PEERS, JOINER], formed, 0, joining=False) == []
     joined = _fold(InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193))
+    # peers edited to name a node neither original nor added: its groups would start otherwise
+    five = [*PEERS, JOINER, Peer(4, "h4", 9094, 9194)]
+    assert unknown_configured(five, joined, 0, joining=False) == [4]
+    assert unknown_configured(five, joined, 4, joining=True) == []  # a joiner's own list
     assert unknown_configured([*PEERS, JOINER], joined, 0, joining=False) == []
     assert original_ids([*PEERS, JOINER], joined, 0, joining=False) == [0, 1, 2]
     # a cluster formed before InitCluster named them: its registered voters at the first addition
