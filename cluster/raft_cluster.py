@@ -557,11 +557,9 @@ class RaftCluster:
         False (the node stops) if ``peers`` names a node the cluster does not have."""
         unknown = unknown_configured(self.configured, state, self.me.node_id, self.config.join)
         if unknown:
-            self.fatal = (f"peers names node(s) {unknown}, which the cluster was neither formed with nor added: "
-                          "a new node joins with join=true and its own peers list; leave the others' as they are")
-            log.error("event=fatal_config error=%r", self.fatal)
-            self._on_fatal(2)
-            return False
+            return self._stop_for_config(
+                f"peers names node(s) {unknown}, which the cluster was neither formed with nor added: a new node "
+                "joins with join=true and its own peers list; leave the others' as they are")
         self._saved_nodes = save_nodes(self.config.data_dir, state, self._saved_nodes)
         self._known = known_peers(self.configured, state)
         for p in added_peers(state):
@@ -572,11 +570,9 @@ class RaftCluster:
         ids = {*nodes_at(self._original, state), self.me.node_id}  # (this node too while it joins)
         missing = sorted(i for i in ids if i not in self._known)
         if missing:
-            self.fatal = (f"peers does not name node(s) {missing}, which the cluster has had since a node joined "
-                          "it: removing a node is not supported yet; give peers every node again")
-            log.error("event=fatal_config error=%r", self.fatal)
-            self._on_fatal(2)
-            return False
+            return self._stop_for_config(
+                f"peers does not name node(s) {missing}, which the cluster has had since a node joined it: removing "
+                "a node is not supported yet; give peers every node again")
         peers = [self._known[i] for i in sorted(ids)]
         if peers == self.peers:
             return True
@@ -585,6 +581,13 @@ class RaftCluster:
         for lg, slot in self._all_groups():
             lg.preferred = self.raft_addr(self._preferred(slot), slot)
         return True
+
+    def _stop_for_config(self, why: str) -> bool:
+        """A configuration this node must not serve with: it stops (exit 2). Returns False."""
+        self.fatal = why
+        log.error("event=fatal_config error=%r", why)
+        self._on_fatal(2)
+        return False
 
     def _all_groups(self) -> list[tuple[RaftLog, int]]:
         groups = [(self.meta_log, META_SLOT), *((lg, 1 + p) for p, lg in enumerate(self.offsets_logs)),
