@@ -109,3 +109,58 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         if failed:
             for i in range(4):
                 print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
+
+
+@pytest.mark.slow
+def test_three_nodes_grow_to_five_one_at_a_time_under_load(tmp_path: Path) -> None:
+    """Acceptance's grow half in full: two nodes join one after the other, each taking its share
+    of leadership before the next starts; nothing acknowledged is lost and the group never
+    rebalances."""
+    c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
+    c.joining = {3, 4}
+    load: Load | None = None
+    failed = True
+    try:
+        c.start(0, 1, 2)
+        bootstrap = ",".join(c.address(i) for i in range(3))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic, group = f"grow5-{uuid.uuid4().hex[:6]}", f"grow5-{uuid.uuid4().hex[:6]}"
+        for f in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
+            f.result(timeout=30)
+        load = Load(bootstrap, topic, group)
+        load.start()
+        wait_for(lambda: len(load.acked_commits) > 20 and len(load.assigned) == 2, 60, "the load to run")
+        assignments_before = -1
+        while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
+            assignments_before = load.assignments
+            time.sleep(3)
+        for node in (3, 4):
+            load.step = f"node {node} joining"
+            started = time.monotonic()
+            c.start(node)
+            share = 16 // (node + 1)  # of the 16 __consumer_offsets partitions, at least
+            wait_for(lambda n=node, s=share: min(offsets_leaders(admin).get(j, 0) for j in range(n + 1)) >= s,  # type: ignore[misc]
+                     120, f"leadership to spread over {node + 1} nodes", tolerate=(KafkaException,))
+            print(f"node {node} joined and led its share in {time.monotonic() - started:.1f}s")
+        commits = len(load.acked_commits)
+        wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on on five nodes")
+        load.stop()
+        missing = load.produced - load.consumed
+        assert load.produced and not missing, f"{len(missing)} acknowledged produces were not consumed"
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+        final = {tp.partition: tp.offset
+                 for tp in admin.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
+        lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
+        assert not lost, f"acknowledged commits lost: {lost[:5]}"
+        assert load.assignments == assignments_before, f"the group rebalanced: {load.assigned_during}"
+        failed = False
+    finally:
+        if load is not None:
+            load.stop_producing.set()
+            load.stop_consuming.set()
+            for t in load.threads:
+                t.join(60)
+        c.kill_all()
+        if failed:
+            for i in range(c.n):
+                print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
