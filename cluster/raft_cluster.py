@@ -389,18 +389,25 @@ class RaftCluster:
         await self._wait_leaders(self.txn_logs, partitions, timeout)
 
     async def _wait_leaders(self, logs: list[RaftLog], partitions: set[int], timeout: float) -> None:
-        # One turn of the loop first: the question may have been read in the same turn as a dead
-        # leader's end-of-stream on a Raft socket, not yet handled. A client asks the moment its
-        # coordinator's connection drops, and naming the dead node cost it its reconnect back-off
-        # plus librdkafka's one-second coordinator query interval.
-        await asyncio.sleep(0)
+        # A client asks the moment its coordinator's connection drops, and naming the dead node
+        # cost it its reconnect back-off plus librdkafka's one-second coordinator query interval:
+        # a leader whose Raft connection has ended counts as none (``_live_leader``).
         # cut_off() is asked at every wake-up: a leader steps down for want of a majority at about
         # the moment it starts to count as cut off, and a hold begun then ran its full timeout.
         try:
-            await self._wait(lambda: self.cut_off() or all(self._leader_among(logs, p) is not None for p in partitions),
+            await self._wait(lambda: self.cut_off() or all(self._live_leader(logs, p) for p in partitions),
                              timeout, poll=0.02)
         except TimeoutError:
             pass
+
+    def _live_leader(self, logs: list[RaftLog], partition: int) -> bool:
+        """``partition`` has a leader to name, and not one whose connection has just ended: the
+        Raft ticker (another thread) may not have read the dead leader's hang-up yet when the
+        question comes in the same instant, as it does from librdkafka."""
+        if not 0 <= partition < len(logs):
+            return False
+        peer = self.leader_of(logs[partition])
+        return peer is not None and (peer == self.me or not self.host.hub.hung_up(self.hub_addr(peer)))
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
         lg = self.data_logs.get((topic, partition))

@@ -279,6 +279,21 @@ class RaftHub:
     def connected(self) -> set[str]:
         return set(self._open)
 
+    def hung_up(self, peer: str) -> bool:
+        """Any thread: ``peer`` has no open connection, or its connection has ended (the other end
+        closed it or it failed) though the ticker has not read that yet. A peer that just died is
+        known here before the ticker's next pass: a question read at that moment (FindCoordinator)
+        must not be answered with the dead node."""
+        conn = self._open.get(peer)
+        if conn is None:
+            return True
+        fd = conn.sock.fileno()  # -1 once the ticker closed it
+        if fd < 0:
+            return True
+        probe = select.poll()
+        probe.register(fd, select.POLLRDHUP)
+        return any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _, ev in probe.poll(0))
+
     # ---------------------------------------------------------------- sending
 
     def send(self, peer: str, gid: str, message: Any) -> bool:

@@ -236,3 +236,25 @@ def test_the_smaller_address_dials_a_peer_that_does_not_know_it_and_both_ends_ke
     finally:
         small.close()
         large.close()
+
+
+def test_a_peer_that_hung_up_is_known_before_the_ticker_reads_it() -> None:
+    # FindCoordinator asked in the instant a leader died must not name it: the hang-up shows at
+    # once, though the ticker (another thread) has not read the end of the stream yet.
+    a, b = RaftHub(addr(), "k", retry=0.05), RaftHub(addr(), "k", retry=0.05)
+    try:
+        ra, rb = Recorder(), Recorder()
+        a.attach("g", ra, [b.listen])
+        b.attach("g", rb, [a.listen])
+        pump([a, b], lambda: a.connected() == {b.listen} and b.connected() == {a.listen})
+        assert not a.hung_up(b.listen)
+        assert a.hung_up("127.0.0.1:1")  # never linked
+        b.close()
+        deadline = time.monotonic() + 5
+        while not a.hung_up(b.listen):
+            assert time.monotonic() < deadline, "the hang-up never showed"
+            time.sleep(0.005)
+        assert a.connected() == {b.listen}  # a's ticker has not read it: still linked as far as it knows
+        assert ("down", b.listen, None) not in ra.events
+    finally:
+        a.close()
