@@ -63,7 +63,8 @@ def _run(config: NodeConfig) -> int:
 
 # Subcommands that live in their own modules: each has ``add_parser(subparsers)`` and ``run(args) -> int``.
 TOOL_MODULES = ("cluster.tools.groups", "cluster.tools.topics", "cluster.tools.status", "cluster.tools.net",
-                "cluster.tools.transactions", "cluster.tools.acls", "cluster.tools.users", "cluster.tools.configs")
+                "cluster.tools.transactions", "cluster.tools.acls", "cluster.tools.users", "cluster.tools.configs",
+                "cluster.tools.cluster_nodes")
 
 
 def _tools() -> dict[str, Any]:

@@ -42,11 +42,13 @@ from cluster.topic_configs import ConfigError, altered
 # compute as the first ones').
 # Version 3: a node's voting replica (``SetVoter``), and a state record that holds the voters.
 # Version 4: nodes added to the cluster (``AddNode``), and a state record that holds them.
-METADATA_VERSION = 4
+# Version 5: nodes removed from the cluster (``RemoveNode``), and a state record that holds them.
+METADATA_VERSION = 5
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})
 V4_KINDS = frozenset({"add_node"})
+V5_KINDS = frozenset({"remove_node"})
 UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
@@ -152,17 +154,26 @@ class AddNode:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveNode:
+    """A node leaves the cluster (``cluster/nodes.py``): from this change on every Raft group's
+    leader removes it (a group it leads is handed over first), the topics created from here on
+    start without it, and its id is never taken again."""
+
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
 class GrantPidBlock:
     node: int
     request: str
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode)
+          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
                             AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
-                            SetVoter: "voter", AddNode: "add_node"}
+                            SetVoter: "voter", AddNode: "add_node", RemoveNode: "remove_node"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -179,7 +190,8 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
 def record_version(change: Change) -> int:
     """The version a change's record is written at: the lowest that reads it right."""
     kind = KIND_OF[type(change)]
-    return 4 if kind in V4_KINDS else 3 if kind in V3_KINDS else 2 if kind in NEW_KINDS else WRITES
+    return (5 if kind in V5_KINDS else 4 if kind in V4_KINDS else 3 if kind in V3_KINDS
+            else 2 if kind in NEW_KINDS else WRITES)
 
 
 def version_refusal(state: dict[str, Any], nodes: list[int], version: int) -> str | None:
@@ -222,7 +234,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": None, "n": None, "topics": {}, "next_slot": None,
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
-                             "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None}
+                             "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None,
+                             "removed_nodes": []}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -249,6 +262,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["added_nodes"] = [[int(n), str(h), int(k), int(r)] for n, h, k, r in op.get("added_nodes") or ()]
             original = op.get("original_nodes")
             state["original_nodes"] = None if original is None else [int(x) for x in original]
+            state["removed_nodes"] = [int(x) for x in op.get("removed_nodes") or ()]
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -285,6 +299,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 result = ["stale", f"node {rec.node}'s voting replica is now directory {now}"]
         elif isinstance(rec, AddNode):
             result = _add_node(state, rec)
+        elif isinstance(rec, RemoveNode):
+            result = _remove_node(state, rec)
         elif isinstance(rec, GrantPidBlock):
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
@@ -305,7 +321,10 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             else:
                 state["topics"][rec.name] = {"partitions": int(rec.partitions), "topic_id": rec.topic_id,
                                              "configs": dict(rec.configs), "slot": state["next_slot"]}
-                if state["added_nodes"]:  # its groups start with the nodes of the cluster now (nodes.py)
+                # its groups start with the nodes of the cluster now (nodes.py)
+                if state["removed_nodes"]:
+                    state["topics"][rec.name]["nodes"] = _current_nodes(state)
+                elif state["added_nodes"]:
                     state["topics"][rec.name]["nodes_at"] = len(state["added_nodes"])
                 state["next_slot"] += int(rec.partitions)
                 partitions += int(rec.partitions)
@@ -391,13 +410,42 @@ def _add_node(state: dict[str, Any], rec: AddNode) -> list[str | None]:
             if added == entry:
                 return ["none", None]
             return ["duplicate_voter", f"node {rec.node} joined already at {added[1]}:{added[2]} (Raft port {added[3]})"]
-    if state["original_nodes"] is None and state["voters"]:
-        # A cluster formed before InitCluster named its nodes: the nodes whose voting replicas it
-        # recorded before its first addition are the ones it was formed with.
-        state["original_nodes"] = sorted(int(n) for n in state["voters"])
+    _record_original(state)
+    if entry[0] in state["removed_nodes"]:
+        return ["duplicate_voter", f"node {rec.node} was removed from the cluster: a node id is never taken again"]
     if entry[0] in (state["original_nodes"] or ()):
         return ["duplicate_voter", f"node {rec.node} is one of the nodes the cluster was formed with"]
     state["added_nodes"] = [*state["added_nodes"], entry]
+    return ["none", None]
+
+
+def _record_original(state: dict[str, Any]) -> None:
+    if state["original_nodes"] is None and state["voters"]:
+        # A cluster formed before InitCluster named its nodes: the nodes whose voting replicas it
+        # recorded before its first addition or removal are the ones it was formed with.
+        state["original_nodes"] = sorted(int(n) for n in state["voters"])
+
+
+def _current_nodes(state: dict[str, Any]) -> list[int]:
+    removed = set(state["removed_nodes"])
+    return sorted({*(state["original_nodes"] or ()), *(int(a[0]) for a in state["added_nodes"])} - removed)
+
+
+def _remove_node(state: dict[str, Any], rec: RemoveNode) -> list[str | None]:
+    """Remove a node; what its requester is told: ["none"] (also when it was removed already, a
+    retried request), or an error and message."""
+    node = int(rec.node)
+    if node in state["removed_nodes"]:
+        return ["none", None]
+    _record_original(state)
+    if state["original_nodes"] is None:
+        return ["request_timed_out", "the cluster's nodes are not recorded yet; try again"]
+    nodes = _current_nodes(state)
+    if node not in nodes:
+        return ["voter_not_found", f"node {node} is not a node of the cluster (its nodes: {nodes})"]
+    if len(nodes) == 1:
+        return ["invalid_request", f"node {node} is the cluster's last node"]
+    state["removed_nodes"] = [*state["removed_nodes"], node]
     return ["none", None]
 
 
@@ -462,7 +510,7 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
-    version = 4 if state["added_nodes"] else 3 if state["voters"] else 2 if grown else WRITES
+    version = 5 if state["removed_nodes"] else 4 if state["added_nodes"] else 3 if state["voters"] else 2 if grown else WRITES
     return [metadata_op(op="state", **state, v=version)]
 
 

@@ -53,6 +53,7 @@ from cluster.metadata_log import (
     InitCluster,
     MetadataVersionError,
     RegisterEndpoints,
+    RemoveNode,
     SetVoter,
     compact_metadata,
     encode_change,
@@ -62,7 +63,15 @@ from cluster.metadata_log import (
     record_version,
     version_refusal,
 )
-from cluster.nodes import added_peers, known_peers, nodes_at, original_ids, unknown_configured
+from cluster.nodes import (
+    added_peers,
+    known_peers,
+    nodes_at,
+    original_ids,
+    removed_ids,
+    topic_nodes,
+    unknown_configured,
+)
 from cluster.nodes import load as load_nodes
 from cluster.nodes import save as save_nodes
 from cluster.offsets_compaction import compact_offsets
@@ -79,7 +88,7 @@ from replication.data_state_machine import DataStateMachine
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.raft import EPOCH_STRIDE, EntryStore, RaftHost, RaftLog, RaftTimings
 from replication.raft.log import MembershipRefused
-from replication.raft.membership import ADD_LEARNER, PROMOTE, Members
+from replication.raft.membership import ADD_LEARNER, PROMOTE, REMOVE, Members
 from replication.raft.voters import FILE_NAME as VOTERS_FILE
 from replication.raft.voters import VoterSet
 
@@ -200,6 +209,7 @@ class RaftCluster:
         self._register_task: asyncio.Task[None] | None = None
         self._members_task: asyncio.Task[None] | None = None
         self._join_task: asyncio.Task[None] | None = None
+        self._leave_task: asyncio.Task[None] | None = None
         self.fatal: str | None = None
 
     # ---------------------------------------------------------------- groups
@@ -504,10 +514,8 @@ class RaftCluster:
     def _apply_state(self) -> None:
         state = self.state
         if state["n"] is not None and state["n"] != self.metadata.offsets_partitions:
-            self.fatal = (f"offsets.topic.num.partitions is {self.metadata.offsets_partitions} here but the cluster "
-                          f"was created with {state['n']}; it can never change")
-            log.error("event=fatal_config error=%r", self.fatal)
-            self._on_fatal(2)
+            self._stop_for_config(f"offsets.topic.num.partitions is {self.metadata.offsets_partitions} here but the "
+                                  f"cluster was created with {state['n']}; it can never change")
             return
         if state["cluster_id"] is not None and state["cluster_id"] != self.metadata.cluster_id:
             self.metadata.cluster_id = state["cluster_id"]
@@ -550,7 +558,7 @@ class RaftCluster:
                 continue
             if key not in self.data_logs:
                 try:
-                    nodes = nodes_at(self._original, state, int(state["topics"][key[0]].get("nodes_at", 0)))
+                    nodes = topic_nodes(self._original, state, state["topics"][key[0]])
                     self._open_data(key[0], key[1], slot, topics[key[0]].configs, nodes)
                 except ReplicationError as e:
                     self._missing = True
@@ -574,7 +582,10 @@ class RaftCluster:
                 if self._addr_to_peer.setdefault(self.raft_addr(p, slot), p) is p:
                     lg.name_node(self.raft_addr(p, slot), str(p.node_id))
         self._original = original_ids(self.configured, state, self.me.node_id, self.config.join)
-        ids = {*nodes_at(self._original, state), self.me.node_id}  # (this node too while it joins)
+        removed = self.me.node_id in removed_ids(state)
+        if removed and not self.host.voters.retiring:
+            self._leave()
+        ids = {*nodes_at(self._original, state), *(() if removed else (self.me.node_id,))}  # (this node too while it joins)
         missing = sorted(i for i in ids if i not in self._known)
         if missing:
             return self._stop_for_config(
@@ -588,6 +599,27 @@ class RaftCluster:
         for lg, slot in self._all_groups():
             lg.preferred = self.raft_addr(self._preferred(slot), slot)
         return True
+
+    def _leave(self) -> None:
+        """This node was removed from the cluster: it campaigns no more, hands over every group it
+        leads (``_member_step``), and stops once it leads none (each group's leader takes it out)."""
+        self.host.voters.retiring = True
+        log.warning("event=node_removed node=%d action=hand_over_and_stop detail=%r", self.me.node_id,
+                    "this node was removed from the cluster: it stops once it leads no partition; to bring its "
+                    "machine back, join it as a new node (the next node id, an empty data directory)")
+        if self._leave_task is None:
+            self._leave_task = asyncio.get_running_loop().create_task(self._stop_when_led_none())
+
+    async def _stop_when_led_none(self) -> None:
+        quiet = 0
+        while True:
+            await asyncio.sleep(1.0)
+            led = [lg.name for lg, _ in self._all_groups() if lg.is_leader()]
+            quiet = 0 if led else quiet + 1
+            if quiet >= 3:  # leading nothing for a few seconds: no election here is coming either
+                log.warning("event=node_left node=%d", self.me.node_id)
+                self._on_fatal(0)
+                return
 
     def _stop_for_config(self, why: str) -> bool:
         """A configuration this node must not serve with: it stops (exit 2). Returns False."""
@@ -617,25 +649,36 @@ class RaftCluster:
             if self._join_asks and self.meta_log.is_leader():
                 await self._admit_joiners()
             wanted = [self._known[i] for i in self._cluster_ids() if i in self._known]
-            steps = [self._member_step(lg, slot, wanted) for lg, slot in self._all_groups() if lg.is_leader()]
+            gone = [self._known[i] for i in removed_ids(self.state) if i in self._known]
+            steps = [self._member_step(lg, slot, wanted, gone) for lg, slot in self._all_groups() if lg.is_leader()]
             if steps:
                 await asyncio.gather(*steps)
 
-    async def _member_step(self, lg: RaftLog, slot: int, wanted: list[Peer]) -> None:
+    async def _member_step(self, lg: RaftLog, slot: int, wanted: list[Peer], gone: list[Peer]) -> None:
+        """One change of ``lg``'s members toward the cluster's nodes: a new node added as a
+        learner, a caught-up learner promoted, then a removed node taken out (this node, if it is
+        the one removed, hands the group over instead). Only nodes the metadata log removed are
+        taken out: a leader that has not read an addition yet must not take the new node out."""
         want = {self.raft_addr(p, slot): self.hub_addr(p) for p in wanted}
         members = lg.members()
         if not lg.members_committed():
             return
         missing = sorted(set(want) - members.all)
         ready = sorted(members.learners & set(want))
+        extra = sorted(members.all & {self.raft_addr(p, slot) for p in gone})
         if missing:
             op, addr = ADD_LEARNER, missing[0]
         elif ready:
             op, addr = PROMOTE, ready[0]
+        elif extra and lg.self_addr in extra:
+            lg.elect_preferred()  # to a node that stays (``_update_nodes`` left this one out of the preferred)
+            return
+        elif extra:
+            op, addr = REMOVE, extra[0]
         else:
             return
         try:
-            await asyncio.wait_for(lg.change_members(op, addr, want[addr]), 5.0)
+            await asyncio.wait_for(lg.change_members(op, addr, want.get(addr)), 5.0)
         except MembershipRefused as e:
             log.debug("event=membership_change_deferred group=%s reason=%r", lg.name, str(e))
         except (ReplicationError, TimeoutError) as e:
@@ -680,12 +723,15 @@ class RaftCluster:
             log.warning("event=join_refused reason=%r", "a malformed join request")
             return
         nodes = {p.node_id for p in self.peers}
+        next_id = max({*nodes, *self._known}) + 1  # a removed node's id is never taken again
         if f"{peer.host}:{peer.raft_port}" != sender:
             why = f"it asks from {sender}, not from the Raft address it gives ({peer.host}:{peer.raft_port})"
         elif not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
             why = "invalid ports"
-        elif peer.node_id not in nodes and peer.node_id != max(nodes) + 1:
-            why = f"a new node takes the next node id, {max(nodes) + 1}"
+        elif peer.node_id in removed_ids(self.state):
+            why = f"node {peer.node_id} was removed from the cluster: a new node takes the next node id, {next_id}"
+        elif peer.node_id not in nodes and peer.node_id != next_id:
+            why = f"a new node takes the next node id, {next_id}"
         elif peer.node_id not in nodes and len(nodes) >= MAX_NODES:
             why = f"the cluster has {len(nodes)} nodes, the most it may have"
         elif any(p.host == peer.host and p.node_id != peer.node_id and abs(p.raft_port - peer.raft_port) < RAFT_SPAN
@@ -882,6 +928,18 @@ class RaftCluster:
         if created is None:  # deleted again meanwhile by another client (found by the fuzzer)
             raise ReplicationError(f"topic {name} was deleted while it was being created")
         return created
+
+    async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
+        voter = self.state["voters"].get(node_id)
+        if directory is not None and voter is not None and voter != directory:
+            return "voter_not_found", f"node {node_id}'s voting replica is directory {voter}, not {directory}"
+        try:
+            result = await self._change(RemoveNode(node_id))
+        except (ReplicationError, TimeoutError) as e:
+            return "request_timed_out", str(e)
+        if result[0] == "none":
+            log.warning("event=node_removal_recorded node=%d", node_id)
+        return str(result[0]), None if result[1] is None else str(result[1])
 
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""

@@ -146,6 +146,9 @@ class SingleNodeTopology:
             self.partitions.open(topic.name, p, grown.configs)
         return ["none", None]
 
+    async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
+        return "voter_not_found", "a single node (no peers) has no other node to hand over to"
+
     async def elect_preferred(self, topic: str, partition: int, timeout: float) -> tuple[str, Peer | None]:
         t = self.metadata.topics.get(topic)
         if t is None or not 0 <= partition < t.partitions:

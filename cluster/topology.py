@@ -131,6 +131,12 @@ class Topology(Protocol):
         of the Kafka error and its message (nothing applied)."""
         ...
 
+    async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
+        """RemoveRaftVoter: take node ``node_id`` out of the cluster (only if its voting replica is
+        ``directory``, when given): ("none", None) once the metadata log records it (each Raft
+        group's leader then takes the node out), else a Kafka error's name and a message."""
+        ...
+
     async def create_acls(self, rows: list[AclRow]) -> None:
         """Add ``rows`` in one step of the cluster's metadata (every node's ``metadata.acls``
         follows; this node's once this returns)."""

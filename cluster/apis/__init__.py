@@ -19,6 +19,7 @@ from cluster.apis import (
     metadata,
     partitions,
     produce,
+    remove_raft_voter,
     sasl,
     scram_users,
     topic_partitions,
@@ -29,5 +30,5 @@ from cluster.services import NodeServices
 
 def register_all(node: NodeServices) -> None:
     for mod in (acls, alter_configs, api_versions, configs, delete_records, describe_quorum, metadata, partitions, topics, topic_partitions,
-                log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users):
+                log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users, remove_raft_voter):
         mod.register(node)

@@ -13,8 +13,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kio.static.primitive import i32
+
 from cluster.apis.common import req_mod
 from cluster.apis.describe_quorum import API_KEY, NO_DIRECTORY, TOPIC
+from cluster.apis.remove_raft_voter import ANY_DIRECTORY
+from cluster.apis.remove_raft_voter import API_KEY as REMOVE_API_KEY
 from cluster.peer_client import PeerClient, PeerRequestError
 
 VERSION = 2
@@ -53,23 +57,31 @@ def _replicas(part: Any, now_ms: int) -> list[Replica]:
             + [row(r, "Observer") for r in observers])
 
 
+def _ask(host: str, port: int, api_key: int, version: int, body: Any, timeout_s: float) -> Any:
+    """One request's response, or why there was none."""
+
+    async def ask() -> Any:
+        client = PeerClient("kcoord-tools", timeout_s)
+        try:
+            return await asyncio.wait_for(client.request(host, port, api_key, version, body), timeout_s)
+        finally:
+            client.close()
+
+    try:
+        return asyncio.run(ask())
+    except (PeerRequestError, TimeoutError, OSError, ValueError) as e:
+        return f"no answer from {host}:{port}: {e}"
+
+
 def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
     """The quorum, or why it could not be described."""
     m = req_mod(API_KEY, VERSION)
     body = m.DescribeQuorumRequest(topics=(m.TopicData(topic_name=TOPIC, partitions=(
         m.PartitionData(partition_index=0),)),))
 
-    async def ask() -> Any:
-        client = PeerClient("kcoord-tools", timeout_s)
-        try:
-            return await asyncio.wait_for(client.request(host, port, API_KEY, VERSION, body), timeout_s)
-        finally:
-            client.close()
-
-    try:
-        resp = asyncio.run(ask())
-    except (PeerRequestError, TimeoutError, OSError, ValueError) as e:
-        return f"no answer from {host}:{port}: {e}"
+    resp = _ask(host, port, API_KEY, VERSION, body, timeout_s)
+    if isinstance(resp, str):
+        return resp
     if int(resp.error_code) != 0:
         return f"DescribeQuorum answered {resp.error_code.name}"
     part = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
@@ -79,3 +91,17 @@ def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
         return f"DescribeQuorum answered {part.error_code.name} for the metadata partition"
     return Quorum(int(part.leader_id), int(part.leader_epoch), int(part.high_watermark),
                   _replicas(part, int(time.time() * 1000)))
+
+
+def remove_node(host: str, port: int, node_id: int, timeout_s: float) -> str | None:
+    """RemoveRaftVoter for ``node_id`` (whichever replica votes for it): None once the cluster
+    recorded the removal, else why not."""
+    m = req_mod(REMOVE_API_KEY, 0)
+    body = m.RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(node_id), voter_directory_id=ANY_DIRECTORY)
+
+    resp = _ask(host, port, REMOVE_API_KEY, 0, body, timeout_s)
+    if isinstance(resp, str):
+        return resp
+    if int(resp.error_code) != 0:
+        return f"{resp.error_code.name}: {resp.error_message or ''}".rstrip(": ")
+    return None

@@ -86,9 +86,10 @@ class ElectionGuard:
         now = self._clock()
         due = (d["_SyncObj__raftState"] != LEADER and d["_SyncObj__selfNode"] is not None
                and d["_SyncObj__raftElectionDeadline"] < now and self._SyncObj__connectedToAnyone())  # type: ignore[attr-defined]
-        if due and not (self.voters.may_vote() and self.member_voter):
+        if due and not (self.voters.may_vote() and self.member_voter and not self.voters.retiring):
             # A learner: its log may lack what it once acknowledged; it catches up, it does not lead.
-            # Nor does a member that its group's configuration does not name as a voter.
+            # Nor does a member that its group's configuration does not name as a voter, nor a
+            # node removed from the cluster (it hands its groups over and stops).
             d["_SyncObj__raftElectionDeadline"] = now + self._SyncObj__generateRaftTimeout()  # type: ignore[attr-defined]
             due = False
         if due and d["_SyncObj__transferInProgress"]:
@@ -203,7 +204,7 @@ class ElectionGuard:
                 self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
                 d["_SyncObj__raftLeader"] = None
             return
-        if kind == "timeout_now" and not (self.voters.may_vote() and self.member_voter):
+        if kind == "timeout_now" and not (self.voters.may_vote() and self.member_voter and not self.voters.retiring):
             return  # a learner does not campaign: a transfer to it would only cost its leader the lease
         if kind == "timeout_now":
             super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]

@@ -45,6 +45,9 @@ class VoterSet:
         self.node_of = node_of  # a group member's address -> its node id
         self.path = path
         self.fresh = fresh  # this directory was never its node's voter
+        # This node was removed from the cluster: it campaigns no more in any group (it still
+        # answers, and grants votes, while a group keeps it as a voter until its leader takes it out).
+        self.retiring = False
         self.version = 0  # of the voters (each change through the metadata log raises it)
         self.voters: dict[int, str] = self._load() if path is not None else {}
         self.refused = 0  # votes not counted, for tests and logs

@@ -4,21 +4,33 @@ another id than the next is refused, and told), every Raft group's
 leader adds it as a learner and promotes it once it has caught up, and leadership spreads over
 the four nodes, with no acknowledged produce or commit lost and no consumer-group rebalance.
 Then a node of the original three is killed: the four-node groups go on with three (the new
-node's vote is one of them).
+node's vote is one of them). Last, the original node leading the most partitions is removed with
+``kcoord cluster remove-node`` (RemoveRaftVoter): it hands its groups over, every group's leader
+takes it out, it stops by itself, and the three nodes left share the leadership; nothing
+acknowledged is lost and the group never rebalances (3 -> 4 -> 3).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
+from kio.static.primitive import i32
 
+from cluster.apis.remove_raft_voter import ANY_DIRECTORY
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster, wait_for
 from tests.cluster.test_rolling_upgrade import PARTITIONS, Load, offsets_leaders
+from tests.wire.raw import ask
 
 pytestmark = pytest.mark.cluster
 
@@ -39,10 +51,7 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         load.start()
         wait_for(lambda: len(load.acked_commits) > 20 and len(load.consumed) > 500 and len(load.assigned) == 2, 60,
                  "the load to run, both consumers assigned")
-        assignments_before = -1
-        while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
-            assignments_before = load.assignments
-            time.sleep(3)
+        assignments_before, generation = load.stable()
 
         c.spawn(4)  # not the next node id: refused, and told so (it never serves)
         wait_for(lambda: "event=join_refused node=4" in c.log_text(4), 30, "node 4's join to be refused")
@@ -79,25 +88,54 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         c.start(0)  # back with its peers unedited: it knows node 3 from its data directory and the log
         commits = len(load.acked_commits)
         wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on with node 0 back")
+        assert all(c.alive(i) for i in range(4)), "a node stopped"
+        assert "fatal" not in c.log_text(0)
+
+        # 4 -> 3: the original node that leads the most partitions leaves
+        led = led_partitions(admin, topic)
+        gone = max((0, 1, 2), key=lambda i: led[i])
+        stay = [i for i in range(4) if i != gone]
+        refused = [remove_raft_voter(c.address(stay[0]), gone, cluster_id="another-cluster"),
+                   remove_raft_voter(c.address(stay[0]), 9),
+                   remove_raft_voter(c.address(stay[0]), gone, directory=uuid.uuid4())]
+        assert [r.error_code for r in refused] == [ErrorCode.inconsistent_cluster_id, ErrorCode.voter_not_found,
+                                                   ErrorCode.voter_not_found], refused
+        load.step = f"node {gone} removed"
+        removed_at, commits_at_removal = time.monotonic(), len(load.acked_commits)
+        out = subprocess.run([sys.executable, "-m", "cluster.cli", "cluster", "remove-node", str(gone),
+                              "--bootstrap-server", c.address(stay[0])], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        wait_for(lambda: not c.alive(gone), 90, f"node {gone} to hand over and stop")
+        proc = c.procs[gone]
+        assert proc is not None and proc.returncode == 0, c.log_tail(gone)
+        assert "event=node_left" in c.log_text(gone)
+        admin = AdminClient({"bootstrap.servers": ",".join(c.address(i) for i in stay)})
+        wait_for(lambda: all(offsets_leaders(admin).get(j, 0) >= 5 for j in stay), 90,
+                 "leadership of __consumer_offsets to spread over the three nodes left", tolerate=(KafkaException,))
+        shrink_took = time.monotonic() - removed_at
+        during_shrink = (len(load.acked_commits) - commits_at_removal) / shrink_took
+        removals = sum(c.log_text(i).count("op=remove member=") for i in range(4))
+        assert removals >= 1 + 16, removals  # every group took it out: metadata, offsets, ...
+        brokers = {b.id for b in admin.list_topics(timeout=10).brokers.values()}
+        assert gone not in brokers and set(stay) <= brokers, brokers
+        after_shrink = rate(8.0)
         time.sleep(2)
         load.stop()
 
-        assert all(c.alive(i) for i in range(4)), "a node stopped"
-        assert "fatal" not in c.log_text(0)
+        assert all(c.alive(i) for i in stay), "a node stopped"
         missing = load.produced - load.consumed
         assert load.produced and not missing, f"{len(missing)} acknowledged produces were not consumed"
         req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
-        survivors = AdminClient({"bootstrap.servers": ",".join(c.address(i) for i in (1, 2, 3))})
+        survivors = admin
         final = {tp.partition: tp.offset
                  for tp in survivors.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
         lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
-        assert load.assignments == assignments_before, (
-            f"the group rebalanced ({load.assignments - assignments_before} assignments: "
-            f"{load.assigned_during[assignments_before:]})")
-        print(f"node 3 joined and led its share in {took:.1f}s ({learners} groups); {len(load.produced)} produces, "
-              f"{len(load.acked_commits)} commits, {len(load.errors)} commit errors; commits/s steady {steady:.0f}, "
-              f"while joining {during:.0f}, after {after:.0f}")
+        load.check_no_rebalance(assignments_before, generation)
+        print(f"node 3 joined and led its share in {took:.1f}s ({learners} groups); node {gone} removed, the others "
+              f"led its share in {shrink_took:.1f}s; {len(load.produced)} produces, {len(load.acked_commits)} commits, "
+              f"{len(load.errors)} commit errors; commits/s steady {steady:.0f}, while joining {during:.0f}, after "
+              f"{after:.0f}, while shrinking {during_shrink:.0f}, after {after_shrink:.0f}")
         failed = False
     finally:
         if load is not None:
@@ -109,6 +147,18 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         if failed:
             for i in range(4):
                 print(f"--- node {i} log ---\n{c.log_text(i)[-4000:]}")
+
+
+def remove_raft_voter(address: str, node: int, cluster_id: str | None = None,
+                      directory: uuid.UUID = ANY_DIRECTORY) -> Any:
+    return ask(address, 81, 0, RemoveRaftVoterRequest(cluster_id=cluster_id, voter_id=i32(node),
+                                                      voter_directory_id=directory))
+
+
+def led_partitions(admin: AdminClient, topic: str) -> Counter[int]:
+    """Partitions of ``__consumer_offsets`` and ``topic`` each node leads."""
+    return Counter(p.leader for t in ("__consumer_offsets", topic)
+                   for p in admin.list_topics(t, timeout=10).topics[t].partitions.values())
 
 
 @pytest.mark.slow
@@ -130,10 +180,7 @@ def test_three_nodes_grow_to_five_one_at_a_time_under_load(tmp_path: Path) -> No
         load = Load(bootstrap, topic, group)
         load.start()
         wait_for(lambda: len(load.acked_commits) > 20 and len(load.assigned) == 2, 60, "the load to run")
-        assignments_before = -1
-        while assignments_before != load.assignments:  # the group is stable: no assignment for 3 s
-            assignments_before = load.assignments
-            time.sleep(3)
+        assignments_before, generation = load.stable()
         for node in (3, 4):
             load.step = f"node {node} joining"
             started = time.monotonic()
@@ -152,7 +199,7 @@ def test_three_nodes_grow_to_five_one_at_a_time_under_load(tmp_path: Path) -> No
                  for tp in admin.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
         lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
-        assert load.assignments == assignments_before, f"the group rebalanced: {load.assigned_during}"
+        load.check_no_rebalance(assignments_before, generation)
         failed = False
     finally:
         if load is not None:

@@ -1,5 +1,5 @@
 """The cluster's nodes: the original ones (``peers``) and those added through the metadata log,
-and which nodes a Raft group starts with (``cluster/nodes.py``, ``AddNode`` in the fold)."""
+and which nodes a Raft group starts with (``cluster/nodes.py``, ``AddNode`` and ``RemoveNode`` in the fold)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from cluster.metadata_log import (
     AddNode,
     CreateTopic,
     InitCluster,
+    RemoveNode,
     compact_metadata,
     encode_change,
     fold_metadata,
     record_version,
     version_refusal,
 )
-from cluster.nodes import added_peers, known_peers, nodes_at, original_ids
+from cluster.nodes import added_peers, known_peers, nodes_at, original_ids, removed_ids, topic_nodes
 
 PEERS = [Peer(0, "h0", 9092, 9192), Peer(1, "h1", 9092, 9192), Peer(2, "h2", 9092, 9192)]
 JOINER = Peer(3, "h3", 9093, 9193)
@@ -55,7 +56,7 @@ def test_groups_start_with_the_nodes_of_their_creation_and_a_joiner_counts_itsel
 
 
 def test_adding_a_node_waits_for_every_node_to_read_it() -> None:
-    assert record_version(AddNode(3, "h", 1, 2)) == METADATA_VERSION == 4
+    assert record_version(AddNode(3, "h", 1, 2)) == 4 and record_version(RemoveNode(3)) == METADATA_VERSION == 5
     state = _fold(InitCluster("id", 16))
     assert "upgrade every node" in str(version_refusal(state, [0, 1, 2], 4))  # none registered: release 0.1
 
@@ -103,3 +104,33 @@ def test_the_nodes_are_kept_in_the_data_directory_for_the_next_start(tmp_path) -
     (tmp_path / FILE_NAME).write_text(json.dumps({"format": 2}))
     with pytest.raises(DataDirError, match="newer release"):
         load(str(tmp_path))
+
+
+def test_a_removed_node_leaves_the_nodes_and_the_groups_created_after_and_its_id_is_never_taken_again() -> None:
+    state = _fold(InitCluster("id", 16, [0, 1, 2]), CreateTopic("before", 1, "t1"), AddNode(3, "h3", 9093, 9193),
+                  CreateTopic("joined", 1, "t2"), RemoveNode(0), RemoveNode(0), CreateTopic("after", 1, "t3"),
+                  AddNode(0, "h0", 9092, 9192), RemoveNode(7), AddNode(4, "h4", 9094, 9194), CreateTopic("last", 1, "t4"))
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[4] == ["none", None] and results[5] == ["none", None]  # a retried removal: done already
+    assert results[7][0] == "duplicate_voter" and "never taken again" in results[7][1]
+    assert results[8][0] == "voter_not_found"
+    assert removed_ids(state) == [0]
+    original = original_ids(PEERS, state, 1, joining=False)
+    assert original == [0, 1, 2] and nodes_at(original, state) == [1, 2, 3, 4]
+    topics = state["topics"]  # type: ignore[index]
+    # each group starts with the nodes of its topic's creation; the leaders take node 0 out after
+    assert [topic_nodes(original, state, topics[t]) for t in ("before", "joined", "after", "last")] == [  # type: ignore[index]
+        [0, 1, 2], [0, 1, 2, 3], [1, 2, 3], [1, 2, 3, 4]]
+    compacted = fold_metadata(compact_metadata([encode_change(c, f"c{i}", i) for i, c in enumerate((
+        InitCluster("id", 16, [0, 1, 2]), RemoveNode(2)))]))
+    assert removed_ids(compacted) == [2] and nodes_at([0, 1, 2], compacted) == [0, 1]
+    # a peers list still naming the removed node is no edit to refuse
+    from cluster.nodes import unknown_configured
+    assert unknown_configured(PEERS, state, 1, joining=False) == []
+
+
+def test_the_last_node_is_not_removed() -> None:
+    state = _fold(InitCluster("id", 16, [0, 1]), RemoveNode(0), RemoveNode(1))
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[1] == ["none", None] and results[2][0] == "invalid_request" and "last node" in results[2][1]
+    assert nodes_at([0, 1], state) == [1]

@@ -30,3 +30,14 @@ def test_another_topic_or_partition_is_unknown(bootstrap: str) -> None:
     assert resp.error_code == ErrorCode.none  # each partition asked, echoed with the error (Kafka's answer)
     assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
         (5, ErrorCode.unknown_topic_or_partition), (1, ErrorCode.unknown_topic_or_partition)]
+
+
+def test_a_single_node_removes_no_node(bootstrap: str) -> None:
+    import uuid
+
+    from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
+    from kio.static.primitive import i32
+
+    resp = _ask(bootstrap, 81, 0, RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(0),
+                                                         voter_directory_id=uuid.UUID(int=0)))
+    assert resp.error_code == ErrorCode.voter_not_found and "single node" in resp.error_message

@@ -1,0 +1,62 @@
+"""RemoveRaftVoter (81) v0: take a node out of the cluster, as ``kafka-metadata-quorum
+remove-controller --controller-id N --controller-directory-id D`` takes a controller out of
+Kafka's quorum. Here every node is a voter of every Raft group, so the node leaves them all:
+the metadata log records the removal, each group's leader takes the node out (a group the node
+leads is handed over first) and the node stops once it leads none (``cluster/nodes.py``).
+
+ALTER on the cluster is needed, as in Kafka. A cluster id that is not this cluster's is
+INCONSISTENT_CLUSTER_ID; a directory id other than the node's voting replica's, or a node the
+cluster does not have, VOTER_NOT_FOUND. The all-zero directory id (which Kafka never sends)
+stands for whichever replica votes for the node: ``kcoord cluster remove-node`` sends it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.dispatch import RequestContext
+from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from cluster.services import Identity, Placement, Registers
+
+API_KEY = 81
+ANY_DIRECTORY = uuid.UUID(int=0)
+
+
+class Needs(Registers, Placement, Identity, Protocol):
+    """What this module uses of its node (``cluster.services``)."""
+
+
+def _response(version: int, code: ErrorCode, message: str | None = None) -> Any:
+    m = resp_mod(API_KEY, version)
+    return mk(m.RemoveRaftVoterResponse, throttle_time=ZERO, error_code=code, error_message=message)
+
+
+def _code(name: str) -> ErrorCode:
+    try:
+        return ErrorCode[name]
+    except KeyError:
+        return ErrorCode.unknown_server_error
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    node: Needs = ctx.node
+    v = ctx.api_version
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _response(v, ErrorCode.cluster_authorization_failed)
+    if request.cluster_id is not None and request.cluster_id != node.cluster_id:
+        return _response(v, ErrorCode.inconsistent_cluster_id,
+                         f"the request is for cluster {request.cluster_id}; this is cluster {node.cluster_id}")
+    directory = request.voter_directory_id
+    wanted = None if directory is None or directory == ANY_DIRECTORY else directory.hex
+    name, message = await node.topology.remove_node(int(request.voter_id), wanted)
+    code = _code(name)
+    return _response(v, code, None if code is ErrorCode.none else message)
+
+
+def register(node: Needs) -> None:
+    node.registry.register(API_KEY, 0, 0,
+                           handle, error_response=lambda req, code: _response(version_of(req), code))
