@@ -162,10 +162,11 @@ def led_partitions(admin: AdminClient, topic: str) -> Counter[int]:
 
 
 @pytest.mark.slow
-def test_three_nodes_grow_to_five_one_at_a_time_under_load(tmp_path: Path) -> None:
-    """Acceptance's grow half in full: two nodes join one after the other, each taking its share
-    of leadership before the next starts; nothing acknowledged is lost and the group never
-    rebalances."""
+def test_three_nodes_grow_to_five_and_shrink_to_three_one_at_a_time_under_load(tmp_path: Path) -> None:
+    """3 -> 5 -> 3 under load: two nodes join one after the other, each taking its share of
+    leadership before the next starts; then two of the original nodes are removed, the one that
+    leads the most partitions first, each handing over and stopping before the next goes;
+    nothing acknowledged is lost and the group never rebalances."""
     c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
     c.joining = {3, 4}
     load: Load | None = None
@@ -191,6 +192,30 @@ def test_three_nodes_grow_to_five_one_at_a_time_under_load(tmp_path: Path) -> No
             print(f"node {node} joined and led its share in {time.monotonic() - started:.1f}s")
         commits = len(load.acked_commits)
         wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on on five nodes")
+        stay = list(range(5))
+        for _ in range(2):
+            led = led_partitions(admin, topic)
+            gone = max((i for i in (0, 1, 2) if i in stay), key=lambda i: led[i])
+            stay.remove(gone)
+            load.step = f"node {gone} removed"
+            started, commits = time.monotonic(), len(load.acked_commits)
+            out = subprocess.run([sys.executable, "-m", "cluster.cli", "cluster", "remove-node", str(gone),
+                                  "--bootstrap-server", c.address(stay[0])], capture_output=True, text=True,
+                                  timeout=60)
+            assert out.returncode == 0, out.stdout + out.stderr
+            wait_for(lambda g=gone: not c.alive(g), 90, f"node {gone} to hand over and stop")  # type: ignore[misc]
+            proc = c.procs[gone]
+            assert proc is not None and proc.returncode == 0, c.log_tail(gone)
+            admin = AdminClient({"bootstrap.servers": ",".join(c.address(i) for i in stay)})
+            share = 16 // len(stay)
+            wait_for(lambda s=share, a=admin: all(offsets_leaders(a).get(j, 0) >= s for j in stay), 120,  # type: ignore[misc]
+                     f"leadership to spread over {stay}", tolerate=(KafkaException,))
+            took = time.monotonic() - started
+            print(f"node {gone} removed (led {led[gone]} partitions), the others led its share in {took:.1f}s; "
+                  f"commits/s meanwhile {(len(load.acked_commits) - commits) / took:.0f}")
+        commits = len(load.acked_commits)
+        wait_for(lambda: len(load.acked_commits) > commits + 10, 60, "commits to go on on the three nodes left")
+        assert all(c.alive(i) for i in stay), "a node stopped"
         load.stop()
         missing = load.produced - load.consumed
         assert load.produced and not missing, f"{len(missing)} acknowledged produces were not consumed"

@@ -6,7 +6,9 @@ Central into the cache outside the repository) against a 3-node cluster, as an o
 ``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-metadata-quorum``
 describes the metadata group's voters (DescribeQuorum); ``kafka-delete-records``
 moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
-leader, after the first is killed, starts there too."""
+leader, after the first is killed, starts there too. Last, ``kafka-metadata-quorum
+remove-controller`` (RemoveRaftVoter) takes a node out of the cluster: it stops by itself and the
+quorum lists the two others."""
 
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
         assert sorted(int(r[0]) for r in rows) == [0, 1, 2] and sum("Leader" in r for r in rows) == 1, replication
         _deleted_records_stay_deleted(cp, cluster, tmp_path)
+        _a_node_is_removed(cp, cluster)
     finally:
         cluster.kill_all()
 
@@ -110,3 +113,19 @@ def _deleted_records_stay_deleted(cp: str, cluster: Cluster, tmp_path: Path) -> 
 
     wait_for(lambda: earliest() == 12, 30, "the next leader serving from offset 12", tolerate=(Exception,))
     cluster.start(leader)
+
+
+def _a_node_is_removed(cp: str, cluster: Cluster) -> None:
+    from tests.cluster.cluster_harness import wait_for
+
+    boot = ["--bootstrap-server", cluster.address(0)]
+    replication = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--replication")
+    directory = next(r[1] for r in (line.split() for line in replication.splitlines()[1:]) if r and r[0] == "2")
+    _tool(cp, "MetadataQuorumCommand", *boot, "remove-controller", "--controller-id", "2",
+          "--controller-directory-id", directory)
+    wait_for(lambda: not cluster.alive(2), 60, "node 2 to hand over and stop")
+    proc = cluster.procs[2]
+    assert proc is not None and proc.returncode == 0 and "event=node_left" in cluster.log_text(2)
+    status = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--status")
+    voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
+    assert '"id": 0' in voters and '"id": 1' in voters and '"id": 2' not in voters, status
