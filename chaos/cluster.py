@@ -27,15 +27,31 @@ __all__ = ["ChaosCluster", "free_port"]
 
 
 class ChaosCluster(LocalCluster):
+    """``nodes`` nodes form the cluster; ``spare`` more are laid out (ports, addresses) for nodes
+    that join it during the run (``add_node``, ``replace`` faults), each under the next node id.
+    ``members`` are the nodes of the cluster now: every fault and every restart picks among them
+    (a removed node stays down, a spare is started only to join)."""
+
     def __init__(self, base_dir: Path, client_ports: list[int], settings: dict[str, object] | None = None,
-                 nodes: int = 3, net: NetLayout | None = None) -> None:
+                 nodes: int = 3, net: NetLayout | None = None, spare: int = 0) -> None:
         self.net = net
         if net is not None:
             layout = netns_plan(net, NETNS_KAFKA_PORT, NETNS_RAFT_PORT, base_dir)
-            client_ports = [NETNS_KAFKA_PORT] * nodes
+            client_ports = [NETNS_KAFKA_PORT] * len(layout)
         else:
-            layout = free_plan(nodes, base_dir)
+            layout = free_plan(nodes + spare, base_dir)
         super().__init__(layout, SECRET, base_dir, settings, client_ports=client_ports, log_dir=base_dir)
+        self.joining = set(range(nodes, len(layout)))
+        self.members: list[int] = list(range(nodes))
+
+    def start(self, *which: int, timeout: float = 45.0) -> ChaosCluster:
+        """Start these nodes (the members when none given)."""
+        super().start(*(which or tuple(self.members)), timeout=timeout)
+        return self
+
+    def spares(self) -> list[int]:
+        """Laid-out nodes that never ran: the next joins first."""
+        return [i for i in sorted(self.joining) if self.procs[i] is None]
 
     def set_raft_faults(self, i: int, spec: dict[str, object]) -> None:
         """Node ``i``'s Raft link faults (cluster/link_control.py; {} = none), applied within 0.2 s."""

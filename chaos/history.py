@@ -48,7 +48,7 @@ EVENT_TYPES = frozenset({
 })
 FAULT_TYPES = frozenset({"kill", "restart", "pause", "resume", "partition", "heal", "transfer",
                          "kill_all", "restart_all", "raft_partition", "raft_heal", "power_loss",
-                         "power_loss_all", "leader_transfer", "disk_loss"})
+                         "power_loss_all", "leader_transfer", "disk_loss", "add_node", "remove_node"})
 
 
 def run_clock() -> float:

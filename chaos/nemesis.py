@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import threading
 import time
@@ -65,15 +66,26 @@ def wipe_dir(path: Path) -> int:
 
 
 def all_voters(cluster: ChaosCluster) -> bool:
-    """Whether every node's directory is its node's voter, as every running node's ``voters.json`` says."""
+    """Whether every member's directory is its node's voter, as every running member's
+    ``voters.json`` says (which also names removed nodes' last directories)."""
     try:
-        dirs = {str(i): json.loads((n.data_dir / "node.identity").read_text())["directory_id"]
-                for i, n in enumerate(cluster.layout)}
-        views = [json.loads((n.data_dir / "voters.json").read_text())["voters"]
-                 for i, n in enumerate(cluster.layout) if cluster.alive(i)]
+        dirs = {str(i): json.loads((cluster.layout[i].data_dir / "node.identity").read_text())["directory_id"]
+                for i in cluster.members}
+        views = [json.loads((cluster.layout[i].data_dir / "voters.json").read_text())["voters"]
+                 for i in cluster.members if cluster.alive(i)]
     except (OSError, ValueError, KeyError):
         return False
-    return bool(views) and all(v == dirs for v in views)
+    return bool(views) and all(v.get(k) == d for v in views for k, d in dirs.items())
+
+
+def node_promoted(cluster: ChaosCluster, i: int) -> float | None:
+    """How long node ``i`` took from its start to vote in every group it has, as it logged
+    (``event=node_promoted``); None until then."""
+    found = _PROMOTED.search(cluster.log_text(i))
+    return None if found is None else float(found.group(1))
+
+
+_PROMOTED = re.compile(r"event=node_promoted node=\d+ groups=\d+ after_s=([0-9.]+)")
 
 
 class Nemesis:
@@ -100,6 +112,7 @@ class Nemesis:
         self.durability = durability  # the nodes': power loss of every node only where fsync makes it survivable
         self.power_losses: list[dict[str, Any]] = []  # what each simulated power loss dropped
         self.disk_losses: list[dict[str, Any]] = []  # each wiped data directory: node, when, bytes
+        self.joins: list[dict[str, Any]] = []  # each node that joined: node, when, how long to vote everywhere
         self._admin: Any = None
 
     # ---------------------------------------------------------------- helpers
@@ -137,7 +150,7 @@ class Nemesis:
             except Exception:  # noqa: BLE001 - metadata unavailable during faults: retry
                 pass
             time.sleep(0.2)
-        return self.rng.randrange(self.cluster.n)
+        return self.rng.choice(self.cluster.members)
 
     def txn_coordinator_of(self, transactional_id: str) -> int:
         """The node FindCoordinator (key type 1) names for a transactional id (random node if
@@ -171,7 +184,7 @@ class Nemesis:
             if node >= 0:
                 return node
             time.sleep(0.2)
-        return self.rng.randrange(self.cluster.n)
+        return self.rng.choice(self.cluster.members)
 
     def _restart(self, i: int, kill_t: float, kind: str, detail: dict[str, Any]) -> None:
         try:
@@ -214,7 +227,7 @@ class Nemesis:
         self.ops_done[-1] = "kill_data_leader"
 
     def pause_node(self, i: int | None = None, seconds: float | None = None) -> None:
-        i = self.rng.randrange(self.cluster.n) if i is None else i
+        i = self.rng.choice(self.cluster.members) if i is None else i
         seconds = self.rng.uniform(2, 6) if seconds is None else seconds
         t = run_clock()
         if not self.cluster.pause(i):
@@ -247,7 +260,7 @@ class Nemesis:
         self.ops_done.append("transfer")
 
     def rolling_restart(self, clean: bool = True, settle: float = 3.0) -> None:
-        for i in range(self.cluster.n):
+        for i in list(self.cluster.members):
             t = run_clock()
             (self.cluster.terminate if clean else self.cluster.kill)(i)
             self._sleep(1.0)
@@ -265,7 +278,7 @@ class Nemesis:
 
     def power_loss(self, i: int | None = None, down: float | None = None) -> None:
         """One node loses power: SIGKILL, then its files lose what was not fsync'd."""
-        i = self.rng.randrange(self.cluster.n) if i is None else i
+        i = self.rng.choice(self.cluster.members) if i is None else i
         down = self.rng.uniform(1, 4) if down is None else down
         t = run_clock()
         self.cluster.kill(i)
@@ -278,9 +291,9 @@ class Nemesis:
         """Every node loses power at once (injected only with durability = fsync)."""
         down = self.rng.uniform(1, 4) if down is None else down
         t = run_clock()
-        for i in range(self.cluster.n):
+        for i in list(self.cluster.members):
             self.cluster.kill(i)
-        losses = [self._lose_power(i) for i in range(self.cluster.n)]
+        losses = [self._lose_power(i) for i in self.cluster.members]
         self._sleep(down)
         try:
             self.cluster.start()
@@ -294,7 +307,7 @@ class Nemesis:
     def disk_loss(self, i: int | None = None, down: float | None = None) -> None:
         """A node's disk dies: SIGKILL, its data directory emptied, and back on the empty one (a new
         replica of the node: a learner until it has caught up, ``replication/raft/voters.py``)."""
-        i = self.rng.randrange(self.cluster.n) if i is None else i
+        i = self.rng.choice(self.cluster.members) if i is None else i
         down = self.rng.uniform(1, 4) if down is None else down
         if not self._wait_all_voters(60.0):
             # One disk at a time, as an operator replaces them: a second loss before the first
@@ -321,10 +334,86 @@ class Nemesis:
                 return False
             time.sleep(0.5)
 
+    # ---------------------------------------------------------------- nodes come and go
+
+    def add_node(self) -> int | None:
+        """The next spare node joins the cluster (``join``); returns it once it votes in every
+        group (None: no spare left, or it did not get there in time)."""
+        spares = self.cluster.spares()
+        if not spares or not self._wait_all_voters(60.0):
+            self.ops_done.append("add_node_skipped")
+            return None
+        j = spares[0]
+        t = run_clock()
+        self.cluster.start(j)
+        self.cluster.members.append(j)
+        end = time.monotonic() + 180
+        while node_promoted(self.cluster, j) is None and time.monotonic() < end and self.cluster.alive(j):
+            time.sleep(0.5)
+        took = node_promoted(self.cluster, j)
+        self.joins.append({"node": j, "t": round(t, 3), "promoted_s": took})
+        self.faults.write("add_node", j, {"promoted_s": took}, t=t, end=run_clock())
+        self.ops_done.append("add_node")
+        return j if took is not None else None
+
+    def remove_node(self, i: int | None = None) -> bool:
+        """Node ``i`` (a random member) leaves the cluster (RemoveRaftVoter): it hands over what
+        it leads and stops; the others take it out of every group."""
+        from cluster.tools import quorum
+
+        if len(self.cluster.members) < 2 or not self._wait_all_voters(60.0):
+            self.ops_done.append("remove_node_skipped")
+            return False
+        i = self.rng.choice(self.cluster.members) if i is None else i
+        asked = next(j for j in self.cluster.members if j != i)
+        host, _, port = self.cluster.address(asked).rpartition(":")
+        t = run_clock()
+        why: str | None = "not asked"
+        end = time.monotonic() + 60
+        while why is not None and time.monotonic() < end:
+            why = quorum.remove_node(host, int(port), i, 10.0)
+            if why is not None:
+                time.sleep(1.0)
+        if why is not None:
+            self.faults.write("remove_node", i, {"refused": why}, t=t, end=run_clock())
+            self.ops_done.append("remove_node_failed")
+            return False
+        self.cluster.members.remove(i)
+        end = time.monotonic() + 90
+        while self.cluster.alive(i) and time.monotonic() < end:
+            time.sleep(0.2)
+        stopped = not self.cluster.alive(i)
+        if not stopped:  # it should have stopped by itself; the run goes on without it
+            self.cluster.kill(i)
+        self.faults.write("remove_node", i, {"stopped_by_itself": stopped, "asked": asked}, t=t, end=run_clock())
+        self.ops_done.append("remove_node")
+        return True
+
+    def replace(self) -> None:
+        """A node is retired and a new one takes its place: the new one joins first (the
+        cluster never has fewer nodes than it started with), then the old one leaves."""
+        if not self.cluster.spares():
+            self.ops_done.append("replace_skipped")
+            return
+        old = self.rng.choice(self.cluster.members)
+        if self.add_node() is not None:
+            self.remove_node(old)
+            self.ops_done.append("replace")
+
+    def grow_shrink(self) -> None:
+        """3 -> 5 -> 3: two nodes join one at a time, then two nodes leave one at a time."""
+        if len(self.cluster.spares()) < 2:
+            self.ops_done.append("grow_shrink_skipped")
+            return
+        added = [j for j in (self.add_node(), self.add_node()) if j is not None]
+        for _ in added:
+            self.remove_node()
+        self.ops_done.append("grow_shrink")
+
     def kill_all(self, down: float | None = None) -> None:
         down = self.rng.uniform(1, 4) if down is None else down
         t = run_clock()
-        for i in range(self.cluster.n):
+        for i in list(self.cluster.members):
             self.cluster.kill(i)
         self._sleep(down)
         try:
@@ -337,7 +426,7 @@ class Nemesis:
 
     def partition_node(self, i: int | None = None, mode: str | None = None, seconds: float | None = None) -> None:
         """Cut a node off from the clients (the links between nodes are untouched)."""
-        i = self.rng.randrange(self.cluster.n) if i is None else i
+        i = self.rng.choice(self.cluster.members) if i is None else i
         mode = self.rng.choice(self.net.client_modes) if mode is None else mode
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
         delay_ms = self.rng.choice([200, 500, 1500]) if mode == "delay" else 0
@@ -364,7 +453,7 @@ class Nemesis:
 
     def _isolation(self, k: int) -> dict[int, list[int]]:
         """Cuts that leave node ``k`` alone (both ends given)."""
-        others = [j for j in range(self.cluster.n) if j != k]
+        others = [j for j in self.cluster.members if j != k]
         return {k: others, **{j: [k] for j in others}}
 
     def cut_raft(self, cuts: dict[int, list[int]], seconds: float, node: int | None = None, kind: str = "cut",
@@ -400,8 +489,9 @@ class Nemesis:
         """A minority (one node of three, whatever it leads) apart from the majority; clients
         keep reaching both sides, so some of them keep talking to the minority."""
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
-        minority = self.rng.sample(range(self.cluster.n), (self.cluster.n - 1) // 2)
-        majority = [j for j in range(self.cluster.n) if j not in minority]
+        members = self.cluster.members
+        minority = self.rng.sample(members, (len(members) - 1) // 2)
+        majority = [j for j in members if j not in minority]
         self.cut_raft({**{i: majority for i in minority}, **{j: minority for j in majority}}, seconds,
                       node=minority[0] if len(minority) == 1 else None, kind="majority_split",
                       minority=minority)
@@ -409,13 +499,13 @@ class Nemesis:
     def bridge(self, seconds: float | None = None) -> None:
         """Two nodes cannot see each other; the third sees both."""
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
-        a, b = self.rng.sample(range(self.cluster.n), 2)
+        a, b = self.rng.sample(self.cluster.members, 2)
         self.cut_raft({a: [b], b: [a]}, seconds, kind="bridge", nodes=[a, b])
 
     def flapping(self, seconds: float | None = None) -> None:
         """A node's links to the others go down and up every few hundred ms."""
         seconds = self.rng.uniform(4, 8) if seconds is None else seconds
-        k = self.rng.randrange(self.cluster.n)
+        k = self.rng.choice(self.cluster.members)
         down_ms, up_ms = self.rng.choice([(200, 300), (300, 700), (800, 1200)])
         detail: dict[str, Any] = {"down_ms": down_ms, "up_ms": up_ms, "flips": 0}
 
@@ -434,14 +524,14 @@ class Nemesis:
         """Every node loses a share (10-40 %) of what the others send it."""
         seconds = self.rng.uniform(4, 8) if seconds is None else seconds
         pct = self.rng.choice([10, 20, 40])
-        self.net.set_loss({i: pct for i in range(self.cluster.n)})
+        self.net.set_loss({i: pct for i in self.cluster.members})
         self._window("packet_loss", None, seconds, {"percent": pct})
 
     def one_way_loss(self, seconds: float | None = None) -> None:
         """What one node sends another is lost, while the other direction still arrives (in the
         Raft transport: over TCP an IP-level one-way drop stalls both directions)."""
         seconds = self.rng.uniform(3, 8) if seconds is None else seconds
-        a, b = self.rng.sample(range(self.cluster.n), 2)
+        a, b = self.rng.sample(self.cluster.members, 2)
         self.net.set_transport({a: {"mute": [b]}})
         self._window("one_way_loss", a, seconds, {"from": a, "to": b})
 
@@ -450,7 +540,7 @@ class Nemesis:
         seconds = self.rng.uniform(4, 8) if seconds is None else seconds
         delay_s = self.rng.choice([0.05, 0.2, 0.5])
         spec = {"delay_s": delay_s, "hold": 0.3, "duplicate": 0.2}
-        self.net.set_transport({i: {**spec, "seed": self.seed * 31 + i} for i in range(self.cluster.n)})
+        self.net.set_transport({i: {**spec, "seed": self.seed * 31 + i} for i in self.cluster.members})
         self._window("delay_duplicate_reorder", None, seconds, spec)
 
     def heal_partition(self, i: int, detail: dict[str, Any]) -> None:
@@ -470,7 +560,7 @@ class Nemesis:
         for i in list(self.cluster.paused):
             self.cluster.resume(i)
             self.faults.write("resume", i, {"final_heal": True})
-        for i in range(self.cluster.n):
+        for i in list(self.cluster.members):
             if not self.cluster.alive(i):
                 self.cluster.start(i)
                 self.faults.write("restart", i, {"final_heal": True})
@@ -497,7 +587,7 @@ class Nemesis:
     def _random_op(self) -> Callable[[], None]:
         ops: list[tuple[float, Callable[[], None]]] = [
             (3, self.kill_coordinator),
-            (2, lambda: self.kill_node(self.rng.randrange(self.cluster.n), self.rng.uniform(2, 6),
+            (2, lambda: self.kill_node(self.rng.choice(self.cluster.members), self.rng.uniform(2, 6),
                                        clean=self.rng.random() < 0.3)),
             (2, self.pause_node),
             (2, self.transfer),
@@ -513,6 +603,8 @@ class Nemesis:
             (1, self.kill_all),
             (1, self.power_loss),
             (1, self.disk_loss),
+            (0.5, self.replace),
+            (0.3, self.grow_shrink),
             *([(0.5, self.power_loss_all)] if self.durability == "fsync" else []),
             (0.5, lambda: self.rolling_restart(clean=self.rng.random() < 0.7, settle=2.0)),
             (2, lambda: self.client("crash_consumer")),
@@ -553,7 +645,7 @@ def _static_consumer_bounce(n: Nemesis) -> None:
 
 def _broker_failure(n: Nemesis) -> None:
     while n._gap(3, 6):
-        n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
+        n.kill_node(n.rng.choice(n.cluster.members), n.rng.uniform(3, 8), clean=n.rng.random() < 0.5)
 
 
 def _eos_op(n: Nemesis) -> Callable[[], None]:
@@ -568,7 +660,7 @@ def _eos_op(n: Nemesis) -> Callable[[], None]:
         (1, lambda: n.isolate_data_leader(topic=n.rng.choice(n.eos_topics))),
         (1, lambda: n.partition_node(mode=n.rng.choice(["drop", "close"]))),
         (1, n.pause_node),
-        (1, lambda: n.kill_node(n.rng.randrange(n.cluster.n), n.rng.uniform(2, 5), clean=True)),
+        (1, lambda: n.kill_node(n.rng.choice(n.cluster.members), n.rng.uniform(2, 5), clean=True)),
         (1, lambda: n.client("crash_eos_worker")),
         (0.5, n.majority_split),
         (0.5, lambda: n.kill_all(down=n.rng.uniform(1, 3))),
@@ -634,11 +726,12 @@ def _bounded(n: Nemesis) -> None:
         lambda: n.kill_all(down=1.5),
         lambda: n.partition_node(mode="close", seconds=3),
         lambda: n.client("bounce_static"),
-        lambda: n.kill_node(n.rng.randrange(n.cluster.n), 3, clean=True),
+        lambda: n.kill_node(n.rng.choice(n.cluster.members), 3, clean=True),
         lambda: n.rolling_restart(clean=False, settle=2.0),
     ]
-    # a coordinator kill and a lost disk first (a wiped node back as a learner), the rest shuffled
-    first, rest = [plan[0], lambda: n.disk_loss(down=1.5)], plan[1:]
+    # a coordinator kill, a lost disk (a wiped node back as a learner) and a node replaced (a new
+    # one joins, an old one leaves) first, the rest shuffled
+    first, rest = [plan[0], lambda: n.disk_loss(down=1.5), n.replace], plan[1:]
     n.rng.shuffle(rest)
     for op in [*first, *rest]:
         if not n._gap(1.5, 3):
@@ -659,6 +752,7 @@ SCENARIOS: dict[str, Callable[[Nemesis], None]] = {
     "power-loss": _every_few_seconds(lambda n: n.power_loss_all() if n.durability == "fsync" and n.rng.random() < 0.3
                                      else n.power_loss()),
     "disk-loss": _every_few_seconds(lambda n: n.disk_loss()),
+    "membership": _every_few_seconds(lambda n: n.rng.choice([n.replace, n.replace, n.grow_shrink, n.disk_loss])()),
     "random": _random,
     "bounded": _bounded,
     "eos": _eos,

@@ -55,6 +55,9 @@ GROUPS = ["chaos-group-a", "chaos-group-b"]
 WORKLOADS = ("classic", "eos", "both")  # the consumer groups, the exactly-once workers, or both
 EOS_WORKERS = 2
 MAX_BOUNDED = 150.0
+# Nodes laid out beyond the three the cluster starts with, for the nodes that join during a run
+# (``replace``, ``grow_shrink``: each joiner takes the next node id, never one used before).
+SPARE_NODES = {"random": 8, "bounded": 1, "membership": 8}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -496,7 +499,8 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     why_not = netns_unavailable() if net_mode != "proxy" else "--net proxy"
     if net_mode == "netns" and why_not:
         raise SystemExit(f"--net netns: {why_not}")
-    layout = netns.up(3) if why_not is None else None  # owned by this process: reaped if it dies
+    spare = SPARE_NODES.get(scenario, 0)  # laid out for the nodes that join during the run
+    layout = netns.up(3 + spare) if why_not is None else None  # owned by this process: reaped if it dies
     info["net"] = {"mode": "netns" if layout else "proxy", **({"layout": layout.to_json()} if layout else
                                                              {"why_not_netns": why_not})}
     reaper = subprocess.Popen([sys.executable, "-m", "chaos.reaper", str(os.getpid()), str(pidfile),
@@ -508,12 +512,12 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     info["offsets_partitions"] = offsets_partitions(settings)
     proxies: ProxySet | None = None
     if layout is None:
-        proxy_ports = [free_port() for _ in range(3)]
+        proxy_ports = [free_port() for _ in range(3 + spare)]
         proxies = ProxySet(proxy_ports)
-        cluster = ChaosCluster(run_dir / "cluster", proxy_ports, settings=settings)
+        cluster = ChaosCluster(run_dir / "cluster", proxy_ports, settings=settings, spare=spare)
         proxies.start([n.kafka_port for n in cluster.layout])
     else:
-        cluster = ChaosCluster(run_dir / "cluster", [], settings=settings, net=layout)
+        cluster = ChaosCluster(run_dir / "cluster", [], settings=settings, net=layout, spare=spare)
     cluster.on_spawn = remember
     net = ChaosNet(cluster, proxies)
     bootstrap = cluster.bootstrap
@@ -562,6 +566,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
         info["ops"] = nemesis.ops_done
         info["power_losses"] = nemesis.power_losses
         info["disk_losses"] = nemesis.disk_losses
+        info["joins"] = nemesis.joins
         log(f"nemesis done ({len(nemesis.ops_done)} ops: {', '.join(nemesis.ops_done)}); healing")
         nemesis.heal_all()
         info["healthy_after_heal"] = wait_healthy(bootstrap, 90)
@@ -630,7 +635,10 @@ def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
     from chaos.export import export_node
 
     exported = {}
+    info["members"] = list(cluster.members)  # the cluster's nodes at the end (nodes join and leave)
     for n in cluster.layout:
+        if not (n.data_dir / "node.identity").exists():
+            continue  # a spare that never joined
         try:
             exported[n.node_id] = export_node(n.data_dir, run_dir / f"offsets-node-{n.node_id}.jsonl",
                                               run_dir / f"groups-node-{n.node_id}.jsonl")

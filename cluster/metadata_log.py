@@ -157,9 +157,11 @@ class AddNode:
 class RemoveNode:
     """A node leaves the cluster (``cluster/nodes.py``): from this change on every Raft group's
     leader removes it (a group it leads is handed over first), the topics created from here on
-    start without it, and its id is never taken again."""
+    start without it, and its id is never taken again. ``directory``: only if that is the node's
+    voting replica (RemoveRaftVoter's directory id; None: whichever)."""
 
     node: int
+    directory: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,11 +434,14 @@ def _current_nodes(state: dict[str, Any]) -> list[int]:
 
 
 def _remove_node(state: dict[str, Any], rec: RemoveNode) -> list[str | None]:
-    """Remove a node; what its requester is told: ["none"] (also when it was removed already, a
-    retried request), or an error and message."""
+    """Remove a node; what its requester is told: ["none"], or an error and message (a retried
+    request is applied once: its change id)."""
     node = int(rec.node)
     if node in state["removed_nodes"]:
-        return ["none", None]
+        return ["voter_not_found", f"node {node} was removed from the cluster already"]
+    voter = state["voters"].get(node)
+    if rec.directory is not None and voter is not None and voter != rec.directory:
+        return ["voter_not_found", f"node {node}'s voting replica is directory {voter}, not {rec.directory}"]
     _record_original(state)
     if state["original_nodes"] is None:
         return ["request_timed_out", "the cluster's nodes are not recorded yet; try again"]

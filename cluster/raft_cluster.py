@@ -97,6 +97,7 @@ log = logging.getLogger("kcoord.cluster")
 META_SLOT = 0
 JOIN_DOOR = "__join"  # the hub's channel on which a joining node asks to be added
 JOIN_ASK_KEPT_S = 10.0  # a join request not repeated for this long is dropped (its node gave up)
+MEMBER_ASK_S = 10.0  # how often a node asks the others whether it was removed (one it missed, being down)
 RAFT_SPAN = 1000  # a node's Raft ports: raft_port + slot, slots a few thousand at most below and above
 
 
@@ -114,10 +115,15 @@ class _JoinDoor:
         pass
 
     def on_message(self, peer: str, message: Any) -> None:
-        if isinstance(message, dict) and message.get("type") == "join":
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "join":
             self._cluster.join_asked(peer, message)
-        elif isinstance(message, dict) and message.get("type") == "join_refused" and self._cluster.config.join:
+        elif kind == "join_refused" and self._cluster.config.join:
             self._cluster.join_refused(message.get("why"))
+        elif kind == "member?":
+            self._cluster.member_asked(peer, message)
+        elif kind in ("removed", "left"):
+            self._cluster.removal_told(peer, kind)
 
 
 def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
@@ -210,6 +216,8 @@ class RaftCluster:
         self._members_task: asyncio.Task[None] | None = None
         self._join_task: asyncio.Task[None] | None = None
         self._leave_task: asyncio.Task[None] | None = None
+        self._left = False
+        self._handed_over: dict[str, float] = {}  # a removed node: when it last tried to hand each group over
         self.fatal: str | None = None
 
     # ---------------------------------------------------------------- groups
@@ -445,11 +453,15 @@ class RaftCluster:
         self.host.hub.attach(JOIN_DOOR, _JoinDoor(self), ())
         self._task = supervised(self._follow_metadata(), "metadata")
         self._members_task = supervised(self._reconcile_members(), "members")
+        self._leave_task = supervised(self._ask_membership(), "membership")
         if self.config.join:
             self._join_task = supervised(self._ask_to_join(), "join")
         if self.config.raft_fault_injection:
-            by_id = {p.node_id: self.hub_addr(p) for p in self.peers}
-            self._faults_task = supervised(link_control.follow(self.config.data_dir, self.host.hub, by_id.get),
+            def hub_of(node: int) -> str | None:  # nodes added since the start too
+                peer = self._known.get(node)
+                return None if peer is None else self.hub_addr(peer)
+
+            self._faults_task = supervised(link_control.follow(self.config.data_dir, self.host.hub, hub_of),
                                            "raft_faults")
 
     async def wait_formed(self, timeout: float = 30.0) -> bool:
@@ -474,7 +486,7 @@ class RaftCluster:
             self._register_task.cancel()
         if self._voter_task is not None:
             self._voter_task.cancel()
-        for task in (self._members_task, self._join_task):
+        for task in (self._members_task, self._join_task, self._leave_task):
             if task is not None:
                 task.cancel()
         await asyncio.get_running_loop().run_in_executor(None, self.host.stop)
@@ -589,8 +601,8 @@ class RaftCluster:
         missing = sorted(i for i in ids if i not in self._known)
         if missing:
             return self._stop_for_config(
-                f"peers does not name node(s) {missing}, which the cluster has had since a node joined it: removing "
-                "a node is not supported yet; give peers every node again")
+                f"peers does not name node(s) {missing}, which the cluster has had since a node joined it or left it: "
+                "give peers every node of the cluster again (a node leaves with kcoord cluster remove-node)")
         peers = [self._known[i] for i in sorted(ids)]
         if peers == self.peers:
             return True
@@ -602,24 +614,56 @@ class RaftCluster:
 
     def _leave(self) -> None:
         """This node was removed from the cluster: it campaigns no more, hands over every group it
-        leads (``_member_step``), and stops once it leads none (each group's leader takes it out)."""
+        leads (``_member_step``), and stops once another node says every group has committed a
+        configuration without it (``member_asked``): a removed member is sent nothing more, so
+        it cannot see that itself, and stopping sooner could leave a group short of its majority."""
+        if self.host.voters.retiring:
+            return
         self.host.voters.retiring = True
         log.warning("event=node_removed node=%d action=hand_over_and_stop detail=%r", self.me.node_id,
-                    "this node was removed from the cluster: it stops once it leads no partition; to bring its "
-                    "machine back, join it as a new node (the next node id, an empty data directory)")
-        if self._leave_task is None:
-            self._leave_task = asyncio.get_running_loop().create_task(self._stop_when_led_none())
+                    "this node was removed from the cluster: it stops once every partition has been handed over "
+                    "and has taken it out; to bring its machine back, join it as a new node (the next node id, "
+                    "an empty data directory)")
 
-    async def _stop_when_led_none(self) -> None:
-        quiet = 0
-        while True:
-            await asyncio.sleep(1.0)
+    def removal_told(self, sender: str, kind: str) -> None:
+        """The hub's door: a node of the cluster says this node was removed ("removed"), or that
+        every group has taken it out as well ("left")."""
+        if self._node_of_hub(sender) is None:
+            return
+        if not self.host.voters.retiring:
+            self._leave()  # it missed its removal (down meanwhile): it reads it here
+        if kind == "left" and not self._left:
+            self._left = True
             led = [lg.name for lg, _ in self._all_groups() if lg.is_leader()]
-            quiet = 0 if led else quiet + 1
-            if quiet >= 3:  # leading nothing for a few seconds: no election here is coming either
-                log.warning("event=node_left node=%d", self.me.node_id)
-                self._on_fatal(0)
-                return
+            log.warning("event=node_left node=%d still_leading=%d", self.me.node_id, len(led))
+            self._on_fatal(0)
+
+    def member_asked(self, sender: str, message: Any) -> None:
+        """The hub's door: a node asks whether it was removed (``_ask_membership``). Answered only
+        if it was: "left" once every group this node holds has committed a configuration without
+        it (each such commit is on a majority of its group), else "removed"."""
+        node = self._node_of_hub(sender)
+        if node is None or node not in removed_ids(self.state) or message.get("node") != node:
+            return
+        peer = self._known[node]
+        gone = all(self.raft_addr(peer, slot) not in lg.members().all and lg.members_committed()
+                   for lg, slot in self._all_groups())
+        self.host.hub.send(sender, JOIN_DOOR, {"type": "left" if gone else "removed"})
+        self.host.wake()
+
+    def _node_of_hub(self, hub: str) -> int | None:
+        return next((i for i, p in self._known.items() if self.hub_addr(p) == hub), None)
+
+    async def _ask_membership(self) -> None:
+        """Ask the others now and then whether this node was removed: a node that was down when it
+        was removed never reads its removal (the metadata group sends a removed member nothing)."""
+        while True:
+            ask = {"type": "member?", "node": self.me.node_id}
+            for p in list(self._known.values()):
+                if p.node_id != self.me.node_id:
+                    self.host.hub.send(self.hub_addr(p), JOIN_DOOR, ask)
+            self.host.wake()
+            await asyncio.sleep(2.0 if self.host.voters.retiring else MEMBER_ASK_S)
 
     def _stop_for_config(self, why: str) -> bool:
         """A configuration this node must not serve with: it stops (exit 2). Returns False."""
@@ -661,18 +705,20 @@ class RaftCluster:
         taken out: a leader that has not read an addition yet must not take the new node out."""
         want = {self.raft_addr(p, slot): self.hub_addr(p) for p in wanted}
         members = lg.members()
+        if self.host.voters.retiring:
+            self._hand_over(lg, set(want))
+            return
         if not lg.members_committed():
             return
-        missing = sorted(set(want) - members.all)
+        # A member once taken out is not added back: a leader that has not read a removal yet
+        # would otherwise give the group back a voter that is about to stop.
+        missing = sorted(set(want) - members.all - lg.left_members())
         ready = sorted(members.learners & set(want))
-        extra = sorted(members.all & {self.raft_addr(p, slot) for p in gone})
+        extra = sorted(members.all & {self.raft_addr(p, slot) for p in gone} - {lg.self_addr})
         if missing:
             op, addr = ADD_LEARNER, missing[0]
         elif ready:
             op, addr = PROMOTE, ready[0]
-        elif extra and lg.self_addr in extra:
-            lg.elect_preferred()  # to a node that stays (``_update_nodes`` left this one out of the preferred)
-            return
         elif extra:
             op, addr = REMOVE, extra[0]
         else:
@@ -684,6 +730,22 @@ class RaftCluster:
         except (ReplicationError, TimeoutError) as e:
             log.info("event=membership_change_failed group=%s op=%s member=%s error=%r action=retry", lg.name, op,
                      addr, str(e))
+
+    def _hand_over(self, lg: RaftLog, staying: set[str]) -> None:
+        """A removed node leading ``lg``: hand it to a connected voter that stays, the preferred
+        one if it is connected (a down preferred node would keep the group here for good), at
+        most every few seconds (each try quiesces the group's appends for a moment)."""
+        now = time.monotonic()
+        if now - self._handed_over.get(lg.name, float("-inf")) < 3.0:
+            return
+        voters = lg.members().voters & staying
+        connected = voters & lg.connected_peers()
+        target = lg.preferred if lg.preferred in connected else min(connected, default=None)
+        if target is None:
+            return
+        self._handed_over[lg.name] = now
+        lg.preferred = target
+        lg.elect_preferred()
 
     async def _admit_joiners(self) -> None:
         added = {p.node_id for p in added_peers(self.state)}
@@ -723,7 +785,8 @@ class RaftCluster:
             log.warning("event=join_refused reason=%r", "a malformed join request")
             return
         nodes = {p.node_id for p in self.peers}
-        next_id = max({*nodes, *self._known}) + 1  # a removed node's id is never taken again
+        # a removed node's id is never taken again
+        next_id = max({*nodes, *self._known, *removed_ids(self.state), *(self.state["original_nodes"] or ())}) + 1
         if f"{peer.host}:{peer.raft_port}" != sender:
             why = f"it asks from {sender}, not from the Raft address it gives ({peer.host}:{peer.raft_port})"
         elif not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
@@ -765,6 +828,16 @@ class RaftCluster:
             self.host.wake()
             await asyncio.sleep(2.0)
         log.warning("event=node_joined node=%d after_s=%.1f", me.node_id, time.monotonic() - started)
+        # Then every group's leader makes it a learner and promotes it once caught up: said once
+        # it votes in every group it has (how long a new node takes to count, for operators and
+        # the chaos report).
+        while True:
+            groups = self._all_groups()
+            if groups and all(lg.self_addr in lg.members().voters for lg, _ in groups):
+                break
+            await asyncio.sleep(1.0)
+        log.warning("event=node_promoted node=%d groups=%d after_s=%.1f", me.node_id, len(groups),
+                    time.monotonic() - started)
 
     # ---------------------------------------------------------------- voters
 
@@ -900,7 +973,8 @@ class RaftCluster:
     async def _change(self, record: Change) -> Any:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
         The change keeps one id through every resubmission, so it is applied at most once."""
-        refusal = version_refusal(self.state, self.replica_ids(), record_version(record))
+        nodes = [i for i in self.replica_ids() if not (isinstance(record, RemoveNode) and i == record.node)]
+        refusal = version_refusal(self.state, nodes, record_version(record))
         if refusal is not None:  # an older node would stop on it: the upgrade is not finished
             raise ReplicationError(refusal)
         change = uuid.uuid4().hex
@@ -930,11 +1004,24 @@ class RaftCluster:
         return created
 
     async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
-        voter = self.state["voters"].get(node_id)
-        if directory is not None and voter is not None and voter != directory:
-            return "voter_not_found", f"node {node_id}'s voting replica is directory {voter}, not {directory}"
+        # One node at a time: another removal still under way (its node still a member of a group
+        # here) could leave a group with no majority once both nodes have stopped.
+        for other in removed_ids(self.state):
+            peer = self._known.get(other)
+            if peer is None:
+                continue
+            pending = next((lg.name for lg, slot in self._all_groups()
+                            if self.raft_addr(peer, slot) in lg.members().all), None)
+            if pending is not None:
+                return "request_timed_out", (f"node {other}'s removal is still under way ({pending} still has it): "
+                                             "remove one node at a time")
+        # Every node but the one leaving must read the record (a dead node on an older release can go).
+        refusal = version_refusal(self.state, [i for i in self.replica_ids() if i != node_id],
+                                  record_version(RemoveNode(node_id)))
+        if refusal is not None:
+            return "unsupported_version", refusal
         try:
-            result = await self._change(RemoveNode(node_id))
+            result = await self._change(RemoveNode(node_id, directory))
         except (ReplicationError, TimeoutError) as e:
             return "request_timed_out", str(e)
         if result[0] == "none":

@@ -114,9 +114,11 @@ def run_check(run_dir: str, master: str | None = "local[*]", out_dir: str | None
              "groups": len({g["group"] for g in gens}), "master": spark.sparkContext.master}
     if partition_faults:
         stats["partition_faults"] = fault_times.summary(partition_faults)
-    learners = run_info(str(run_dir)).get("learners")
-    if learners:
-        stats["learners"] = learners  # each node back on an empty disk: when it was promoted again
+    info = run_info(str(run_dir))
+    if info.get("learners"):
+        stats["learners"] = info["learners"]  # each node back on an empty disk: when it was promoted again
+    if info.get("joins"):
+        stats["joins"] = info["joins"]  # each node that joined: how long until it voted in every group
     timings["total"] = round(time.monotonic() - t0, 3)
     ok = all(v.status != "fail" for v in verdicts.values())
     report = Report(str(run_dir), ok, verdicts, stats, {k: round(v, 3) for k, v in timings.items()}, tb.faults,

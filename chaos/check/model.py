@@ -25,7 +25,10 @@ INVARIANTS = {
 # start type -> the type that ends its window (same node unless the start has no node)
 WINDOW_ENDS = {"kill": "restart", "pause": "resume", "partition": "heal", "kill_all": "restart_all",
                "raft_partition": "raft_heal", "power_loss": "restart", "power_loss_all": "restart_all",
-               "disk_loss": "restart"}
+               "disk_loss": "restart",
+               # a node joining (until it votes in every group) or leaving (until it stopped): each
+               # written with its end, moving leaderships as it goes
+               "add_node": "restart", "remove_node": "restart"}
 # a power loss is a kill that also loses what the disk did not have: judged as the kill it is
 TOTAL_OUTAGES = ("kill_all", "power_loss_all")
 # Faults of a moment, windows with ``end`` = ``start`` unless given one: the nemesis' transfer

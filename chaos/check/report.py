@@ -40,6 +40,12 @@ def text_summary(report: Report) -> str:
             promoted = "never" if r.get("promoted_t") is None else f"{r['promoted_t']:.1f}s ({r['caught_up_s']} s)"
             since = "?" if r.get("learner_t") is None else f"{r['learner_t']:.1f}s"
             lines.append(f"  node {r['node']} directory {str(r['directory'])[:8]}: learner from {since}, promoted {promoted}")
+    joins = report.stats.get("joins") or []
+    if joins:
+        lines += ["", "nodes that joined (started at; then a learner in every group, promoted once caught up):"]
+        for r in joins:
+            took = "never voted everywhere" if r.get("promoted_s") is None else f"voted in every group after {r['promoted_s']} s"
+            lines.append(f"  node {r['node']} at {r['t']:.1f}s: {took}")
     return "\n".join(lines) + "\n"
 
 

@@ -275,6 +275,14 @@ class RaftLog:
         """The group's configuration as this replica's log has it (committed or not)."""
         return self.group.history.current
 
+    def left_members(self) -> set[str]:
+        """Members an earlier configuration this replica still holds had and the current one
+        has not: taken out (a member is never added back under its address: node ids are not
+        taken again)."""
+        h = self.group.history
+        earlier = set(h.base.all).union(*(m.all for _, m in h.entries))
+        return earlier - set(h.current.all)
+
     def members_committed(self) -> bool:
         """Leader: the configuration in force is committed (another change may be made)."""
         return self.group.history.last_index <= int(self.group.__dict__["_SyncObj__raftCommitIndex"])

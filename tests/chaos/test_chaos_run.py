@@ -1,4 +1,4 @@
-"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~38 s, with
+"""A bounded chaos run end to end: ``python -m chaos run --scenario bounded`` for ~60 s, with
 ``--group-protocol mixed``: the first group's confluent-kafka members speak KIP-848 beside its
 classic kafka-python members, the second group stays classic, so one run covers both protocols.
 
@@ -32,7 +32,7 @@ def _lines(path: Path) -> list[dict]:  # type: ignore[type-arg]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("chaos") / "run"
-    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "38",
+    proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "bounded", "--duration", "60",
                            "--group-protocol", "mixed", "--seed", str(SEED), "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     print(proc.stderr[-5000:])
@@ -95,9 +95,21 @@ def test_the_wiped_node_came_back_as_a_learner_and_was_promoted(run_dir: Path) -
     assert promoted and promoted[0]["node"] == info["disk_losses"][0]["node"], info["learners"]
 
 
+def test_a_node_was_replaced_under_load(run_dir: Path) -> None:
+    """The bounded run replaces a node third: a new node (the next id) joins and votes in every
+    group, then an old one leaves (it stops by itself); the run ends with three nodes."""
+    info = json.loads((run_dir / "run.json").read_text())
+    assert "replace" in info["ops"], info["ops"]
+    (joined,) = info["joins"]
+    assert joined["node"] == 3 and joined["promoted_s"] is not None, info["joins"]
+    removed = [f for f in _lines(run_dir / "faults.jsonl") if f["type"] == "remove_node"]
+    assert len(removed) == 1 and removed[0]["detail"]["stopped_by_itself"], removed
+    assert len(info["members"]) == 3 and 3 in info["members"] and removed[0]["node"] not in info["members"]
+
+
 def test_offsets_export_matches_final_committed(run_dir: Path) -> None:
     final = json.loads((run_dir / "final.json").read_text())
-    for i in range(3):
+    for i in json.loads((run_dir / "run.json").read_text())["members"]:
         last: dict[tuple[str, int], int] = {}
         for r in _lines(run_dir / f"offsets-node-{i}.jsonl"):
             if not r.get("tombstone"):

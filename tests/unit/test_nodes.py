@@ -111,7 +111,7 @@ def test_a_removed_node_leaves_the_nodes_and_the_groups_created_after_and_its_id
                   CreateTopic("joined", 1, "t2"), RemoveNode(0), RemoveNode(0), CreateTopic("after", 1, "t3"),
                   AddNode(0, "h0", 9092, 9192), RemoveNode(7), AddNode(4, "h4", 9094, 9194), CreateTopic("last", 1, "t4"))
     results = list(state["results"].values())  # type: ignore[attr-defined]
-    assert results[4] == ["none", None] and results[5] == ["none", None]  # a retried removal: done already
+    assert results[4] == ["none", None] and results[5][0] == "voter_not_found"  # removed already
     assert results[7][0] == "duplicate_voter" and "never taken again" in results[7][1]
     assert results[8][0] == "voter_not_found"
     assert removed_ids(state) == [0]
@@ -134,3 +134,12 @@ def test_the_last_node_is_not_removed() -> None:
     results = list(state["results"].values())  # type: ignore[attr-defined]
     assert results[1] == ["none", None] and results[2][0] == "invalid_request" and "last node" in results[2][1]
     assert nodes_at([0, 1], state) == [1]
+
+
+def test_a_removal_naming_another_directory_than_the_voters_is_refused() -> None:
+    from cluster.metadata_log import SetVoter
+
+    state = _fold(InitCluster("id", 16, [0, 1, 2]), SetVoter(2, "d2"), RemoveNode(2, "other"), RemoveNode(2, "d2"))
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[2][0] == "voter_not_found" and "directory d2" in results[2][1]
+    assert results[3] == ["none", None] and removed_ids(state) == [2]
