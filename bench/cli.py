@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from bench import cluster3, commit, e2e, heartbeat, kafka_peer, rebalance, txn
+from bench import cluster3, commit, e2e, heartbeat, join, kafka_peer, rebalance, txn
 from bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
 from bench.report import Reporter, ratios_of
 
@@ -36,6 +36,7 @@ SCENARIOS: dict[str, Any] = {
     "idle": cluster3.Idle,
     "heartbeat": heartbeat.Heartbeat,
     "txn": txn,
+    "join": join.Join,
 }
 HELP = {
     "commit": "K clients commit offsets: sync (1 and 10 offsets) and async (window 16); no commit lost",
@@ -46,6 +47,7 @@ HELP = {
     "idle": "CPU of an idle 3-node cluster, 2 topics x 6 partitions (--start-cluster)",
     "heartbeat": "M members in G groups heartbeat every I s (raw protocol load generator): latency, achieved rate",
     "txn": "one transactional producer commits every --batch records: transactions/s, commit latency, read back",
+    "join": "a node joins a 3-node cluster holding --data-mb of records and --offsets offsets: time to vote everywhere",
 }
 
 

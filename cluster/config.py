@@ -95,6 +95,7 @@ AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, "kafka.security.authorizer.Ac
 # __transaction_state partitions take Raft slots below a node's base port (cluster.raft_cluster).
 MAX_TXN_PARTITIONS = 100
 MAX_NODES = 7  # of a Raft cluster (``peers``)
+MAX_NODE_IDS = 64  # node ids a cluster may take over its life (nodes join and leave)
 
 
 # A secret's pieces: runs of letters cased as words are (lower, Capitalized, UPPER), runs of
@@ -475,7 +476,11 @@ class NodeConfig:
                 raise ConfigError(f"invalid setting peers={self.peers!r}: {e}") from None
             # Every Raft group has a replica on every node: more than seven adds no capacity, only
             # replication work (and seven is the largest size tested).
-            need(1 <= len(peers) <= MAX_NODES, "peers", f"a cluster has 1 to {MAX_NODES} nodes")
+            # A joining node's list names every node the cluster ever had (ids are positions, and a
+            # removed node's id is never taken again): the cluster counts at most seven at once.
+            need(1 <= len(peers) <= (MAX_NODE_IDS if self.join else MAX_NODES), "peers",
+                 f"a cluster has 1 to {MAX_NODES} nodes" if not self.join
+                 else f"a joining node's list names at most {MAX_NODE_IDS} nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
             need(not self.join or len(peers) > 1, "join", "a joining node needs the cluster's nodes in peers")
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",

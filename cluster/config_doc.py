@@ -131,9 +131,10 @@ DESCRIPTIONS: dict[str, str] = {
         'majority must be up (empty = one node, no Raft).'
     ),
     'join': (
-        'This node joins a running cluster: its `peers` name the cluster\'s nodes and this one (the '
-        "others' lists stay as they are); it asks them to add it, and each Raft group takes it as a "
-        'learner, then as a voter once it has caught up ([operations](operations.md#procedures), "Adding a node").'
+        'This node joins a running cluster: its `peers` name every node the cluster has had, in node-id '
+        "order, and this one last (up to 64; the others' lists stay as they are); it asks them to add it, and "
+        'each Raft group takes it as a learner, then as a voter once it has caught up '
+        '([operations](operations.md#procedures), "Adding a node").'
     ),
     'broker_session_timeout_ms': (
         'A node no longer connected stays listed in Metadata this long (never named leader meanwhile), '

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import mk, req_mod, resp_mod, version_of
-from cluster.config import Peer
+from cluster.broker_info import BrokerInfo
 from cluster.dispatch import RequestContext
 from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
@@ -84,10 +84,10 @@ def _nodes(node: Needs, m: Any, q: QuorumView, listener: str) -> tuple[Any, ...]
     return tuple(out)
 
 
-async def _forward(node: Needs, leader: Peer, version: int, request: Any) -> Any | None:
+async def _forward(node: Needs, leader: BrokerInfo, version: int, request: Any) -> Any | None:
     client = PeerClient(FORWARDED, 10.0, ssl_context=peer_context(node.config))
     try:
-        return await client.request(leader.host, leader.kafka_port, API_KEY, version, request)
+        return await client.request(leader.host, leader.port, API_KEY, version, request)
     except PeerRequestError:
         return None
     finally:
@@ -104,7 +104,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(m, request, ErrorCode.unknown_topic_or_partition)
     q = node.topology.quorum()
     if not q.leading:
-        leader = next((p for p in node.config.cluster_peers if p.node_id == q.leader_id), None)
+        # by the nodes of the cluster now (a node added since this one started too)
+        leader = next((b for b in node.topology.brokers() if b.node_id == q.leader_id), None)
         if leader is not None and ctx.client_id != FORWARDED:
             forwarded = await _forward(node, leader, ctx.api_version, request)
             if forwarded is not None:
