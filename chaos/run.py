@@ -639,9 +639,12 @@ def _finish(run_dir: Path, cluster: ChaosCluster, info: dict[str, Any]) -> None:
     for n in cluster.layout:
         if not (n.data_dir / "node.identity").exists():
             continue  # a spare that never joined
+        # The checker compares the replicas of the cluster's nodes at the end; a node that left
+        # stopped with the state it had then (kept apart, for a look).
+        name = f"node-{n.node_id}" if n.node_id in cluster.members else f"left-node-{n.node_id}"
         try:
-            exported[n.node_id] = export_node(n.data_dir, run_dir / f"offsets-node-{n.node_id}.jsonl",
-                                              run_dir / f"groups-node-{n.node_id}.jsonl")
+            exported[n.node_id] = export_node(n.data_dir, run_dir / f"offsets-{name}.jsonl",
+                                              run_dir / f"groups-{name}.jsonl")
         except Exception as e:  # noqa: BLE001 - recorded in run.json
             exported[n.node_id] = -1
             info.setdefault("export_errors", {})[n.node_id] = f"{type(e).__name__}: {e}"[:500]

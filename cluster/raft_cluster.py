@@ -646,8 +646,8 @@ class RaftCluster:
         if node is None or node not in removed_ids(self.state) or message.get("node") != node:
             return
         peer = self._known[node]
-        gone = all(self.raft_addr(peer, slot) not in lg.members().all and lg.members_committed()
-                   for lg, slot in self._all_groups())
+        gone = not self._missing and all(self.raft_addr(peer, slot) not in lg.members().all
+                                         and lg.members_committed() for lg, slot in self._all_groups())
         self.host.hub.send(sender, JOIN_DOOR, {"type": "left" if gone else "removed"})
         self.host.wake()
 
