@@ -70,7 +70,8 @@ def test_a_lost_disk_is_emptied_and_the_next_waits_until_every_node_votes(tmp_pa
 
     class Nodes:
         def __init__(self) -> None:
-            self.layout = [Layout(tmp_path / str(i)) for i in range(3)]
+            self.layout = [Layout(tmp_path / str(i)) for i in range(4)]  # node 3: a node that left
+            self.members = [0, 1, 2]
 
         def alive(self, i: int) -> bool:
             return True
@@ -91,4 +92,9 @@ def test_a_lost_disk_is_emptied_and_the_next_waits_until_every_node_votes(tmp_pa
     assert not all_voters(nodes)  # type: ignore[arg-type]  # a learner: not yet the voter
     for n in nodes.layout:
         (n.data_dir / "voters.json").write_text(json.dumps({"voters": {"0": "d0", "1": "d1new", "2": "d2"}}))
+    assert all_voters(nodes)  # type: ignore[arg-type]
+    # a node that left is still named in voters.json (its last directory): the members' are what counts
+    for n in nodes.layout:
+        (n.data_dir / "voters.json").write_text(json.dumps({"voters": {"0": "d0", "1": "d1new", "2": "d2",
+                                                                       "3": "d3"}}))
     assert all_voters(nodes)  # type: ignore[arg-type]
