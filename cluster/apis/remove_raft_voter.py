@@ -5,9 +5,9 @@ the metadata log records the removal, each group's leader takes the node out (a 
 leads is handed over first) and the node stops once it leads none (``cluster/nodes.py``).
 
 ALTER on the cluster is needed, as in Kafka. A cluster id that is not this cluster's is
-INCONSISTENT_CLUSTER_ID; a directory id other than the node's voting replica's, or a node the
-cluster does not have, VOTER_NOT_FOUND. The all-zero directory id (which Kafka never sends)
-stands for whichever replica votes for the node: ``kcoord cluster remove-node`` sends it.
+INCONSISTENT_CLUSTER_ID; no directory id (the all-zero one) INVALID_REQUEST, as Kafka answers; a
+directory id other than the node's voting replica's, or a node the cluster does not have,
+VOTER_NOT_FOUND. ``kcoord cluster remove-node`` reads the directory id from DescribeQuorum first.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Identity, Placement, Registers
 
 API_KEY = 81
-ANY_DIRECTORY = uuid.UUID(int=0)
+NO_DIRECTORY = uuid.UUID(int=0)
 
 
 class Needs(Registers, Placement, Identity, Protocol):
@@ -51,8 +51,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(v, ErrorCode.inconsistent_cluster_id,
                          f"the request is for cluster {request.cluster_id}; this is cluster {node.cluster_id}")
     directory = request.voter_directory_id
-    wanted = None if directory is None or directory == ANY_DIRECTORY else directory.hex
-    name, message = await node.topology.remove_node(int(request.voter_id), wanted)
+    if directory is None or directory == NO_DIRECTORY:
+        return _response(v, ErrorCode.invalid_request, "the request names no voter directory id (kafka-metadata-quorum "
+                                                      "describe --replication lists each voter's)")
+    name, message = await node.topology.remove_node(int(request.voter_id), directory.hex)
     code = _code(name)
     return _response(v, code, None if code is ErrorCode.none else message)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,6 @@ from kio.static.primitive import i32
 
 from cluster.apis.common import req_mod
 from cluster.apis.describe_quorum import API_KEY, NO_DIRECTORY, TOPIC
-from cluster.apis.remove_raft_voter import ANY_DIRECTORY
 from cluster.apis.remove_raft_voter import API_KEY as REMOVE_API_KEY
 from cluster.peer_client import PeerClient, PeerRequestError
 
@@ -94,10 +94,17 @@ def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
 
 
 def remove_node(host: str, port: int, node_id: int, timeout_s: float) -> str | None:
-    """RemoveRaftVoter for ``node_id`` (whichever replica votes for it): None once the cluster
-    recorded the removal, else why not."""
+    """RemoveRaftVoter for ``node_id``, naming the directory DescribeQuorum gives as its voter's
+    (as ``kafka-metadata-quorum remove-controller`` is given it): None once the cluster recorded
+    the removal, else why not."""
+    q = describe(host, port, timeout_s)
+    if isinstance(q, str):
+        return q
+    directory = next((r.directory for r in q.replicas if r.node_id == node_id and r.status != "Observer"), None)
+    if not directory:
+        return f"node {node_id} is not a voter of the cluster (kcoord status lists them)"
     m = req_mod(REMOVE_API_KEY, 0)
-    body = m.RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(node_id), voter_directory_id=ANY_DIRECTORY)
+    body = m.RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(node_id), voter_directory_id=uuid.UUID(directory))
 
     resp = _ask(host, port, REMOVE_API_KEY, 0, body, timeout_s)
     if isinstance(resp, str):

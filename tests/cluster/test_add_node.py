@@ -27,7 +27,6 @@ from kio.schema.errors import ErrorCode
 from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
 from kio.static.primitive import i32
 
-from cluster.apis.remove_raft_voter import ANY_DIRECTORY
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster, wait_for
 from tests.cluster.test_rolling_upgrade import PARTITIONS, Load, offsets_leaders
 from tests.wire.raw import ask
@@ -97,9 +96,10 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         stay = [i for i in range(4) if i != gone]
         refused = [remove_raft_voter(c.address(stay[0]), gone, cluster_id="another-cluster"),
                    remove_raft_voter(c.address(stay[0]), 9),
-                   remove_raft_voter(c.address(stay[0]), gone, directory=uuid.uuid4())]
+                   remove_raft_voter(c.address(stay[0]), gone, directory=uuid.uuid4()),
+                   remove_raft_voter(c.address(stay[0]), gone, directory=uuid.UUID(int=0))]
         assert [r.error_code for r in refused] == [ErrorCode.inconsistent_cluster_id, ErrorCode.voter_not_found,
-                                                   ErrorCode.voter_not_found], refused
+                                                   ErrorCode.voter_not_found, ErrorCode.invalid_request], refused
         load.step = f"node {gone} removed"
         removed_at, commits_at_removal = time.monotonic(), len(load.acked_commits)
         out = subprocess.run([sys.executable, "-m", "cluster.cli", "cluster", "remove-node", str(gone),
@@ -154,9 +154,9 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
 
 
 def remove_raft_voter(address: str, node: int, cluster_id: str | None = None,
-                      directory: uuid.UUID = ANY_DIRECTORY) -> Any:
+                      directory: uuid.UUID | None = None) -> Any:
     return ask(address, 81, 0, RemoveRaftVoterRequest(cluster_id=cluster_id, voter_id=i32(node),
-                                                      voter_directory_id=directory))
+                                                      voter_directory_id=directory or uuid.uuid4()))
 
 
 def led_partitions(admin: AdminClient, topic: str) -> Counter[int]:

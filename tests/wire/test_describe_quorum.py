@@ -39,5 +39,8 @@ def test_a_single_node_removes_no_node(bootstrap: str) -> None:
     from kio.static.primitive import i32
 
     resp = _ask(bootstrap, 81, 0, RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(0),
-                                                         voter_directory_id=uuid.UUID(int=0)))
+                                                         voter_directory_id=uuid.uuid4()))
     assert resp.error_code == ErrorCode.voter_not_found and "single node" in resp.error_message
+    resp = _ask(bootstrap, 81, 0, RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(0),
+                                                         voter_directory_id=uuid.UUID(int=0)))
+    assert resp.error_code == ErrorCode.invalid_request  # no directory id, as Kafka answers
