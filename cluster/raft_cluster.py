@@ -126,6 +126,10 @@ class _JoinDoor:
             self._cluster.removal_told(peer, kind)
 
 
+class VersionRefused(ReplicationError):
+    """A metadata change some node of the cluster could not read yet (``version_refusal``)."""
+
+
 def _compact_metadata(payloads: list[bytes]) -> list[bytes]:
     """The metadata log compacted; a record this build cannot read stops the node at once (the
     compaction runs inside Raft's apply, which would only report the entry as failed)."""
@@ -973,10 +977,11 @@ class RaftCluster:
     async def _change(self, record: Change) -> Any:
         """Make one metadata change and wait until this node has applied it; its result (``fold_metadata``).
         The change keeps one id through every resubmission, so it is applied at most once."""
+        # every node must read it, but the one a removal takes out (a dead node of an older release can go)
         nodes = [i for i in self.replica_ids() if not (isinstance(record, RemoveNode) and i == record.node)]
         refusal = version_refusal(self.state, nodes, record_version(record))
         if refusal is not None:  # an older node would stop on it: the upgrade is not finished
-            raise ReplicationError(refusal)
+            raise VersionRefused(refusal)
         change = uuid.uuid4().hex
         await self._submit(encode_change(record, change, self.state["seq"]))
         await self._wait(lambda: change in self.state["applied"] or change in self.state["refused"])
@@ -1015,13 +1020,10 @@ class RaftCluster:
             if pending is not None:
                 return "request_timed_out", (f"node {other}'s removal is still under way ({pending} still has it): "
                                              "remove one node at a time")
-        # Every node but the one leaving must read the record (a dead node on an older release can go).
-        refusal = version_refusal(self.state, [i for i in self.replica_ids() if i != node_id],
-                                  record_version(RemoveNode(node_id)))
-        if refusal is not None:
-            return "unsupported_version", refusal
         try:
             result = await self._change(RemoveNode(node_id, directory))
+        except VersionRefused as e:
+            return "unsupported_version", str(e)
         except (ReplicationError, TimeoutError) as e:
             return "request_timed_out", str(e)
         if result[0] == "none":
