@@ -45,8 +45,19 @@ def _run(config: NodeConfig) -> int:
         runner: Any = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
+    from cluster import bootstrap
+    from cluster.data_dir import DataDirError
     from cluster.node import NodeStartError
 
+    try:
+        config = bootstrap.resolve(config)  # a node started with bootstrap: its id and peers, from the cluster
+    except (ConfigError, DataDirError) as e:
+        print(f"kcoord: {e}", file=sys.stderr)
+        log.error("event=node_refused_to_start error=%r", str(e))
+        return 2
+    except OSError as e:  # its Raft port taken
+        log.error("event=node_failed error=%r", str(e))
+        return 1
     try:
         code = runner(_run_node(config))
     except NodeStartError as e:
@@ -105,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     p_node.add_argument("--host")
     p_node.add_argument("--port", type=int)
     p_node.add_argument("--data-dir")
+    p_node.add_argument("--bootstrap", metavar="HOST:RAFT_PORT,...",
+                        help="join the cluster of these running nodes (instead of peers; node id given by the cluster)")
+    p_node.add_argument("--raft-port", type=int, help="this node's Raft port (with --bootstrap)")
     p_node.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="any setting, by field name or Kafka dotted name (repeatable)")
     p_up = sub.add_parser("up", help="start a local 3-node cluster on 127.0.0.1:9092-9094 (data in ./data)")
@@ -125,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "node":
             overrides: dict[str, Any] = {"node_id": args.node_id, "host": args.host, "port": args.port,
-                                         "data_dir": args.data_dir}
+                                         "data_dir": args.data_dir, "bootstrap": args.bootstrap,
+                                         "raft_port": args.raft_port}
             for item in args.set:
                 if "=" not in item:
                     raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")

@@ -32,6 +32,7 @@ SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 # field name -> Kafka's dotted name
 KAFKA_NAMES: dict[str, str] = {
     "node_id": "node.id",
+    "bootstrap": "controller.quorum.bootstrap.servers",
     "auto_create_topics": "auto.create.topics.enable",
     "default_num_partitions": "num.partitions",
     "offsets_topic_num_partitions": "offsets.topic.num.partitions",
@@ -164,6 +165,19 @@ def parse_listeners(spec: str) -> list[Listener]:
     return out
 
 
+def parse_addresses(spec: str) -> list[str]:
+    """``host:port,...`` (at least one)."""
+    out = []
+    for item in (x.strip() for x in spec.split(",") if x.strip()):
+        host, colon, port = item.rpartition(":")
+        if not host or not colon or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port")
+        out.append(f"{host}:{int(port)}")
+    if not out:
+        raise ValueError("no address")
+    return out
+
+
 def parse_peers(spec: str) -> list[Peer]:
     """``host:kafka_port:raft_port,...`` in node-id order."""
     out = []
@@ -241,6 +255,10 @@ class NodeConfig:
     # This node joins a running cluster: it asks the nodes of ``peers`` (which names it too, the
     # others' lists need not) to add it, and votes in each Raft group only once caught up there.
     join: bool = False
+    # Instead of peers: the Raft addresses (host:raft_port,...) of some running nodes. The node
+    # joins their cluster: it asks them for the cluster's nodes and its node id (cluster/bootstrap.py).
+    bootstrap: str = ""
+    raft_port: int = 0  # this node's Raft port, with bootstrap (else its entry in peers says)
     # A node no longer connected stays listed in Metadata this long (Kafka's broker session).
     broker_session_timeout_ms: int = 9000
     # Shared secret of the Raft port (it authenticates the hub's connections, replication/hub.py);
@@ -483,6 +501,17 @@ class NodeConfig:
                  else f"a joining node's list names at most {MAX_NODE_IDS} nodes")
             need(self.node_id < len(peers), "node_id", f"must index into peers (0..{len(peers) - 1})")
             need(not self.join or len(peers) > 1, "join", "a joining node needs the cluster's nodes in peers")
+        if self.bootstrap:
+            try:
+                parse_addresses(self.bootstrap)
+            except ValueError as e:
+                raise ConfigError(f"invalid setting bootstrap={self.bootstrap!r}: {e}") from None
+            # once started, peers holds what the cluster said (cluster/bootstrap.py), and join is set
+            need(not self.peers or self.join, "bootstrap", "give bootstrap or peers, not both")
+            need(0 < self.raft_port < 65536, "raft_port", "a node started with bootstrap needs its Raft port (1..65535)")
+            need(self.host not in ("", "0.0.0.0", "::"), "host",
+                 "with bootstrap, the address the other nodes reach this node at (its Raft port binds it)")
+        if self.peers or self.bootstrap:
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
                  "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits; words count for "
                  "little): the Raft port's handshake and every frame's MAC are only as strong as it")

@@ -28,7 +28,7 @@ KAFKA_NAME_PATTERNS: dict[str, str] = {
 }
 
 DESCRIPTIONS: dict[str, str] = {
-    'node_id': "This node's id; in cluster mode its index in `peers`.",
+    'node_id': "This node's id; in cluster mode its index in `peers` (with `bootstrap`, given by the cluster).",
     'host': 'Address the Kafka listener (and the metrics endpoint) binds to.',
     'port': 'Kafka listener port.',
     'advertised_host': 'Host name given to clients in Metadata/FindCoordinator (default: `host`).',
@@ -136,6 +136,13 @@ DESCRIPTIONS: dict[str, str] = {
         'each Raft group takes it as a learner, then as a voter once it has caught up '
         '([operations](operations.md#procedures), "Adding a node").'
     ),
+    'bootstrap': (
+        'Instead of `peers`: the Raft addresses (`host:raft_port,...`) of some running nodes. The node joins '
+        'their cluster: on its first start it asks them for the cluster\'s nodes and its node id (the next), '
+        'keeps the answer in its data directory (`bootstrap.json`) and joins as with `join` '
+        '([operations](operations.md#procedures), "Adding a node"). Needs `raft_port` and a `host` the others reach.'
+    ),
+    'raft_port': 'This node\'s Raft port, with `bootstrap` (otherwise its entry in `peers` gives it).',
     'broker_session_timeout_ms': (
         'A node no longer connected stays listed in Metadata this long (never named leader meanwhile), '
         'as a Kafka broker stays registered until its session expires: librdkafka forgets a broker that'

@@ -101,18 +101,24 @@ IDENTITY_FORMAT = 1  # of node.identity (none: 0, the same fields); a later one 
 
 
 def _read(path: str) -> dict[str, Any] | None:
+    return read_record(path, "it says which node this directory belongs to", IDENTITY_FORMAT)
+
+
+def read_record(path: str, why: str, newest: int) -> dict[str, Any] | None:
+    """A JSON record of the data directory (None if there is none); one that cannot be read, or
+    is of a format newer than ``newest``, is a DataDirError (``why``: what it holds)."""
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        raise DataDirError(f"{path} cannot be read ({e}); it says which node this directory belongs to") from None
+        raise DataDirError(f"{path} cannot be read ({e}); {why}") from None
     if not isinstance(doc, dict):
-        raise DataDirError(f"{path} is not a kcoord identity file")
+        raise DataDirError(f"{path} is not a kcoord record; {why}")
     fmt = doc.get("format", 0)
-    if not isinstance(fmt, int) or fmt > IDENTITY_FORMAT:
-        raise DataDirError(f"{path} is of format {fmt!r}; this build reads up to {IDENTITY_FORMAT}: written by a "
+    if not isinstance(fmt, int) or fmt > newest:
+        raise DataDirError(f"{path} is of format {fmt!r}; this build reads up to {newest}: written by a "
                            "newer release (downgrades are not supported)")
     return doc
 

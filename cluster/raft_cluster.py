@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cluster import data_dir, link_control, metrics
+from cluster import bootstrap, data_dir, link_control, metrics
+from cluster.bootstrap import JOIN_DOOR
 from cluster.broker_info import BrokerInfo
 from cluster.config import MAX_NODES, NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
@@ -95,7 +96,6 @@ from replication.raft.voters import VoterSet
 log = logging.getLogger("kcoord.cluster")
 
 META_SLOT = 0
-JOIN_DOOR = "__join"  # the hub's channel on which a joining node asks to be added
 JOIN_ASK_KEPT_S = 10.0  # a join request not repeated for this long is dropped (its node gave up)
 MEMBER_ASK_S = 10.0  # how often a node asks the others whether it was removed (one it missed, being down)
 RAFT_SPAN = 1000  # a node's Raft ports: raft_port + slot, slots a few thousand at most below and above
@@ -120,6 +120,8 @@ class _JoinDoor:
             self._cluster.join_asked(peer, message)
         elif kind == "join_refused" and self._cluster.config.join:
             self._cluster.join_refused(message.get("why"))
+        elif kind == "nodes?":
+            self._cluster.nodes_asked(peer)
         elif kind == "member?":
             self._cluster.member_asked(peer, message)
         elif kind in ("removed", "left"):
@@ -789,8 +791,7 @@ class RaftCluster:
             log.warning("event=join_refused reason=%r", "a malformed join request")
             return
         nodes = {p.node_id for p in self.peers}
-        # a removed node's id is never taken again
-        next_id = max({*nodes, *self._known, *removed_ids(self.state), *(self.state["original_nodes"] or ())}) + 1
+        next_id = self._next_node_id()
         if f"{peer.host}:{peer.raft_port}" != sender:
             why = f"it asks from {sender}, not from the Raft address it gives ({peer.host}:{peer.raft_port})"
         elif not all(0 < port < 65536 for port in (peer.kafka_port, peer.raft_port)):
@@ -812,12 +813,31 @@ class RaftCluster:
             return
         self._refuse_join(peer, why)
 
+    def _next_node_id(self) -> int:
+        """The id a new node takes: a removed node's is never taken again."""
+        nodes = {p.node_id for p in self.peers}
+        original = {int(n) for n in self.state["original_nodes"] or ()}
+        return max({*nodes, *self._known, *removed_ids(self.state), *original}) + 1
+
+    def nodes_asked(self, sender: str) -> None:
+        """The hub's door: a node started with only ``bootstrap`` asks for the cluster's nodes and
+        its id (cluster/bootstrap.py). Answered by any node that has read the metadata log."""
+        if self.state["cluster_id"] is None:
+            return
+        told = bootstrap.answer(self._next_node_id(), self._known)
+        if told is None:
+            log.warning("event=bootstrap_unanswered asker=%s reason=%r", sender, "this node does not know every node id")
+            return
+        self.host.hub.send(sender, JOIN_DOOR, told)
+        self.host.wake()
+
     def join_refused(self, why: Any) -> None:
         """The joining node's side: the cluster's leader refused this node (logged once a minute)."""
         now = time.monotonic()
         if now - self._join_warned.get(-1, float("-inf")) >= 60.0:
             self._join_warned[-1] = now
-            log.error("event=join_refused node=%d reason=%r action=fix_and_restart", self.me.node_id, str(why))
+            action = "empty_data_dir_and_restart" if self.config.bootstrap else "fix_and_restart"
+            log.error("event=join_refused node=%d reason=%r action=%s", self.me.node_id, str(why), action)
 
     async def _ask_to_join(self) -> None:
         """A joining node: ask the nodes of ``peers`` to add it, until the metadata log it is sent says so."""

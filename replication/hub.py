@@ -235,6 +235,11 @@ class RaftHub:
             if peer in self._open:
                 endpoint.on_connected(peer)
 
+    def dial_first(self, peer: str) -> None:
+        """Dial ``peer`` at once whichever address is larger: a node that does not know this one
+        never dials it (a node asking to be told the cluster, cluster/bootstrap.py)."""
+        self._unlinked_since[peer] = float("-inf")
+
     def reattach(self, gid: str, endpoint: Endpoint, peers: Iterable[str]) -> bool:
         """``gid``'s members changed: its messages go to and come from ``peers`` from now on.
         False if the group is not attached (yet): ``attach`` takes the peers then."""

@@ -137,8 +137,9 @@ def start_nodes(layout: list[LocalNode], secret: str, settings: dict[str, str] |
     writes its log to ``node-<i>.log`` in ``log_dir`` (default: its data dir). ``private``: settings
     that must not show on a command line (passwords), given through the environment. ``root``: the
     source tree the nodes run (another release's, in the rolling-upgrade test)."""
-    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, KCOORD_PEERS=peers or peers_spec(layout),
-               PYTHONUNBUFFERED="1")
+    env = dict(os.environ, KCOORD_CLUSTER_SECRET=secret, PYTHONUNBUFFERED="1")
+    if peers != "":  # "": a node started with bootstrap instead
+        env["KCOORD_PEERS"] = peers or peers_spec(layout)
     if root != REPO_ROOT:  # its packages first (the installed kcoord is this checkout's)
         env["PYTHONPATH"] = os.pathsep.join(x for x in (str(root), env.get("PYTHONPATH", "")) if x)
     env.update({"KCOORD_" + k.upper(): v for k, v in (private or {}).items()})
@@ -180,6 +181,8 @@ class LocalCluster:
         # Nodes that join the running cluster (``join``): their ``peers`` name every node, the
         # others' name the nodes the cluster was formed with.
         self.joining: set[int] = set()
+        # Joining nodes started with only ``bootstrap`` (the original nodes' Raft addresses), no peers.
+        self.bootstrapping: set[int] = set()
 
     @property
     def n(self) -> int:
@@ -234,8 +237,14 @@ class LocalCluster:
             self._ready[i] = threading.Event()
             joins = i in self.joining
             settings = {**self.settings, "join": "true"} if joins else self.settings
+            peers = self.peers(i if joins else None)
+            if i in self.bootstrapping:
+                formed = [n for n in self.layout if n.node_id not in self.joining]
+                settings = {**self.settings, "bootstrap": ",".join(f"{n.host}:{n.raft_port}" for n in formed),
+                            "raft_port": str(self.layout[i].raft_port)}
+                peers = ""
             (proc,) = start_nodes([self.layout[i]], self.secret, settings, log_dir=self.log_dir,
-                                  peers=self.peers(i if joins else None), per_node=self.per_node,
+                                  peers=peers, per_node=self.per_node,
                                   private=self.private,
                                   root=self.roots.get(i, REPO_ROOT))
             self.procs[i] = proc

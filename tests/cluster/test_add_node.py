@@ -1,6 +1,7 @@
-"""A node joins a running 3-node cluster under load: started with ``join`` (its ``peers`` name the
-cluster and itself; the others' lists are not edited), it asks to be added (a node asking under
-another id than the next is refused, and told), every Raft group's
+"""A node joins a running 3-node cluster under load: started with only ``bootstrap`` (the running
+nodes' Raft addresses; it is told the cluster's nodes and its id, and the others' ``peers`` are not
+edited), it asks to be added (a node asking under another id than the next is refused, and
+told), every Raft group's
 leader adds it as a learner and promotes it once it has caught up, and leadership spreads over
 the four nodes, with no acknowledged produce or commit lost and no consumer-group rebalance.
 Then a node of the original three is killed: the four-node groups go on with three (the new
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.cluster
 def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Path) -> None:
     c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
     c.joining = {3, 4}
+    c.bootstrapping = {3}  # node 4 names its peers (and the wrong id)
     load: Load | None = None
     failed = True
     try:
@@ -75,7 +77,7 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
         took = time.monotonic() - joined_at
         during = (len(load.acked_commits) - commits_at_join) / took
         after = rate(8.0)
-        assert "event=node_joined node=3" in c.log_text(3)
+        assert "event=bootstrapped node=3" in c.log_text(3) and "event=node_joined node=3" in c.log_text(3)
         promotions = sum(c.log_text(i).count("op=promote member=") for i in range(4))
         learners = sum(c.log_text(i).count("op=add_learner member=") for i in range(4))
         assert promotions == learners >= 1 + 16, (learners, promotions)  # every group: metadata, offsets, ...
@@ -173,6 +175,7 @@ def test_three_nodes_grow_to_five_and_shrink_to_three_one_at_a_time_under_load(t
     nothing acknowledged is lost and the group never rebalances."""
     c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
     c.joining = {3, 4}
+    c.bootstrapping = {4}  # node 3 names its peers; node 4 is told them, node 3 among them
     load: Load | None = None
     failed = True
     try:
