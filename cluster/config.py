@@ -33,6 +33,7 @@ SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 KAFKA_NAMES: dict[str, str] = {
     "node_id": "node.id",
     "bootstrap": "controller.quorum.bootstrap.servers",
+    "auto_join": "controller.quorum.auto.join.enable",
     "auto_create_topics": "auto.create.topics.enable",
     "default_num_partitions": "num.partitions",
     "offsets_topic_num_partitions": "offsets.topic.num.partitions",
@@ -258,6 +259,9 @@ class NodeConfig:
     # Instead of peers: the Raft addresses (host:raft_port,...) of some running nodes. The node
     # joins their cluster: it asks them for the cluster's nodes and its node id (cluster/bootstrap.py).
     bootstrap: str = ""
+    # A joining node votes once caught up (true), or follows every group as an observer until an
+    # operator promotes it (AddRaftVoter: kafka-metadata-quorum add-controller, kcoord cluster add-node).
+    auto_join: bool = True
     raft_port: int = 0  # this node's Raft port, with bootstrap (else its entry in peers says)
     # A node no longer connected stays listed in Metadata this long (Kafka's broker session).
     broker_session_timeout_ms: int = 9000

@@ -142,6 +142,11 @@ DESCRIPTIONS: dict[str, str] = {
         'keeps the answer in its data directory (`bootstrap.json`) and joins as with `join` '
         '([operations](operations.md#procedures), "Adding a node"). Needs `raft_port` and a `host` the others reach.'
     ),
+    'auto_join': (
+        'A joining node votes in each Raft group once caught up there (true), or follows every group as an '
+        'observer until an operator promotes it (false: `kafka-metadata-quorum add-controller` or `kcoord '
+        'cluster add-node`, AddRaftVoter). Kafka\'s default is false; here a node joins without that step.'
+    ),
     'raft_port': 'This node\'s Raft port, with `bootstrap` (otherwise its entry in `peers` gives it).',
     'broker_session_timeout_ms': (
         'A node no longer connected stays listed in Metadata this long (never named leader meanwhile), '

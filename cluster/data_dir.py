@@ -22,6 +22,7 @@ costs a guesser nothing: it is checked once, then replaced.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import hmac
@@ -181,3 +182,24 @@ def record_cluster_id(data_dir: str, cluster_id: str) -> None:
         _write(path, {**doc, "cluster_id": cluster_id})
     elif known != cluster_id:
         raise DataDirError(f"data_dir {data_dir} belongs to cluster {known}, not to cluster {cluster_id}")
+    if isinstance(doc.get("node_id"), int) and isinstance(doc.get("directory_id"), str):
+        _write_meta_properties(data_dir, cluster_id, int(doc["node_id"]), str(doc["directory_id"]))
+
+
+META_PROPERTIES = "meta.properties"
+
+
+def _write_meta_properties(data_dir: str, cluster_id: str, node_id: int, directory: str) -> None:
+    """Kafka's record of a log directory (version 1), for Kafka's tools: ``kafka-metadata-quorum
+    add-controller`` reads the directory id there (the data directory as the ``log.dirs`` of the
+    properties it is given). Only kcoord's identity file is read back."""
+    kafka_uuid = base64.urlsafe_b64encode(uuid.UUID(hex=directory).bytes).decode().rstrip("=")
+    text = f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={kafka_uuid}\n"
+    path = os.path.join(data_dir, META_PROPERTIES)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return
+    except OSError:
+        pass
+    write_durably(path, text.encode(), 0o600)

@@ -43,12 +43,15 @@ from cluster.topic_configs import ConfigError, altered
 # Version 3: a node's voting replica (``SetVoter``), and a state record that holds the voters.
 # Version 4: nodes added to the cluster (``AddNode``), and a state record that holds them.
 # Version 5: nodes removed from the cluster (``RemoveNode``), and a state record that holds them.
-METADATA_VERSION = 5
+# Version 6: nodes added as observers (``AddNode.observer``) and promoted (``PromoteNode``), and a
+# state record that holds observers (an older build would promote them at once).
+METADATA_VERSION = 6
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})
 V4_KINDS = frozenset({"add_node"})
 V5_KINDS = frozenset({"remove_node"})
+V6_KINDS = frozenset({"promote_node"})
 UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
@@ -151,6 +154,19 @@ class AddNode:
     host: str
     kafka_port: int
     raft_port: int
+    # True: it follows every group as a learner and votes only once promoted (``PromoteNode``,
+    # AddRaftVoter), as a Kafka controller without auto-join waits for add-controller
+    observer: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromoteNode:
+    """An observer (``AddNode.observer``) becomes one of the nodes every Raft group has as a voter
+    (each group's leader promotes it once it has caught up there). ``directory``: only if that is
+    the node's replica (AddRaftVoter's directory id)."""
+
+    node: int
+    directory: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +187,12 @@ class GrantPidBlock:
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode)
+          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode | PromoteNode)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
                             AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
-                            SetVoter: "voter", AddNode: "add_node", RemoveNode: "remove_node"}
+                            SetVoter: "voter", AddNode: "add_node", RemoveNode: "remove_node",
+                            PromoteNode: "promote_node"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -192,6 +209,8 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
 def record_version(change: Change) -> int:
     """The version a change's record is written at: the lowest that reads it right."""
     kind = KIND_OF[type(change)]
+    if kind in V6_KINDS or isinstance(change, AddNode) and change.observer:
+        return 6
     return (5 if kind in V5_KINDS else 4 if kind in V4_KINDS else 3 if kind in V3_KINDS
             else 2 if kind in NEW_KINDS else WRITES)
 
@@ -237,7 +256,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
                              "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None,
-                             "removed_nodes": []}
+                             "removed_nodes": [], "observers": []}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -265,6 +284,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             original = op.get("original_nodes")
             state["original_nodes"] = None if original is None else [int(x) for x in original]
             state["removed_nodes"] = [int(x) for x in op.get("removed_nodes") or ()]
+            state["observers"] = [int(x) for x in op.get("observers") or ()]
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -303,6 +323,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             result = _add_node(state, rec)
         elif isinstance(rec, RemoveNode):
             result = _remove_node(state, rec)
+        elif isinstance(rec, PromoteNode):
+            result = _promote_node(state, rec)
         elif isinstance(rec, GrantPidBlock):
             # Producer ids come in blocks granted through this log, so they never repeat: not
             # after a node's disk is replaced, nor across nodes. A retried request is granted once.
@@ -324,8 +346,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 state["topics"][rec.name] = {"partitions": int(rec.partitions), "topic_id": rec.topic_id,
                                              "configs": dict(rec.configs), "slot": state["next_slot"]}
                 # its groups start with the nodes of the cluster now (nodes.py)
-                if state["removed_nodes"]:
-                    state["topics"][rec.name]["nodes"] = _current_nodes(state)
+                if state["removed_nodes"] or state["observers"]:  # observers join its groups as learners
+                    state["topics"][rec.name]["nodes"] = [n for n in _current_nodes(state) if n not in state["observers"]]
                 elif state["added_nodes"]:
                     state["topics"][rec.name]["nodes_at"] = len(state["added_nodes"])
                 state["next_slot"] += int(rec.partitions)
@@ -418,6 +440,8 @@ def _add_node(state: dict[str, Any], rec: AddNode) -> list[str | None]:
     if entry[0] in (state["original_nodes"] or ()):
         return ["duplicate_voter", f"node {rec.node} is one of the nodes the cluster was formed with"]
     state["added_nodes"] = [*state["added_nodes"], entry]
+    if rec.observer:
+        state["observers"] = [*state["observers"], entry[0]]
     return ["none", None]
 
 
@@ -451,7 +475,25 @@ def _remove_node(state: dict[str, Any], rec: RemoveNode) -> list[str | None]:
     if len(nodes) == 1:
         return ["invalid_request", f"node {node} is the cluster's last node"]
     state["removed_nodes"] = [*state["removed_nodes"], node]
+    state["observers"] = [n for n in state["observers"] if n != node]
     return ["none", None]
+
+
+def _promote_node(state: dict[str, Any], rec: PromoteNode) -> list[str | None]:
+    """Make an observer one of the cluster's voting nodes; what its requester is told, as Kafka's
+    AddRaftVoter answers: DUPLICATE_VOTER for a node that votes already, REQUEST_TIMED_OUT for
+    one that is no observer of the cluster (Kafka: not a replica it has heard from)."""
+    node = int(rec.node)
+    if node in state["observers"]:
+        replica = state["voters"].get(node)
+        if rec.directory is not None and replica is not None and replica != rec.directory:
+            return ["request_timed_out", f"node {node}'s replica is directory {replica}, not {rec.directory}"]
+        state["observers"] = [n for n in state["observers"] if n != node]
+        return ["none", None]
+    if node in _current_nodes(state) or state["original_nodes"] is None and node in state["voters"]:
+        return ["duplicate_voter", f"node {node} is a voter already"]
+    return ["request_timed_out", f"node {node} is not an observer of the cluster (start it with "
+                                 "controller.quorum.auto.join.enable=false and bootstrap, and wait until it has joined)"]
 
 
 def _create_partitions(state: dict[str, Any], total: int, rec: CreatePartitions) -> list[str | None]:
@@ -515,7 +557,8 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
-    version = 5 if state["removed_nodes"] else 4 if state["added_nodes"] else 3 if state["voters"] else 2 if grown else WRITES
+    version = (6 if state["observers"] else 5 if state["removed_nodes"] else 4 if state["added_nodes"]
+               else 3 if state["voters"] else 2 if grown else WRITES)
     return [metadata_op(op="state", **state, v=version)]
 
 

@@ -38,6 +38,11 @@ def removed_ids(state: dict[str, Any]) -> list[int]:
     return [int(n) for n in state.get("removed_nodes") or ()]
 
 
+def observer_ids(state: dict[str, Any]) -> list[int]:
+    """Nodes added as observers and not promoted yet: learners in every group, voters in none."""
+    return [int(n) for n in state.get("observers") or ()]
+
+
 def original_ids(configured: list[Peer], state: dict[str, Any], me: int, joining: bool) -> list[int]:
     """The nodes the cluster was formed with, as the metadata log records them; else (a cluster
     formed before it did, or a node that has not read it yet) those of ``peers`` that joined no

@@ -53,6 +53,7 @@ from cluster.metadata_log import (
     GrantPidBlock,
     InitCluster,
     MetadataVersionError,
+    PromoteNode,
     RegisterEndpoints,
     RemoveNode,
     SetVoter,
@@ -68,6 +69,7 @@ from cluster.nodes import (
     added_peers,
     known_peers,
     nodes_at,
+    observer_ids,
     original_ids,
     removed_ids,
     topic_nodes,
@@ -162,9 +164,10 @@ class RaftCluster:
         self._original = original_ids(self.configured, self._saved_nodes, cfg.node_id, cfg.join)
         ids = {*nodes_at(self._original, self._saved_nodes), self.me.node_id}
         self.peers: list[Peer] = [self._known[i] for i in sorted(ids) if i in self._known]  # see _update_nodes
+        self._observers: frozenset[int] = frozenset()  # nodes that follow every group and vote in none (yet)
         self._slots: dict[str, int] = {}  # every group's slot, by name
         # metadata leader: nodes that asked to join (through the hub) lately, not added yet, and when
-        self._join_asks: dict[int, tuple[Peer, float]] = {}
+        self._join_asks: dict[int, tuple[Peer, float, bool]] = {}  # ... and whether it joins as an observer
         self._join_warned: dict[int, float] = {}  # when a failed addition of each was last logged
         timings = RaftTimings(
             raft_min_timeout=cfg.raft_election_timeout_ms / 1000,
@@ -260,7 +263,8 @@ class RaftCluster:
 
     def _preferred(self, slot: int) -> Peer:
         """The node a group at ``slot`` prefers as leader: the cluster's nodes taken in turn."""
-        return self.peers[slot % len(self.peers)]
+        voting = [p for p in self.peers if p.node_id not in self._observers] or self.peers
+        return voting[slot % len(voting)]
 
     def _node_of(self, addr: str) -> int | None:
         peer = self._addr_to_peer.get(addr)
@@ -314,7 +318,7 @@ class RaftCluster:
         longest election timeout: whatever it knows about leaders elsewhere may be stale, and
         waiting for an election here will not help (it cannot win one, nor hear who did)."""
         heard = self.host.hub.peers_heard_within(self.host.timings.raft_max_timeout)
-        return heard + 1 <= len(self.peers) // 2
+        return heard + 1 <= len([p for p in self.peers if p.node_id not in self._observers]) // 2
 
     def broker(self, peer: Peer) -> BrokerInfo:
         host = self.config.advertised if peer.node_id == self.me.node_id else peer.host
@@ -359,6 +363,7 @@ class RaftCluster:
         heard.update(lg.group.learner_heard)
         commit = int(d["_SyncObj__raftCommitIndex"])
         voters = self.host.voters.voters
+        learning = lg.members().learners  # nodes that joined, not voting in the group yet (observers among them)
         out_voters: list[ReplicaView] = []
         observers: list[ReplicaView] = []
         for p in self.peers:
@@ -366,10 +371,14 @@ class RaftCluster:
             if p.node_id == self.me.node_id:
                 end = int(lg.group._SyncObj__getCurrentLogIndex())
                 view = ReplicaView(p.node_id, self.directory, end, now_ms, now_ms if leading or end >= commit else -1)
-                (out_voters if self.host.voters.may_vote() else observers).append(view)
+                voting = self.host.voters.may_vote() and addr not in learning
+                (out_voters if voting else observers).append(view)
                 continue
             end = match.get(addr, -1)
             fetched = int(now_ms - (mono - heard[addr]) * 1000) if addr in heard else -1
+            if addr in learning:
+                observers.append(ReplicaView(p.node_id, voters.get(p.node_id), end, fetched, -1))
+                continue
             if addr in lg.group.learners:  # its new disk, catching up; the voter recorded for it still counts
                 observers.append(ReplicaView(p.node_id, lg.group.learner_dirs.get(addr), lg.group.learner_match.get(addr, -1),
                                              fetched, -1))
@@ -610,10 +619,12 @@ class RaftCluster:
                 f"peers does not name node(s) {missing}, which the cluster has had since a node joined it or left it: "
                 "give peers every node of the cluster again (a node leaves with kcoord cluster remove-node)")
         peers = [self._known[i] for i in sorted(ids)]
-        if peers == self.peers:
+        observers = frozenset(observer_ids(state))
+        if peers == self.peers and observers == self._observers:
             return True
-        self.peers = peers
-        log.info("event=cluster_nodes nodes=%s", ",".join(str(p.node_id) for p in peers))
+        self.peers, self._observers = peers, observers
+        log.info("event=cluster_nodes nodes=%s observers=%s", ",".join(str(p.node_id) for p in peers),
+                 ",".join(str(n) for n in sorted(observers)) or "-")
         for lg, slot in self._all_groups():
             lg.preferred = self.raft_addr(self._preferred(slot), slot)
         return True
@@ -719,7 +730,8 @@ class RaftCluster:
         # A member once taken out is not added back: a leader that has not read a removal yet
         # would otherwise give the group back a voter that is about to stop.
         missing = sorted(set(want) - members.all - lg.left_members())
-        ready = sorted(members.learners & set(want))
+        held = {self.raft_addr(self._known[n], slot) for n in self._observers if n in self._known}
+        ready = sorted(members.learners & set(want) - held)  # an observer waits for its promotion
         extra = sorted(members.all & {self.raft_addr(p, slot) for p in gone} - {lg.self_addr})
         if missing:
             op, addr = ADD_LEARNER, missing[0]
@@ -756,12 +768,13 @@ class RaftCluster:
     async def _admit_joiners(self) -> None:
         added = {p.node_id for p in added_peers(self.state)}
         now = time.monotonic()
-        for node, (peer, asked) in list(self._join_asks.items()):
+        for node, (peer, asked, observer) in list(self._join_asks.items()):
             if node in added or now - asked > JOIN_ASK_KEPT_S:  # done, or its node gave up asking
                 self._join_asks.pop(node, None)
                 continue
             try:
-                result = await self._change(AddNode(node, peer.host, peer.kafka_port, peer.raft_port))
+                result = await self._change(AddNode(node, peer.host, peer.kafka_port, peer.raft_port,
+                                                    observer=True if observer else None))
             except (ReplicationError, TimeoutError) as e:
                 if now - self._join_warned.get(node, float("-inf")) >= 10.0:
                     self._join_warned[node] = now
@@ -769,8 +782,8 @@ class RaftCluster:
                 continue
             self._join_asks.pop(node, None)
             if result[0] == "none":
-                log.warning("event=node_added node=%d host=%s kafka_port=%d raft_port=%d", node, peer.host,
-                            peer.kafka_port, peer.raft_port)
+                log.warning("event=node_added node=%d host=%s kafka_port=%d raft_port=%d observer=%s", node,
+                            peer.host, peer.kafka_port, peer.raft_port, str(observer).lower())
             else:
                 self._refuse_join(peer, str(result[1]))
 
@@ -809,7 +822,7 @@ class RaftCluster:
             if self._join_asks.get(peer.node_id, (None, 0.0))[0] != peer:
                 log.info("event=join_asked node=%d host=%s kafka_port=%d raft_port=%d", peer.node_id, peer.host,
                          peer.kafka_port, peer.raft_port)
-            self._join_asks[peer.node_id] = (peer, time.monotonic())
+            self._join_asks[peer.node_id] = (peer, time.monotonic(), message.get("observer") is True)
             return
         self._refuse_join(peer, why)
 
@@ -843,7 +856,7 @@ class RaftCluster:
         """A joining node: ask the nodes of ``peers`` to add it, until the metadata log it is sent says so."""
         me = self.me
         ask = {"type": "join", "node": me.node_id, "host": me.host, "kafka_port": me.kafka_port,
-               "raft_port": me.raft_port}
+               "raft_port": me.raft_port, "observer": not self.config.auto_join}
         started = time.monotonic()
         while me.node_id not in {p.node_id for p in added_peers(self.state)}:
             for p in self.configured:
@@ -1050,6 +1063,30 @@ class RaftCluster:
             log.warning("event=node_removal_recorded node=%d", node_id)
         return str(result[0]), None if result[1] is None else str(result[1])
 
+    async def promote_node(self, node_id: int, directory: str | None, timeout: float) -> tuple[str, str | None]:
+        try:
+            result = await self._change(PromoteNode(node_id, directory))
+        except VersionRefused as e:
+            return "unsupported_version", str(e)
+        except (ReplicationError, TimeoutError) as e:
+            return "request_timed_out", str(e)
+        if result[0] != "none":
+            return str(result[0]), None if result[1] is None else str(result[1])
+        log.warning("event=node_promotion_recorded node=%d", node_id)
+        # As Kafka answers once the new voter set is committed: here once the metadata group's
+        # leader has promoted it (each group does once the node has caught up there).
+        peer = self._known.get(node_id)
+        if peer is None or timeout <= 0:  # (not to wait: acknowledged once recorded)
+            return "none", None
+        addr = self.raft_addr(peer, META_SLOT)
+        try:
+            await self._wait(lambda: addr in self.meta_log.members().voters and self.meta_log.members_committed(),
+                             timeout)
+        except TimeoutError:
+            return "request_timed_out", (f"node {node_id}'s promotion is recorded; the metadata group has not "
+                                         f"counted its vote within {timeout:.0f}s (it is still catching up)")
+        return "none", None
+
     async def allocate_producer_id_block(self) -> int:
         """The first id of a block of PID_BLOCK producer ids granted to this node by the metadata log."""
         request = str(uuid.uuid4())
@@ -1098,7 +1135,7 @@ class RaftCluster:
         if lg is None:
             return "unknown_topic_or_partition", None
         slot = self._data_slots[(topic, partition)]
-        preferred = self.peers[slot % len(self.peers)]
+        preferred = self._preferred(slot)
         leader = self.leader_of(lg)
         if leader is not None and leader.node_id == preferred.node_id:
             return "election_not_needed", None

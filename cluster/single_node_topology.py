@@ -149,6 +149,11 @@ class SingleNodeTopology:
     async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
         return "voter_not_found", "a single node (no peers) has no other node to hand over to"
 
+    async def promote_node(self, node_id: int, directory: str | None, timeout: float) -> tuple[str, str | None]:
+        if node_id == 0:
+            return "duplicate_voter", "node 0 is the only node, a voter already"
+        return "request_timed_out", "a single node (no peers) has no observers: nodes join a cluster"
+
     async def elect_preferred(self, topic: str, partition: int, timeout: float) -> tuple[str, Peer | None]:
         t = self.metadata.topics.get(topic)
         if t is None or not 0 <= partition < t.partitions:

@@ -137,6 +137,12 @@ class Topology(Protocol):
         group's leader then takes the node out), else a Kafka error's name and a message."""
         ...
 
+    async def promote_node(self, node_id: int, directory: str | None, timeout: float) -> tuple[str, str | None]:
+        """AddRaftVoter: make observer ``node_id`` (only if its replica is ``directory``, when
+        given) one of the cluster's voting nodes: ("none", None) once the metadata group counts its
+        vote (within ``timeout`` seconds; 0: once recorded), else a Kafka error's name and a message."""
+        ...
+
     async def create_acls(self, rows: list[AclRow]) -> None:
         """Add ``rows`` in one step of the cluster's metadata (every node's ``metadata.acls``
         follows; this node's once this returns)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from cluster.apis import (
     acls,
+    add_raft_voter,
     alter_configs,
     api_versions,
     configs,
@@ -30,5 +31,6 @@ from cluster.services import NodeServices
 
 def register_all(node: NodeServices) -> None:
     for mod in (acls, alter_configs, api_versions, configs, delete_records, describe_quorum, metadata, partitions, topics, topic_partitions,
-                log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users, remove_raft_voter):
+                log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users, remove_raft_voter,
+                add_raft_voter):
         mod.register(node)

@@ -35,7 +35,8 @@ def _response(version: int, code: ErrorCode, message: str | None = None) -> Any:
     return mk(m.RemoveRaftVoterResponse, throttle_time=ZERO, error_code=code, error_message=message)
 
 
-def _code(name: str) -> ErrorCode:
+def error_code(name: str) -> ErrorCode:
+    """The Kafka error a topology answer names."""
     try:
         return ErrorCode[name]
     except KeyError:
@@ -55,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(v, ErrorCode.invalid_request, "the request names no voter directory id (kafka-metadata-quorum "
                                                       "describe --replication lists each voter's)")
     name, message = await node.topology.remove_node(int(request.voter_id), directory.hex)
-    code = _code(name)
+    code = error_code(name)
     return _response(v, code, None if code is ErrorCode.none else message)
 
 

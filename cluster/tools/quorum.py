@@ -12,10 +12,12 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from kio.static.primitive import i32
 
+from cluster.apis.add_raft_voter import API_KEY as ADD_API_KEY
 from cluster.apis.common import req_mod
 from cluster.apis.describe_quorum import API_KEY, NO_DIRECTORY, TOPIC
 from cluster.apis.remove_raft_voter import API_KEY as REMOVE_API_KEY
@@ -93,6 +95,32 @@ def describe(host: str, port: int, timeout_s: float) -> Quorum | str:
                   _replicas(part, int(time.time() * 1000)))
 
 
+def add_node(host: str, port: int, node_id: int, timeout_s: float) -> str | None:
+    """AddRaftVoter for observer ``node_id``, naming the directory DescribeQuorum gives for it (as
+    ``kafka-metadata-quorum add-controller`` reads it from the controller's meta.properties): None
+    once the metadata group counts its vote, else why not."""
+    q = describe(host, port, timeout_s)
+    if isinstance(q, str):
+        return q
+    if any(r.node_id == node_id and r.status != "Observer" for r in q.replicas):
+        return f"node {node_id} is a voter already"
+    directory = next((r.directory for r in q.replicas if r.node_id == node_id), None)
+    if not directory:
+        return f"node {node_id} is not an observer of the cluster (kcoord status lists them)"
+    m = req_mod(ADD_API_KEY, 1)
+    body = m.AddRaftVoterRequest(cluster_id=None, timeout=timedelta(seconds=max(timeout_s - 1.0, 1.0)),
+                                 voter_id=i32(node_id), voter_directory_id=uuid.UUID(directory), listeners=())
+    return _answered(_ask(host, port, ADD_API_KEY, 1, body, timeout_s))
+
+
+def _answered(resp: Any) -> str | None:
+    if isinstance(resp, str):
+        return resp
+    if int(resp.error_code) != 0:
+        return f"{resp.error_code.name}: {resp.error_message or ''}".rstrip(": ")
+    return None
+
+
 def remove_node(host: str, port: int, node_id: int, timeout_s: float) -> str | None:
     """RemoveRaftVoter for ``node_id``, naming the directory DescribeQuorum gives as its voter's
     (as ``kafka-metadata-quorum remove-controller`` is given it): None once the cluster recorded
@@ -106,9 +134,4 @@ def remove_node(host: str, port: int, node_id: int, timeout_s: float) -> str | N
     m = req_mod(REMOVE_API_KEY, 0)
     body = m.RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(node_id), voter_directory_id=uuid.UUID(directory))
 
-    resp = _ask(host, port, REMOVE_API_KEY, 0, body, timeout_s)
-    if isinstance(resp, str):
-        return resp
-    if int(resp.error_code) != 0:
-        return f"{resp.error_code.name}: {resp.error_message or ''}".rstrip(": ")
-    return None
+    return _answered(_ask(host, port, REMOVE_API_KEY, 0, body, timeout_s))

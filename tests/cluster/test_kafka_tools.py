@@ -6,15 +6,18 @@ Central into the cache outside the repository) against a 3-node cluster, as an o
 ``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-metadata-quorum``
 describes the metadata group's voters (DescribeQuorum); ``kafka-delete-records``
 moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
-leader, after the first is killed, starts there too. Last, ``kafka-metadata-quorum
+leader, after the first is killed, starts there too. Then ``kafka-metadata-quorum
 remove-controller`` (RemoveRaftVoter) takes a node out of the cluster: it stops by itself and the
-quorum lists the two others."""
+quorum lists the two others. Last, a new node started with only ``bootstrap`` and without
+auto-join follows as an observer, votes nowhere, and ``kafka-metadata-quorum add-controller``
+(AddRaftVoter, reading its directory id from the meta.properties kcoord keeps) makes it a voter."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -43,9 +46,12 @@ def _tool(cp: str, main: str, *args: str) -> str:
 
 def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Path) -> None:
     cp = _tools_classpath()
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path, nodes=4, settings={"group.initial.rebalance.delay.ms": 0},
+                      per_node={3: {"controller.quorum.auto.join.enable": "false"}})
+    cluster.joining = cluster.bootstrapping = {3}
+    cluster.start(0, 1, 2)
     try:
-        boot = ["--bootstrap-server", cluster.bootstrap]
+        boot = ["--bootstrap-server", _bootstrap(cluster)]
         _tool(cp, "TopicCommand", *boot, "--create", "--topic", "tools-t", "--partitions", "2",
               "--config", "retention.ms=3600000")
         described = _tool(cp, "TopicCommand", *boot, "--describe", "--topic", "tools-t")
@@ -78,16 +84,22 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         assert sorted(int(r[0]) for r in rows) == [0, 1, 2] and sum("Leader" in r for r in rows) == 1, replication
         _deleted_records_stay_deleted(cp, cluster, tmp_path)
         _a_node_is_removed(cp, cluster)
+        _an_observer_is_added(cp, cluster, tmp_path)
     finally:
         cluster.kill_all()
+
+
+def _bootstrap(cluster: Cluster) -> str:
+    """The nodes the cluster was formed with (node 3 joins later)."""
+    return ",".join(cluster.address(i) for i in range(3))
 
 
 def _deleted_records_stay_deleted(cp: str, cluster: Cluster, tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    boot = ["--bootstrap-server", cluster.bootstrap]
+    boot = ["--bootstrap-server", _bootstrap(cluster)]
     _tool(cp, "TopicCommand", *boot, "--create", "--topic", "tools-d", "--partitions", "1")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "linger.ms": 0})
     for i in range(30):
         producer.produce("tools-d", value=b"%d" % i)
         producer.flush(10)
@@ -97,7 +109,7 @@ def _deleted_records_stay_deleted(cp: str, cluster: Cluster, tmp_path: Path) -> 
     assert "partition: tools-d-0\tlow_watermark: 12" in out, out
 
     def earliest() -> int:
-        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "tools-d-probe"})
+        c = Consumer({"bootstrap.servers": _bootstrap(cluster), "group.id": "tools-d-probe"})
         try:
             return int(c.get_watermark_offsets(TopicPartition("tools-d", 0), timeout=10)[0])
         finally:
@@ -106,7 +118,7 @@ def _deleted_records_stay_deleted(cp: str, cluster: Cluster, tmp_path: Path) -> 
     assert earliest() == 12
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
     leader = admin.list_topics("tools-d", timeout=10).topics["tools-d"].partitions[0].leader
     cluster.kill(leader)
     from tests.cluster.cluster_harness import wait_for
@@ -129,3 +141,30 @@ def _a_node_is_removed(cp: str, cluster: Cluster) -> None:
     status = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--status")
     voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
     assert '"id": 0' in voters and '"id": 1' in voters and '"id": 2' not in voters, status
+
+
+def _an_observer_is_added(cp: str, cluster: Cluster, tmp_path: Path) -> None:
+    from tests.cluster.cluster_harness import wait_for
+
+    boot = ["--bootstrap-server", cluster.address(0)]
+    cluster.start(3)
+
+    def rows() -> dict[int, list[str]]:
+        out = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--replication")
+        return {int(r[0]): r for r in (line.split() for line in out.splitlines()[1:]) if r}
+
+    wait_for(lambda: rows().get(3, [""])[-1] == "Observer", 60, "node 3 to follow as an observer")
+    time.sleep(3.0)  # caught up long since: a node with auto-join would vote by now
+    assert rows()[3][-1] == "Observer" and "op=promote" not in "".join(cluster.log_text(i) for i in (0, 1))
+    directory = rows()[3][1]
+    meta = (cluster.layout[3].data_dir / "meta.properties").read_text()
+    assert f"directory.id={directory}" in meta and "node.id=3" in meta, meta
+    props = tmp_path / "controller-3.properties"
+    props.write_text(f"node.id=3\nprocess.roles=controller\nlog.dirs={cluster.layout[3].data_dir}\n"
+                     f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{cluster.layout[3].raft_port}\n")
+    out = _tool(cp, "MetadataQuorumCommand", *boot, "--command-config", str(props), "add-controller")
+    assert "Added controller 3" in out, out
+    status = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--status")
+    voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
+    assert '"id": 3' in voters, status
+    wait_for(lambda: "event=node_promoted node=3" in cluster.log_text(3), 60, "node 3 to vote in every group")

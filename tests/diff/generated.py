@@ -33,7 +33,7 @@ SERVED: dict[int, tuple[int, int]] = {
     24: (0, 4), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4),
     33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 47: (0, 0), 50: (0, 0),
     51: (0, 0), 55: (0, 2), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1), 68: (0, 1), 69: (0, 1), 75: (0, 0),
-    81: (0, 0),
+    80: (0, 1), 81: (0, 0),
 }
 GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 15, 28, 42, 47, 68, 69})
 TXN_KEYED = frozenset({24, 25, 26, 65})
@@ -66,6 +66,8 @@ FIELDS: dict[tuple[int, str], Any] = {
     (30, "operation"): 3, (30, "permission_type"): 3,
     (68, "rebalance_timeout"): 30000 * MS,
     (68, "member_epoch"): 0,
+    (80, "voter_id"): 99,  # AddRaftVoter of a node neither has
+    (80, "timeout"): 1000 * MS,
     (81, "voter_id"): 99,  # RemoveRaftVoter of a node neither has (node 0 would leave the cluster)
 }
 

@@ -9,6 +9,7 @@ from cluster.metadata_log import (
     AddNode,
     CreateTopic,
     InitCluster,
+    PromoteNode,
     RemoveNode,
     compact_metadata,
     encode_change,
@@ -16,7 +17,15 @@ from cluster.metadata_log import (
     record_version,
     version_refusal,
 )
-from cluster.nodes import added_peers, known_peers, nodes_at, original_ids, removed_ids, topic_nodes
+from cluster.nodes import (
+    added_peers,
+    known_peers,
+    nodes_at,
+    observer_ids,
+    original_ids,
+    removed_ids,
+    topic_nodes,
+)
 
 PEERS = [Peer(0, "h0", 9092, 9192), Peer(1, "h1", 9092, 9192), Peer(2, "h2", 9092, 9192)]
 JOINER = Peer(3, "h3", 9093, 9193)
@@ -56,7 +65,8 @@ def test_groups_start_with_the_nodes_of_their_creation_and_a_joiner_counts_itsel
 
 
 def test_adding_a_node_waits_for_every_node_to_read_it() -> None:
-    assert record_version(AddNode(3, "h", 1, 2)) == 4 and record_version(RemoveNode(3)) == METADATA_VERSION == 5
+    assert record_version(AddNode(3, "h", 1, 2)) == 4 and record_version(RemoveNode(3)) == 5
+    assert record_version(AddNode(3, "h", 1, 2, observer=True)) == record_version(PromoteNode(3)) == METADATA_VERSION == 6
     state = _fold(InitCluster("id", 16))
     assert "upgrade every node" in str(version_refusal(state, [0, 1, 2], 4))  # none registered: release 0.1
 
@@ -143,3 +153,27 @@ def test_a_removal_naming_another_directory_than_the_voters_is_refused() -> None
     results = list(state["results"].values())  # type: ignore[attr-defined]
     assert results[2][0] == "voter_not_found" and "directory d2" in results[2][1]
     assert results[3] == ["none", None] and removed_ids(state) == [2]
+
+
+def test_an_observer_votes_in_no_group_until_promoted_once_and_groups_created_meanwhile_start_without_it() -> None:
+    from cluster.metadata_log import SetVoter
+
+    state = _fold(InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193, observer=True), SetVoter(3, "d3"),
+                  CreateTopic("meanwhile", 1, "t1"), PromoteNode(3, "other"), PromoteNode(9), PromoteNode(1),
+                  PromoteNode(3, "d3"), PromoteNode(3), CreateTopic("after", 1, "t2"))
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[4][0] == "request_timed_out" and "directory d3" in results[4][1]  # another replica
+    assert results[5][0] == "request_timed_out" and "not an observer" in results[5][1]  # unknown, as Kafka
+    assert results[6][0] == results[8][0] == "duplicate_voter"  # an original node; node 3 once promoted
+    assert results[7] == ["none", None] and observer_ids(state) == []
+    original = original_ids(PEERS, state, 0, joining=False)
+    topics = state["topics"]  # type: ignore[index]
+    assert topic_nodes(original, state, topics["meanwhile"]) == [0, 1, 2]  # type: ignore[index]
+    assert topic_nodes(original, state, topics["after"]) == [0, 1, 2, 3]  # type: ignore[index]
+    # kept by compaction (a version-6 state record while an observer waits), and a removed observer goes
+    changes = (InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193, observer=True))
+    compacted = compact_metadata([encode_change(c, f"c{i}", i) for i, c in enumerate(changes)])
+    assert observer_ids(fold_metadata(compacted)) == [3]
+    import msgpack
+    assert msgpack.unpackb(compacted[0])["v"] == 6
+    assert observer_ids(_fold(*changes, RemoveNode(3))) == []

@@ -44,3 +44,21 @@ def test_a_single_node_removes_no_node(bootstrap: str) -> None:
     resp = _ask(bootstrap, 81, 0, RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(0),
                                                          voter_directory_id=uuid.UUID(int=0)))
     assert resp.error_code == ErrorCode.invalid_request  # no directory id, as Kafka answers
+
+
+def test_a_single_node_promotes_no_node(bootstrap: str) -> None:
+    import datetime
+    import uuid
+
+    from kio.schema.add_raft_voter.v1.request import AddRaftVoterRequest
+    from kio.static.primitive import i32
+
+    def add(node: int, directory: uuid.UUID, cluster_id: str | None = None) -> object:
+        return _ask(bootstrap, 80, 1, AddRaftVoterRequest(cluster_id=cluster_id, timeout=datetime.timedelta(seconds=1),
+                                                          voter_id=i32(node), voter_directory_id=directory,
+                                                          listeners=()))
+
+    assert add(0, uuid.uuid4()).error_code == ErrorCode.duplicate_voter  # type: ignore[attr-defined]
+    assert add(1, uuid.uuid4()).error_code == ErrorCode.request_timed_out  # type: ignore[attr-defined]
+    assert add(1, uuid.UUID(int=0)).error_code == ErrorCode.invalid_request  # type: ignore[attr-defined]
+    assert add(1, uuid.uuid4(), "another").error_code == ErrorCode.inconsistent_cluster_id  # type: ignore[attr-defined]
