@@ -55,28 +55,38 @@ class _Answers:
 
 def resolve(config: NodeConfig, timeout: float | None = None) -> NodeConfig:
     """``config`` as the node runs it: unchanged without ``bootstrap``; else with the node id and
-    ``peers`` the cluster gave it (asked now, on the first start, and kept) and ``join`` set.
+    ``peers`` the cluster gave it (asked now, on the first start, and kept), ``join`` as the
+    cluster said (a new node joins), and ``bootstrap`` cleared.
     A node asks until answered (``timeout`` None) or ConfigError after ``timeout`` seconds."""
     if not config.bootstrap:
         return config
     saved = _load(config.data_dir)
-    if saved is None:
-        saved = _ask(config, timeout)
-        os.makedirs(config.data_dir, exist_ok=True)
-        write_durably(os.path.join(config.data_dir, FILE_NAME),
-                      json.dumps({"format": FILE_FORMAT, "node_id": saved[0], "peers": saved[1]}).encode(), 0o600)
-        log.warning("event=bootstrapped node=%d peers=%s", saved[0], saved[1])
-    node_id, peers = saved
-    return dataclasses.replace(config, node_id=node_id, peers=peers, join=True).validate()
+    if saved is not None:
+        node_id, peers, joins = saved
+        resolved = dataclasses.replace(config, node_id=node_id, peers=peers, join=joins, bootstrap="").validate()
+        mine = resolved.cluster_peers[node_id]
+        if f"{mine.host}:{mine.kafka_port}:{mine.raft_port}" != _me(config):
+            raise ConfigError(f"this node is node {node_id} at {mine.host}:{mine.kafka_port}:{mine.raft_port} "
+                              f"(host:kafka_port:raft_port, kept in {FILE_NAME}), not {_me(config)}: start it with "
+                              "those, or as a new node on an empty data directory")
+        return resolved
+    node_id, peers, joins = _ask(config, timeout)
+    resolved = dataclasses.replace(config, node_id=node_id, peers=peers, join=joins, bootstrap="").validate()  # before it is kept
+    os.makedirs(config.data_dir, exist_ok=True)
+    write_durably(os.path.join(config.data_dir, FILE_NAME), json.dumps(
+        {"format": FILE_FORMAT, "node_id": node_id, "peers": peers, "join": joins}).encode(), 0o600)
+    log.warning("event=bootstrapped node=%d peers=%s", node_id, peers)
+    return resolved
 
 
-def answer(next_id: int, known: dict[int, Peer]) -> dict[str, Any] | None:
+def answer(next_id: int, known: dict[int, Peer], added: list[int]) -> dict[str, Any] | None:
     """What a running node tells one that asks: every node the cluster has had (ids are positions
-    in ``peers``: removed nodes too) and the next node id; None if its view has a gap."""
+    in ``peers``: removed nodes too), those that joined it since it formed, and the next node id;
+    None if its view has a gap."""
     ids = sorted(known)
     if ids != list(range(len(ids))) or next_id != len(ids):
         return None
-    return {"type": "nodes", "next_id": next_id,
+    return {"type": "nodes", "next_id": next_id, "added": sorted(added),
             "peers": [[known[i].host, known[i].kafka_port, known[i].raft_port] for i in ids]}
 
 
@@ -86,7 +96,7 @@ def _me(config: NodeConfig) -> str:
     return f"{config.host}:{config.advertised_for(main.name)[1]}:{config.raft_port}"
 
 
-def _load(data_dir: str) -> tuple[int, str] | None:
+def _load(data_dir: str) -> tuple[int, str, bool] | None:
     path = os.path.join(data_dir, FILE_NAME)
     doc = read_record(path, "it holds this node's id and first peers: restore it, or start the node on an empty "
                             "data directory (it joins as a new node)", FILE_FORMAT)
@@ -94,11 +104,14 @@ def _load(data_dir: str) -> tuple[int, str] | None:
         return None
     if not isinstance(doc.get("node_id"), int) or not isinstance(doc.get("peers"), str):
         raise DataDirError(f"{path} is not a bootstrap record")
-    return int(doc["node_id"]), str(doc["peers"])
+    return int(doc["node_id"]), str(doc["peers"]), doc.get("join") is not False
 
 
-def _ask(config: NodeConfig, timeout: float | None) -> tuple[int, str]:
-    """Ask the bootstrap nodes until one answers (logged every few seconds while none does)."""
+def _ask(config: NodeConfig, timeout: float | None) -> tuple[int, str, bool]:
+    """Ask the bootstrap nodes until one answers (logged every few seconds while none does): this
+    node's id, its ``peers`` and whether it joins. A node id given (not 0) that the cluster has
+    already is a node whose data directory was lost, started again under its id (it joined the
+    cluster, or formed it, as before)."""
     targets = parse_addresses(config.bootstrap)
     endpoint = _Answers()
     hub = RaftHub(f"{config.host}:{config.raft_port}", config.cluster_secret, tls=raft_tls(config))
@@ -119,8 +132,10 @@ def _ask(config: NodeConfig, timeout: float | None) -> tuple[int, str]:
                 next_ask = now + ASK_EVERY_S
             if now - logged >= WAIT_LOGGED_EVERY_S:
                 logged = now
-                log.warning("event=bootstrap_waiting bootstrap=%s waited_s=%.0f connected=%d", config.bootstrap,
-                            now - started, len(hub.connected()))
+                log.warning("event=bootstrap_waiting bootstrap=%s waited_s=%.0f connected=%d hint=%r", config.bootstrap,
+                            now - started, len(hub.connected()),
+                            "each address must be a running node's Raft address exactly as its peers list names it, "
+                            "and the cluster secret the same")
             hub.flush()
             select.select([hub.fileno()], [], [], 0.1)
             hub.process()
@@ -130,13 +145,20 @@ def _ask(config: NodeConfig, timeout: float | None) -> tuple[int, str]:
     try:
         next_id = int(got["next_id"])
         peers = [f"{h}:{int(k)}:{int(r)}" for h, k, r in got["peers"]]
+        added = {int(n) for n in got["added"]}
     except (KeyError, TypeError, ValueError):
         raise ConfigError(f"bootstrap: {endpoint.sender} answered with a malformed list of nodes") from None
     if next_id != len(peers):
         raise ConfigError(f"bootstrap: {endpoint.sender} named node id {next_id} for this node after "
                           f"{len(peers)} nodes")
-    if config.node_id not in (0, next_id):
+    log.info("event=bootstrap_answered by=%s next_id=%d nodes=%d", endpoint.sender, next_id, len(peers))
+    if config.node_id in (0, next_id):
+        return next_id, ",".join([*peers, _me(config)]), True
+    if config.node_id > next_id:
         raise ConfigError(f"node_id {config.node_id} was given, but the cluster's next node id is {next_id} "
                           "(with bootstrap, leave node_id out: the cluster gives it)")
-    log.info("event=bootstrap_answered by=%s node=%d nodes=%d", endpoint.sender, next_id, len(peers))
-    return next_id, ",".join([*peers, _me(config)])
+    if peers[config.node_id] != _me(config):
+        raise ConfigError(f"node_id {config.node_id} was given: the cluster has that node at {peers[config.node_id]} "
+                          f"(host:kafka_port:raft_port), not {_me(config)}. A node started again under its id (its "
+                          "data lost) keeps its addresses; a new node leaves node_id out")
+    return config.node_id, ",".join(peers), config.node_id in added

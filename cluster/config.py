@@ -166,6 +166,10 @@ def parse_listeners(spec: str) -> list[Listener]:
     return out
 
 
+def _loopback(host: str) -> bool:
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
 def parse_addresses(spec: str) -> list[str]:
     """``host:port,...`` (at least one)."""
     out = []
@@ -422,11 +426,11 @@ class NodeConfig:
         need(all(p in SERVED_PROTOCOLS for p in protocols.values()), "listener_security_protocol_map",
              f"security protocols served: {', '.join(SERVED_PROTOCOLS)}")
         main_protocol = protocols[self.listener_list()[0].name]
-        need(not self.peers or main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
+        need(not (self.peers or self.bootstrap) or main_protocol in ("PLAINTEXT", "SSL"), "listener_security_protocol_map",
              "in a cluster the first listener carries the nodes' own requests to each other: PLAINTEXT or SSL, "
              f"not {main_protocol} (put a SASL listener after it)")
         main_name = self.listener_list()[0].name
-        need(not self.peers or not self.authorizer_class_name
+        need(not (self.peers or self.bootstrap) or not self.authorizer_class_name
              or (main_protocol == "SSL" and self.client_auth_for(main_name) == "required"), "authorizer_class_name",
              "with an authorizer, the first listener carries the nodes' own requests (transaction markers need "
              "CLUSTER_ACTION on the cluster): make it SSL with ssl.client.auth=required and name the nodes' "
@@ -510,11 +514,16 @@ class NodeConfig:
                 parse_addresses(self.bootstrap)
             except ValueError as e:
                 raise ConfigError(f"invalid setting bootstrap={self.bootstrap!r}: {e}") from None
-            # once started, peers holds what the cluster said (cluster/bootstrap.py), and join is set
-            need(not self.peers or self.join, "bootstrap", "give bootstrap or peers, not both")
+            # (started, the node runs with the peers the cluster told it instead: cluster/bootstrap.py)
+            need(not self.peers, "bootstrap", "give bootstrap or peers, not both")
             need(0 < self.raft_port < 65536, "raft_port", "a node started with bootstrap needs its Raft port (1..65535)")
             need(self.host not in ("", "0.0.0.0", "::"), "host",
                  "with bootstrap, the address the other nodes reach this node at (its Raft port binds it)")
+            need(not _loopback(self.host) or all(_loopback(a.rpartition(":")[0]) for a in parse_addresses(self.bootstrap)),
+                 "host", "with bootstrap, the address the other nodes reach this node at: not a loopback address "
+                         "when they are elsewhere")
+            need(self.advertised_for(self.listener_list()[0].name)[1] != 0, "port",
+                 "with bootstrap, the Kafka port the others tell clients: not 0")
         if self.peers or self.bootstrap:
             need(secret_bits(self.cluster_secret) >= 128, "cluster_secret",
                  "must carry at least 128 bits (e.g. `openssl rand -hex 16`, 32 hex digits; words count for "

@@ -813,11 +813,17 @@ class RaftCluster:
             why = f"node {peer.node_id} was removed from the cluster: a new node takes the next node id, {next_id}"
         elif peer.node_id not in nodes and peer.node_id != next_id:
             why = f"a new node takes the next node id, {next_id}"
+        elif peer.node_id in nodes and self._known[peer.node_id] != peer:  # two nodes told the same id
+            known = self._known[peer.node_id]
+            why = (f"node {peer.node_id} is {known.host}:{known.raft_port} (Kafka port {known.kafka_port}): a new node "
+                   f"takes the next node id, {next_id}")
         elif peer.node_id not in nodes and len(nodes) >= MAX_NODES:
             why = f"the cluster has {len(nodes)} nodes, the most it may have"
         elif any(p.host == peer.host and p.node_id != peer.node_id and abs(p.raft_port - peer.raft_port) < RAFT_SPAN
-                 for p in self.peers):
-            why = "its Raft ports overlap another node's on that host (slots above each node's raft_port)"
+                 for p in self._known.values()):
+            # a removed node's too: its groups never take a member back under an address it had
+            why = ("its Raft ports overlap another node's on that host, or a removed node's (slots above each node's "
+                   "raft_port): give it another raft_port")
         else:
             if self._join_asks.get(peer.node_id, (None, 0.0))[0] != peer:
                 log.info("event=join_asked node=%d host=%s kafka_port=%d raft_port=%d", peer.node_id, peer.host,
@@ -837,9 +843,13 @@ class RaftCluster:
         its id (cluster/bootstrap.py). Answered by any node that has read the metadata log."""
         if self.state["cluster_id"] is None:
             return
-        told = bootstrap.answer(self._next_node_id(), self._known)
+        told = bootstrap.answer(self._next_node_id(), self._known, [p.node_id for p in added_peers(self.state)])
         if told is None:
-            log.warning("event=bootstrap_unanswered asker=%s reason=%r", sender, "this node does not know every node id")
+            now = time.monotonic()
+            if now - self._join_warned.get(-2, float("-inf")) >= 60.0:
+                self._join_warned[-2] = now
+                log.warning("event=bootstrap_unanswered asker=%s reason=%r", sender,
+                            "this node does not know every node id (its peers list is shorter than the cluster's)")
             return
         self.host.hub.send(sender, JOIN_DOOR, told)
         self.host.wake()
@@ -849,7 +859,8 @@ class RaftCluster:
         now = time.monotonic()
         if now - self._join_warned.get(-1, float("-inf")) >= 60.0:
             self._join_warned[-1] = now
-            action = "empty_data_dir_and_restart" if self.config.bootstrap else "fix_and_restart"
+            told = os.path.exists(os.path.join(self.config.data_dir, bootstrap.FILE_NAME))  # its id given by bootstrap
+            action = "empty_data_dir_and_restart" if told else "fix_and_restart"
             log.error("event=join_refused node=%d reason=%r action=%s", self.me.node_id, str(why), action)
 
     async def _ask_to_join(self) -> None:
@@ -1053,25 +1064,25 @@ class RaftCluster:
             if pending is not None:
                 return "request_timed_out", (f"node {other}'s removal is still under way ({pending} still has it): "
                                              "remove one node at a time")
+        result = await self._node_change(RemoveNode(node_id, directory))
+        if result[0] == "none":
+            log.warning("event=node_removal_recorded node=%d", node_id)
+        return result
+
+    async def _node_change(self, record: RemoveNode | PromoteNode) -> tuple[str, str | None]:
+        """A change of the cluster's nodes, answered as a Kafka error's name and a message."""
         try:
-            result = await self._change(RemoveNode(node_id, directory))
+            result = await self._change(record)
         except VersionRefused as e:
             return "unsupported_version", str(e)
         except (ReplicationError, TimeoutError) as e:
             return "request_timed_out", str(e)
-        if result[0] == "none":
-            log.warning("event=node_removal_recorded node=%d", node_id)
         return str(result[0]), None if result[1] is None else str(result[1])
 
     async def promote_node(self, node_id: int, directory: str | None, timeout: float) -> tuple[str, str | None]:
-        try:
-            result = await self._change(PromoteNode(node_id, directory))
-        except VersionRefused as e:
-            return "unsupported_version", str(e)
-        except (ReplicationError, TimeoutError) as e:
-            return "request_timed_out", str(e)
+        result = await self._node_change(PromoteNode(node_id, directory))
         if result[0] != "none":
-            return str(result[0]), None if result[1] is None else str(result[1])
+            return result
         log.warning("event=node_promotion_recorded node=%d", node_id)
         # As Kafka answers once the new voter set is committed: here once the metadata group's
         # leader has promoted it (each group does once the node has caught up there).

@@ -21,9 +21,8 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
-from cluster.apis.remove_raft_voter import NO_DIRECTORY, error_code
+from cluster.apis.remove_raft_voter import error_code, refusal
 from cluster.dispatch import RequestContext
-from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Identity, Placement, Registers
 
 API_KEY = 80
@@ -42,18 +41,12 @@ def _response(version: int, code: ErrorCode, message: str | None = None) -> Any:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     v = ctx.api_version
-    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(v, ErrorCode.cluster_authorization_failed)
-    if request.cluster_id is not None and request.cluster_id != node.cluster_id:
-        return _response(v, ErrorCode.inconsistent_cluster_id,
-                         f"the request is for cluster {request.cluster_id}; this is cluster {node.cluster_id}")
-    directory = request.voter_directory_id
-    if directory is None or directory == NO_DIRECTORY:
-        return _response(v, ErrorCode.invalid_request, "the request names no voter directory id (kafka-metadata-quorum "
-                                                      "describe --replication lists each observer's)")
-    wait = min(max(request.timeout.total_seconds(), 0.0), MAX_WAIT_S) if getattr(request, "ack_when_committed", True) \
-        else 0.0
-    name, message = await node.topology.promote_node(int(request.voter_id), directory.hex, wait)
+    refused = refusal(ctx, request, "each observer's")
+    if refused is not None:
+        return _response(v, *refused)
+    asked = min(max(request.timeout.total_seconds(), 0.0), MAX_WAIT_S)
+    wait = asked if getattr(request, "ack_when_committed", True) else 0.0
+    name, message = await node.topology.promote_node(int(request.voter_id), request.voter_directory_id.hex, wait)
     code = error_code(name)
     return _response(v, code, None if code is ErrorCode.none else message)
 

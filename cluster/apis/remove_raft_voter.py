@@ -43,19 +43,29 @@ def error_code(name: str) -> ErrorCode:
         return ErrorCode.unknown_server_error
 
 
+def refusal(ctx: RequestContext, request: Any, whose: str) -> tuple[ErrorCode, str | None] | None:
+    """What AddRaftVoter and RemoveRaftVoter both refuse, as Kafka does: no ALTER on the cluster,
+    another cluster's id, no directory id (``whose``: the replicas DescribeQuorum lists it for)."""
+    node: Needs = ctx.node
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.cluster_authorization_failed, None
+    if request.cluster_id is not None and request.cluster_id != node.cluster_id:
+        return (ErrorCode.inconsistent_cluster_id,
+                f"the request is for cluster {request.cluster_id}; this is cluster {node.cluster_id}")
+    directory = request.voter_directory_id
+    if directory is None or directory == NO_DIRECTORY:
+        return (ErrorCode.invalid_request,
+                f"the request names no voter directory id (kafka-metadata-quorum describe --replication lists {whose})")
+    return None
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
     v = ctx.api_version
-    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(v, ErrorCode.cluster_authorization_failed)
-    if request.cluster_id is not None and request.cluster_id != node.cluster_id:
-        return _response(v, ErrorCode.inconsistent_cluster_id,
-                         f"the request is for cluster {request.cluster_id}; this is cluster {node.cluster_id}")
-    directory = request.voter_directory_id
-    if directory is None or directory == NO_DIRECTORY:
-        return _response(v, ErrorCode.invalid_request, "the request names no voter directory id (kafka-metadata-quorum "
-                                                      "describe --replication lists each voter's)")
-    name, message = await node.topology.remove_node(int(request.voter_id), directory.hex)
+    refused = refusal(ctx, request, "each voter's")
+    if refused is not None:
+        return _response(v, *refused)
+    name, message = await node.topology.remove_node(int(request.voter_id), request.voter_directory_id.hex)
     code = error_code(name)
     return _response(v, code, None if code is ErrorCode.none else message)
 

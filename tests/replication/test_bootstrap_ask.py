@@ -35,7 +35,7 @@ class _RunningNode:
     def on_message(self, peer: str, message: Any) -> None:
         if message.get("type") == "nodes?":
             self.asked += 1
-            self.hub.send(peer, bootstrap.JOIN_DOOR, bootstrap.answer(len(self.known), self.known))
+            self.hub.send(peer, bootstrap.JOIN_DOOR, bootstrap.answer(len(self.known), self.known, [3]))
 
 
 @pytest.fixture
@@ -82,10 +82,18 @@ def test_the_cluster_names_its_nodes_and_the_next_id_which_is_kept(tmp_path: Any
     assert node.asked == asked
 
 
-def test_a_node_id_given_must_be_the_next(tmp_path: Any, running: Any) -> None:
+def test_a_node_id_given_must_be_the_next_or_a_node_started_again_at_its_addresses(tmp_path: Any,
+                                                                                   running: Any) -> None:
     with pytest.raises(ConfigError, match="next node id is 4"):
-        bootstrap.resolve(_config(tmp_path, running[0], node_id=7))
+        bootstrap.resolve(_config(tmp_path, running[0], node_id=7), timeout=30)
+    with pytest.raises(ConfigError, match="has that node at 127.0.0.1:9095:22000"):  # node 3, elsewhere
+        bootstrap.resolve(_config(tmp_path, running[0], node_id=3), timeout=30)
     assert not (tmp_path / bootstrap.FILE_NAME).exists()
+    # node 3 (it joined) and node 1 (it formed the cluster), their data lost, started again
+    again = bootstrap.resolve(_config(tmp_path / "3", running[0], node_id=3, port=9095, raft_port=22000), timeout=30)
+    assert (again.node_id, again.join, len(again.cluster_peers)) == (3, True, 4)
+    again = bootstrap.resolve(_config(tmp_path / "1", running[0], node_id=1, port=9093, raft_port=20000), timeout=30)
+    assert (again.node_id, again.join, len(again.cluster_peers)) == (1, False, 4)
 
 
 def test_without_the_cluster_secret_nothing_is_told(tmp_path: Any, running: Any) -> None:
