@@ -1064,6 +1064,16 @@ class RaftCluster:
             if pending is not None:
                 return "request_timed_out", (f"node {other}'s removal is still under way ({pending} still has it): "
                                              "remove one node at a time")
+        # The groups take the node out with a majority of the nodes left: refused while those up
+        # are not one (each group would wait there, the node handing over and never leaving).
+        left = [n for n in self._cluster_ids() if n != node_id and n not in self._observers]
+        connected = self.meta_log.connected_peers()
+        up = sorted(n for n in left if n == self.me.node_id
+                    or n in self._known and self.raft_addr(self._known[n], META_SLOT) in connected)
+        if left and len(up) <= len(left) // 2 and node_id in self._cluster_ids():
+            return "invalid_request", (f"removing node {node_id} would leave nodes {left}, of which only {up} are up "
+                                       "(seen from this node): not a majority. Start the nodes that are down first, "
+                                       "or remove a node that is down")
         result = await self._node_change(RemoveNode(node_id, directory))
         if result[0] == "none":
             log.warning("event=node_removal_recorded node=%d", node_id)

@@ -14,16 +14,22 @@ auto-join follows as an observer, votes nowhere, and ``kafka-metadata-quorum add
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
+from kio.static.primitive import i32
 
 from tests.cluster.cluster_harness import Cluster
 from tests.cluster.java_client import SLF4J_VERSION, maven_classpath
+from tests.wire.raw import ask
 
 pytestmark = pytest.mark.cluster
 
@@ -168,3 +174,10 @@ def _an_observer_is_added(cp: str, cluster: Cluster, tmp_path: Path) -> None:
     voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
     assert '"id": 3' in voters, status
     wait_for(lambda: "event=node_promoted node=3" in cluster.log_text(3), 60, "node 3 to vote in every group")
+    # with node 3 down, removing node 1 would leave 0 and 3, only one of them up: refused
+    cluster.kill(3)
+    time.sleep(2.0)  # node 0 has read node 3's connection ending
+    directory_1 = uuid.UUID(bytes=base64.urlsafe_b64decode(rows()[1][1] + "=="))
+    resp = ask(cluster.address(0), 81, 0, RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(1),
+                                                                 voter_directory_id=directory_1))
+    assert resp.error_code == ErrorCode.invalid_request and "not a majority" in resp.error_message, resp
