@@ -173,9 +173,11 @@ def test_three_nodes_grow_to_five_and_shrink_to_three_one_at_a_time_under_load(t
     leadership before the next starts; then two of the original nodes are removed, the one that
     leads the most partitions first, each handing over and stopping before the next goes;
     nothing acknowledged is lost and the group never rebalances."""
-    c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE})
+    c = Cluster(tmp_path, nodes=5, settings={"group.initial.rebalance.delay.ms": 500, **FAST_LEADER_BALANCE},
+                per_node={4: {"controller.quorum.auto.join.enable": "false"}})
     c.joining = {3, 4}
     c.bootstrapping = {4}  # node 3 names its peers; node 4 is told them, node 3 among them
+    # node 4 joins as an observer, promoted by kcoord cluster add-node
     load: Load | None = None
     failed = True
     try:
@@ -193,6 +195,11 @@ def test_three_nodes_grow_to_five_and_shrink_to_three_one_at_a_time_under_load(t
             load.step = f"node {node} joining"
             started = time.monotonic()
             c.start(node)
+            if node == 4:
+                wait_for(lambda: "observers=4" in c.log_text(0), 60, "node 4 to join as an observer")
+                out = subprocess.run([sys.executable, "-m", "cluster.cli", "cluster", "add-node", "4",
+                                      "--bootstrap-server", c.address(0)], capture_output=True, text=True, timeout=60)
+                assert out.returncode == 0 and "Node 4 votes" in out.stdout, out.stdout + out.stderr
             share = 16 // (node + 1)  # of the 16 __consumer_offsets partitions, at least
             wait_for(lambda n=node, s=share: min(offsets_leaders(admin).get(j, 0) for j in range(n + 1)) >= s,  # type: ignore[misc]
                      120, f"leadership to spread over {node + 1} nodes", tolerate=(KafkaException,))

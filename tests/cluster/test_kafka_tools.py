@@ -18,6 +18,7 @@ import base64
 import json
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -95,6 +96,10 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         cluster.kill_all()
 
 
+def _kcoord(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True, timeout=60)
+
+
 def _bootstrap(cluster: Cluster) -> str:
     """The nodes the cluster was formed with (node 3 joins later)."""
     return ",".join(cluster.address(i) for i in range(3))
@@ -168,12 +173,16 @@ def _an_observer_is_added(cp: str, cluster: Cluster, tmp_path: Path) -> None:
     props = tmp_path / "controller-3.properties"
     props.write_text(f"node.id=3\nprocess.roles=controller\nlog.dirs={cluster.layout[3].data_dir}\n"
                      f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{cluster.layout[3].raft_port}\n")
+    refused = _kcoord("cluster", "add-node", "9", "--bootstrap-server", cluster.address(0))
+    assert refused.returncode == 1 and "not an observer" in refused.stderr, refused
     out = _tool(cp, "MetadataQuorumCommand", *boot, "--command-config", str(props), "add-controller")
     assert "Added controller 3" in out, out
     status = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--status")
     voters = next(line for line in status.splitlines() if line.startswith("CurrentVoters:"))
     assert '"id": 3' in voters, status
     wait_for(lambda: "event=node_promoted node=3" in cluster.log_text(3), 60, "node 3 to vote in every group")
+    again = _kcoord("cluster", "add-node", "3", "--bootstrap-server", cluster.address(0))
+    assert again.returncode == 1 and "a voter already" in again.stderr, again
     # with node 3 down, removing node 1 would leave 0 and 3, only one of them up: refused
     cluster.kill(3)
     time.sleep(2.0)  # node 0 has read node 3's connection ending
