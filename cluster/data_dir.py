@@ -27,12 +27,15 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import uuid
 from typing import Any
 
 from replication.durable import write_durably
+
+log = logging.getLogger("kcoord.cluster")
 
 LOCK_FILE = ".lock"
 IDENTITY_FILE = "node.identity"
@@ -202,4 +205,7 @@ def _write_meta_properties(data_dir: str, cluster_id: str, node_id: int, directo
                 return
     except OSError:
         pass
-    write_durably(path, text.encode(), 0o600)
+    try:
+        write_durably(path, text.encode(), 0o600)
+    except OSError as e:  # only Kafka's tools read it: say so, go on
+        log.warning("event=meta_properties_unwritten path=%s error=%r", path, str(e))

@@ -474,6 +474,8 @@ def _remove_node(state: dict[str, Any], rec: RemoveNode) -> list[str | None]:
         return ["voter_not_found", f"node {node} is not a node of the cluster (its nodes: {nodes})"]
     if len(nodes) == 1:
         return ["invalid_request", f"node {node} is the cluster's last node"]
+    if node not in state["observers"] and [n for n in nodes if n not in state["observers"]] == [node]:
+        return ["invalid_request", f"node {node} is the cluster's last voting node (promote an observer first)"]
     state["removed_nodes"] = [*state["removed_nodes"], node]
     state["observers"] = [n for n in state["observers"] if n != node]
     return ["none", None]
@@ -486,7 +488,9 @@ def _promote_node(state: dict[str, Any], rec: PromoteNode) -> list[str | None]:
     node = int(rec.node)
     if node in state["observers"]:
         replica = state["voters"].get(node)
-        if rec.directory is not None and replica is not None and replica != rec.directory:
+        if replica is None:
+            return ["request_timed_out", f"node {node} has not registered its replica yet; try again"]
+        if rec.directory is not None and replica != rec.directory:
             return ["request_timed_out", f"node {node}'s replica is directory {replica}, not {rec.directory}"]
         state["observers"] = [n for n in state["observers"] if n != node]
         return ["none", None]
@@ -557,7 +561,8 @@ def _acl_filter(fields: list[Any]) -> AclFilter:
 def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
-    version = (6 if state["observers"] else 5 if state["removed_nodes"] else 4 if state["added_nodes"]
+    listed = any(t.get("nodes") is not None for t in state["topics"].values())  # first voters named (version 5 reads)
+    version = (6 if state["observers"] else 5 if state["removed_nodes"] or listed else 4 if state["added_nodes"]
                else 3 if state["voters"] else 2 if grown else WRITES)
     return [metadata_op(op="state", **state, v=version)]
 

@@ -292,6 +292,7 @@ class Node:
         await self.txn_api.start()
         if not await self.topology.wait_formed():
             log.warning("event=cluster_not_formed detail='no metadata leader yet; serving anyway'")
+            self._tasks.append(supervised(self._record_cluster_id_once_formed(), "cluster_id"))
         else:
             try:
                 data_dir.record_cluster_id(self.config.data_dir, self.cluster_id)
@@ -300,6 +301,16 @@ class Node:
         log.info("event=node_started node_id=%d host=%s port=%d cluster_id=%s topics=%d offsets_partitions=%d "
                  "release=%s", self.node_id, self.config.host, self.port, self.cluster_id, len(self.metadata.topics),
                  self.offsets_partitions, RELEASE)
+
+    async def _record_cluster_id_once_formed(self) -> None:
+        """A node that started before the cluster formed (a slow join) records its id once it has."""
+        while not await self.topology.wait_formed(timeout=60.0):
+            pass
+        try:
+            data_dir.record_cluster_id(self.config.data_dir, self.cluster_id)
+        except data_dir.DataDirError as e:  # another cluster's directory: as at start
+            log.error("event=data_dir_refused error=%r", str(e))
+            self.request_stop(2)
 
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000

@@ -122,6 +122,8 @@ class _JoinDoor:
             self._cluster.join_asked(peer, message)
         elif kind == "join_refused" and self._cluster.config.join:
             self._cluster.join_refused(message.get("why"))
+        elif kind == "join_deferred" and self._cluster.config.join:
+            self._cluster.join_refused(message.get("why"), deferred=True)
         elif kind == "nodes?":
             self._cluster.nodes_asked(peer)
         elif kind == "member?":
@@ -317,8 +319,11 @@ class RaftCluster:
         """This node has not heard from a majority of the cluster (itself included) within the
         longest election timeout: whatever it knows about leaders elsewhere may be stale, and
         waiting for an election here will not help (it cannot win one, nor hear who did)."""
-        heard = self.host.hub.peers_heard_within(self.host.timings.raft_max_timeout)
-        return heard + 1 <= len([p for p in self.peers if p.node_id not in self._observers]) // 2
+        since = time.monotonic() - self.host.timings.raft_max_timeout
+        heard = {addr for addr, t in list(self.host.hub.heard.items()) if t >= since}
+        voting = [p for p in self.peers if p.node_id not in self._observers]  # an observer's word elects nobody
+        counted = sum(1 for p in voting if p.node_id == self.me.node_id or self.hub_addr(p) in heard)
+        return counted <= len(voting) // 2
 
     def broker(self, peer: Peer) -> BrokerInfo:
         host = self.config.advertised if peer.node_id == self.me.node_id else peer.host
@@ -363,7 +368,8 @@ class RaftCluster:
         heard.update(lg.group.learner_heard)
         commit = int(d["_SyncObj__raftCommitIndex"])
         voters = self.host.voters.voters
-        learning = lg.members().learners  # nodes that joined, not voting in the group yet (observers among them)
+        # a node joining (an observer among them) votes in the group only once promoted
+        voting_members = lg.members().voters
         out_voters: list[ReplicaView] = []
         observers: list[ReplicaView] = []
         for p in self.peers:
@@ -371,13 +377,14 @@ class RaftCluster:
             if p.node_id == self.me.node_id:
                 end = int(lg.group._SyncObj__getCurrentLogIndex())
                 view = ReplicaView(p.node_id, self.directory, end, now_ms, now_ms if leading or end >= commit else -1)
-                voting = self.host.voters.may_vote() and addr not in learning
+                voting = self.host.voters.may_vote() and addr in voting_members
                 (out_voters if voting else observers).append(view)
                 continue
             end = match.get(addr, -1)
             fetched = int(now_ms - (mono - heard[addr]) * 1000) if addr in heard else -1
-            if addr in learning:
-                observers.append(ReplicaView(p.node_id, voters.get(p.node_id), end, fetched, -1))
+            if addr not in voting_members:  # joining: an observer (its directory, once it has said it)
+                directory = lg.group.learner_dirs.get(addr) or voters.get(p.node_id)
+                observers.append(ReplicaView(p.node_id, directory, end, fetched, -1))
                 continue
             if addr in lg.group.learners:  # its new disk, catching up; the voter recorded for it still counts
                 observers.append(ReplicaView(p.node_id, lg.group.learner_dirs.get(addr), lg.group.learner_match.get(addr, -1),
@@ -730,7 +737,7 @@ class RaftCluster:
         # A member once taken out is not added back: a leader that has not read a removal yet
         # would otherwise give the group back a voter that is about to stop.
         missing = sorted(set(want) - members.all - lg.left_members())
-        held = {self.raft_addr(self._known[n], slot) for n in self._observers if n in self._known}
+        held = {self.raft_addr(self._known[n], slot) for n in observer_ids(self.state) if n in self._known}
         ready = sorted(members.learners & set(want) - held)  # an observer waits for its promotion
         extra = sorted(members.all & {self.raft_addr(p, slot) for p in gone} - {lg.self_addr})
         if missing:
@@ -775,6 +782,13 @@ class RaftCluster:
             try:
                 result = await self._change(AddNode(node, peer.host, peer.kafka_port, peer.raft_port,
                                                     observer=True if observer else None))
+            except VersionRefused as e:  # a node of an older release: the joiner waits, and is told why
+                self.host.hub.send(f"{peer.host}:{peer.raft_port}", JOIN_DOOR, {"type": "join_deferred", "why": str(e)})
+                self.host.wake()
+                if now - self._join_warned.get(node, float("-inf")) >= 10.0:
+                    self._join_warned[node] = now
+                    log.warning("event=node_add_deferred node=%d reason=%r action=retry", node, str(e))
+                continue
             except (ReplicationError, TimeoutError) as e:
                 if now - self._join_warned.get(node, float("-inf")) >= 10.0:
                     self._join_warned[node] = now
@@ -854,11 +868,15 @@ class RaftCluster:
         self.host.hub.send(sender, JOIN_DOOR, told)
         self.host.wake()
 
-    def join_refused(self, why: Any) -> None:
-        """The joining node's side: the cluster's leader refused this node (logged once a minute)."""
+    def join_refused(self, why: Any, deferred: bool = False) -> None:
+        """The joining node's side: the cluster's leader refused this node, or put it off (a node
+        of an older release in the cluster; it keeps asking): logged once a minute."""
         now = time.monotonic()
         if now - self._join_warned.get(-1, float("-inf")) >= 60.0:
             self._join_warned[-1] = now
+            if deferred:
+                log.warning("event=join_deferred node=%d reason=%r action=wait", self.me.node_id, str(why))
+                return
             told = os.path.exists(os.path.join(self.config.data_dir, bootstrap.FILE_NAME))  # its id given by bootstrap
             action = "empty_data_dir_and_restart" if told else "fix_and_restart"
             log.error("event=join_refused node=%d reason=%r action=%s", self.me.node_id, str(why), action)
@@ -1090,6 +1108,7 @@ class RaftCluster:
         return str(result[0]), None if result[1] is None else str(result[1])
 
     async def promote_node(self, node_id: int, directory: str | None, timeout: float) -> tuple[str, str | None]:
+        asked = time.monotonic()
         result = await self._node_change(PromoteNode(node_id, directory))
         if result[0] != "none":
             return result
@@ -1102,7 +1121,7 @@ class RaftCluster:
         addr = self.raft_addr(peer, META_SLOT)
         try:
             await self._wait(lambda: addr in self.meta_log.members().voters and self.meta_log.members_committed(),
-                             timeout)
+                             max(timeout - (time.monotonic() - asked), 0.0))
         except TimeoutError:
             return "request_timed_out", (f"node {node_id}'s promotion is recorded; the metadata group has not "
                                          f"counted its vote within {timeout:.0f}s (it is still catching up)")

@@ -177,3 +177,27 @@ def test_an_observer_votes_in_no_group_until_promoted_once_and_groups_created_me
     import msgpack
     assert msgpack.unpackb(compacted[0])["v"] == 6
     assert observer_ids(_fold(*changes, RemoveNode(3))) == []
+
+
+def test_the_last_voting_node_is_not_removed_and_an_observer_without_a_replica_is_not_promoted() -> None:
+    from cluster.metadata_log import SetVoter
+
+    state = _fold(InitCluster("id", 16, [0]), AddNode(1, "h1", 9093, 9193, observer=True), PromoteNode(1),
+                  RemoveNode(0), SetVoter(1, "d1"), PromoteNode(1, "d1"), RemoveNode(0))
+    results = list(state["results"].values())  # type: ignore[attr-defined]
+    assert results[2][0] == "request_timed_out" and "not registered its replica" in results[2][1]
+    assert results[3][0] == "invalid_request" and "last voting node" in results[3][1]
+    assert results[5] == ["none", None] and results[6] == ["none", None] and removed_ids(state) == [0]
+
+
+def test_a_state_record_naming_first_voters_is_one_version_5_reads() -> None:
+    import msgpack
+
+    from cluster.metadata_log import SetVoter
+
+    changes = (InitCluster("id", 16, [0, 1, 2]), AddNode(3, "h3", 9093, 9193, observer=True), SetVoter(3, "d3"),
+               CreateTopic("meanwhile", 1, "t1"), PromoteNode(3))
+    state = _fold(*changes)
+    assert state["topics"]["meanwhile"]["nodes"] == [0, 1, 2]  # type: ignore[index]
+    compacted = compact_metadata([encode_change(c, f"c{i}", i) for i, c in enumerate(changes)])
+    assert msgpack.unpackb(compacted[0], strict_map_key=False)["v"] == 5
