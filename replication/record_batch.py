@@ -185,7 +185,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def _encode_record(
+def encode_record(
     offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]],
 ) -> bytes:
@@ -232,7 +232,7 @@ def build_batch(
     ts = list(timestamps) if timestamps is not None else [timestamp] * len(records)
     base_ts = ts[0]
     body = b"".join(
-        _encode_record(i, ts[i] - base_ts, k, v, ()) for i, (k, v) in enumerate(records)
+        encode_record(i, ts[i] - base_ts, k, v, ()) for i, (k, v) in enumerate(records)
     )
     after_crc = struct.pack(
         ">hiqqqhii", attributes, len(records) - 1, base_ts, max(ts), producer_id,
@@ -248,32 +248,38 @@ def decode_records(batch: bytes | memoryview) -> list[Record]:
     hdr = parse_header(batch)
     if hdr.compression:
         raise InvalidBatchError("compressed batch", corrupt=False)
-    pos = HEADER_SIZE
+    return decode_body(hdr, memoryview(batch)[HEADER_SIZE:])
+
+
+def decode_body(hdr: BatchHeader, raw: bytes | memoryview) -> list[Record]:
+    """The records of a batch from its (uncompressed) records bytes; a malformed one raises
+    InvalidBatchError or IndexError."""
+    pos = 0
     out: list[Record] = []
     for _ in range(hdr.records_count):
-        length, pos = read_varint(batch, pos)
+        length, pos = read_varint(raw, pos)
         end = pos + length
         pos += 1  # attributes
-        ts_delta, pos = read_varint(batch, pos)
-        off_delta, pos = read_varint(batch, pos)
+        ts_delta, pos = read_varint(raw, pos)
+        off_delta, pos = read_varint(raw, pos)
         blobs: list[bytes | None] = []
         for _ in range(2):
-            n, pos = read_varint(batch, pos)
+            n, pos = read_varint(raw, pos)
             if n < 0:
                 blobs.append(None)
             else:
-                blobs.append(bytes(batch[pos : pos + n]))
+                blobs.append(bytes(raw[pos : pos + n]))
                 pos += n
-        nh, pos = read_varint(batch, pos)
+        nh, pos = read_varint(raw, pos)
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(nh):
-            n, pos = read_varint(batch, pos)
-            hk = bytes(batch[pos : pos + n]).decode("utf-8", "replace")
+            n, pos = read_varint(raw, pos)
+            hk = bytes(raw[pos : pos + n]).decode("utf-8", "replace")
             pos += n
-            n, pos = read_varint(batch, pos)
+            n, pos = read_varint(raw, pos)
             hv: bytes | None = None
             if n >= 0:
-                hv = bytes(batch[pos : pos + n])
+                hv = bytes(raw[pos : pos + n])
                 pos += n
             headers.append((hk, hv))
         out.append(Record(hdr.base_offset + off_delta, hdr.base_timestamp + ts_delta, blobs[0], blobs[1], tuple(headers)))
