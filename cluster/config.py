@@ -65,6 +65,14 @@ KAFKA_NAMES: dict[str, str] = {
     "log_retention_ms": "log.retention.ms",
     "log_retention_bytes": "log.retention.bytes",
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    "log_cleaner_enable": "log.cleaner.enable",
+    "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
+    "log_cleaner_dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
+    "log_cleaner_delete_retention_ms": "log.cleaner.delete.retention.ms",
+    "log_cleaner_min_cleanable_ratio": "log.cleaner.min.cleanable.ratio",
+    "log_cleaner_min_compaction_lag_ms": "log.cleaner.min.compaction.lag.ms",
+    "log_cleaner_max_compaction_lag_ms": "log.cleaner.max.compaction.lag.ms",
+    "log_roll_ms": "log.roll.ms",
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "broker_session_timeout_ms": "broker.session.timeout.ms",
     "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
@@ -238,6 +246,17 @@ class NodeConfig:
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    # Log compaction of topics whose cleanup.policy has compact (Kafka's names and defaults; a
+    # topic's own delete.retention.ms, min.cleanable.dirty.ratio, min/max.compaction.lag.ms and
+    # segment.ms override these).
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_dedupe_buffer_size: int = 134217728
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = 9223372036854775807
+    log_roll_ms: int = 604800000
     # An idempotent producer's state (last batches, epoch) is forgotten this long after its last
     # batch's timestamp, as Kafka does; checked at the interval below.
     producer_id_expiration_ms: int = 86400000
@@ -492,6 +511,13 @@ class NodeConfig:
         need(self.log_retention_ms >= -1, "log_retention_ms", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_bytes >= -1, "log_retention_bytes", "must be >= -1 (-1 = unlimited)")
         need(self.log_retention_check_interval_ms >= 1, "log_retention_check_interval_ms", "must be >= 1")
+        need(self.log_cleaner_backoff_ms >= 1, "log_cleaner_backoff_ms", "must be >= 1")
+        need(self.log_cleaner_dedupe_buffer_size >= 1 << 20, "log_cleaner_dedupe_buffer_size", "must be >= 1048576")
+        need(self.log_cleaner_delete_retention_ms >= 0, "log_cleaner_delete_retention_ms", "must be >= 0")
+        need(0.0 <= self.log_cleaner_min_cleanable_ratio <= 1.0, "log_cleaner_min_cleanable_ratio", "must be 0..1")
+        need(self.log_cleaner_min_compaction_lag_ms >= 0, "log_cleaner_min_compaction_lag_ms", "must be >= 0")
+        need(self.log_cleaner_max_compaction_lag_ms >= 1, "log_cleaner_max_compaction_lag_ms", "must be >= 1")
+        need(self.log_roll_ms >= 1, "log_roll_ms", "must be >= 1")
         need(self.producer_id_expiration_ms >= 1, "producer_id_expiration_ms", "must be >= 1")
         need(self.producer_id_expiration_check_interval_ms >= 1, "producer_id_expiration_check_interval_ms",
              "must be >= 1")
@@ -568,6 +594,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if isinstance(value, int):
                 return value
             return int(str(value).strip())
+        if typ == "float":
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            return float(str(value).strip())
         if typ.startswith("str"):
             if value is None or (typ == "str | None" and str(value) == ""):
                 return None if "None" in typ else ""

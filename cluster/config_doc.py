@@ -96,6 +96,17 @@ DESCRIPTIONS: dict[str, str] = {
     'log_retention_ms': 'Time retention of data partitions (-1 = unlimited).',
     'log_retention_bytes': 'Size retention per data partition (-1 = unlimited).',
     'log_retention_check_interval_ms': 'How often retention runs.',
+    'log_cleaner_enable': 'Compact topics whose `cleanup.policy` includes `compact` (as Kafka\'s cleaner).',
+    'log_cleaner_backoff_ms': 'How often the cleaner looks for a partition to compact.',
+    'log_cleaner_dedupe_buffer_size': (
+        'Memory a compaction pass\'s key map may take (about 128 bytes a key here): a partition with more '
+        'distinct keys in its dirty part is cleaned in several passes.'
+    ),
+    'log_cleaner_delete_retention_ms': 'How long a tombstone or transaction marker stays once compaction has passed it (topic: `delete.retention.ms`).',
+    'log_cleaner_min_cleanable_ratio': 'Share of a partition not compacted yet above which it is compacted (topic: `min.cleanable.dirty.ratio`).',
+    'log_cleaner_min_compaction_lag_ms': 'A record is compacted only once this old (topic: `min.compaction.lag.ms`).',
+    'log_cleaner_max_compaction_lag_ms': 'A record not compacted this long is compacted whatever the ratio (topic: `max.compaction.lag.ms`).',
+    'log_roll_ms': 'A segment rolls at an append whose records are this much newer than its first (topic: `segment.ms`).',
     'producer_id_expiration_ms': (
         "An idempotent producer's state is forgotten this long after its last batch's timestamp "
         "(Kafka's rule); its next batch is taken as a new producer's."

@@ -22,7 +22,14 @@ from typing import Any
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import InflateBudget, validate_batch_async
 from replication.compacted import DEFAULT_POLICY, find_keyless_record
-from replication.data_log import DataLog, OffsetOutOfRangeError, ReadPlan, SeqResult, sweep_installs
+from replication.data_log import (
+    Compaction,
+    DataLog,
+    OffsetOutOfRangeError,
+    ReadPlan,
+    SeqResult,
+    sweep_installs,
+)
 from replication.data_passthrough import DataPassThroughLog
 from replication.data_state_machine import delete_records_entry
 from replication.durable import remove_dir
@@ -342,6 +349,9 @@ class DataPartition:
         self.data.close()
 
 
+KEY_MAP_BYTES_PER_KEY = 128  # a compaction map's cost per key here (a 16-byte digest in a dict)
+
+
 class PartitionStore:
     """All data partitions of this node, opened on demand from ``<data_dir>/topics``."""
 
@@ -368,10 +378,17 @@ class PartitionStore:
 
     def _settings(self, topic_configs: dict[str, str]) -> dict[str, Any]:
         """A data log's settings from its topic's overrides, else the node's."""
-        return {"segment_bytes": int(topic_configs.get("segment.bytes", self.config.log_segment_bytes)),
-                "retention_ms": int(topic_configs.get("retention.ms", self.config.log_retention_ms)),
-                "retention_bytes": int(topic_configs.get("retention.bytes", self.config.log_retention_bytes)),
-                "cleanup_policy": topic_configs.get("cleanup.policy", DEFAULT_POLICY)}
+        c, t = self.config, topic_configs
+        compaction = Compaction(
+            delete_retention_ms=int(t.get("delete.retention.ms", c.log_cleaner_delete_retention_ms)),
+            min_lag_ms=int(t.get("min.compaction.lag.ms", c.log_cleaner_min_compaction_lag_ms)),
+            max_lag_ms=int(t.get("max.compaction.lag.ms", c.log_cleaner_max_compaction_lag_ms)),
+            min_dirty_ratio=float(t.get("min.cleanable.dirty.ratio", c.log_cleaner_min_cleanable_ratio)),
+            segment_ms=int(t.get("segment.ms", c.log_roll_ms)))
+        return {"segment_bytes": int(t.get("segment.bytes", c.log_segment_bytes)),
+                "retention_ms": int(t.get("retention.ms", c.log_retention_ms)),
+                "retention_bytes": int(t.get("retention.bytes", c.log_retention_bytes)),
+                "cleanup_policy": t.get("cleanup.policy", DEFAULT_POLICY), "compaction": compaction}
 
     def _max_message(self, topic_configs: dict[str, str]) -> int:
         return int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
@@ -410,6 +427,19 @@ class PartitionStore:
             except OSError as e:
                 log.error("event=retention_failed topic=%s partition=%d error=%r", part.topic, part.partition, str(e))
         return deleted
+
+    def compact(self) -> int:
+        """A compaction pass over every partition whose policy has compact (the node's cleaner
+        thread); the partitions compacted. A partition whose copy could not be written is left as
+        it was (logged); one whose swap failed half way stops the node (its next start completes it)."""
+        capacity = max(self.config.log_cleaner_dedupe_buffer_size // KEY_MAP_BYTES_PER_KEY, 1)
+        done = 0
+        for part in self.all():
+            try:
+                done += part.data.compact(capacity) is not None
+            except (OSError, ValueError) as e:
+                log.error("event=compaction_failed topic=%s partition=%d error=%r", part.topic, part.partition, str(e))
+        return done
 
     def expire_producers(self, expiration_ms: int) -> int:
         return sum(part.data.expire_producers(expiration_ms) for part in self.all())

@@ -286,6 +286,8 @@ class Node:
         except (OSError, ssl.SSLError) as e:  # a port taken, a key that will not load: say which and stop
             raise NodeStartError(f"cannot serve metrics on {self.config.host}:{self.config.metrics_port}: {e}") from None
         self._tasks.append(supervised(self._retention_loop(), "retention"))
+        if self.config.log_cleaner_enable:
+            self._tasks.append(supervised(self._cleaner_loop(), "log_cleaner"))
         self._tasks.append(supervised(self._producer_expiry_loop(), "producer_expiry"))
         self._tasks.append(supervised(self._fd_watch_loop(), "fd_watch"))
         await self.group_api.start()
@@ -319,6 +321,19 @@ class Node:
             deleted = self.partitions.enforce_retention()
             if deleted:
                 log.info("event=retention_run segments_deleted=%d", deleted)
+
+    async def _cleaner_loop(self) -> None:
+        """Log compaction, on one thread of its own (Kafka's log.cleaner.threads=1): the loop
+        that drives Raft and clients only waits for it."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-cleaner")
+        try:
+            while True:
+                await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+                await asyncio.get_running_loop().run_in_executor(pool, self.partitions.compact)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     async def _producer_expiry_loop(self) -> None:
         interval = self.config.producer_id_expiration_check_interval_ms / 1000

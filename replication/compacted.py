@@ -6,7 +6,8 @@
 - Every record produced to a topic whose policy includes ``compact`` needs a key: a batch with a
   keyless record is refused (INVALID_RECORD), since compaction keeps the latest record per key.
 
-Compaction itself is not done: a compacted topic keeps every record it was given.
+Compaction itself is ``replication/log_cleaner.py`` (a pass over batches) and
+``DataLog.compact`` (which segments, and their swap).
 """
 
 from __future__ import annotations

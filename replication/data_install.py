@@ -82,9 +82,12 @@ def next_chunk(data: DataLog, end: int, cursor: StreamCursor) -> bytes | None:
             return None
         i += 1
         cursor.base, cursor.pos = bounds[i][0], 0
-    chunk = data.read_segment(cursor.base, cursor.pos, min(CHUNK_BYTES, bounds[i][1] - cursor.pos))
+    if cursor.pos == 0:  # a compaction may replace a segment before its sending begins, not during it
+        cursor.generation = data.segment_generation(cursor.base)
+    chunk = data.read_segment(cursor.base, cursor.pos, min(CHUNK_BYTES, bounds[i][1] - cursor.pos),
+                              cursor.generation)
     if not chunk:
-        raise InstallError(f"segment {cursor.base} was deleted while it was sent")
+        raise InstallError(f"segment {cursor.base} was deleted or compacted while it was sent")
     message = encode("seg", cursor.base, cursor.pos, chunk)
     cursor.pos += len(chunk)
     return message

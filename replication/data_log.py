@@ -38,9 +38,11 @@ from typing import Any
 
 import msgpack
 
+from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
+from replication.log_cleaner import CleanStats, build_key_map, clean_iter
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -62,6 +64,19 @@ MANIFEST_VERSION = 1  # of a data partition's Raft snapshot (``manifest``); none
 CLEAN_SHUTDOWN = "clean-shutdown"  # written by a clean close: the active segment was fsync'd
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
+CLEANED_TO_FILE = "cleaner-offset"  # how far compaction has cleaned (Kafka's cleaner-offset-checkpoint)
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A topic's compaction settings (Kafka's topic configs, its defaults)."""
+
+    delete_retention_ms: int = 86_400_000
+    min_lag_ms: int = 0  # min.compaction.lag.ms
+    max_lag_ms: int = LONG_MAX  # max.compaction.lag.ms: a dirty segment this old is cleaned whatever the ratio
+    min_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    segment_ms: int = 604_800_000  # segment.ms: the active segment rolls at an append past this age
 INT32_MAX = (1 << 31) - 1
 
 
@@ -129,6 +144,8 @@ class _Segment:
         self.next_offset = base
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
+        self.first_timestamp = -1  # the first batch's largest timestamp (segment.ms counts from it)
+        self.generation = 0  # compactions that replaced this segment's file (a stream reading it starts over)
         self.bytes_since_index = 0
         # Unbuffered: appends go straight to the file (replication.durable.append_at), and a read buffer
         # would serve bytes of a tail that recovery truncated and a new batch overwrote.
@@ -223,6 +240,8 @@ class _Segment:
         return hdr
 
     def _track(self, hdr: BatchHeader) -> None:
+        if self.first_timestamp < 0:
+            self.first_timestamp = hdr.max_timestamp
         if hdr.max_timestamp > self.max_timestamp:
             self.max_timestamp = hdr.max_timestamp
             self.max_timestamp_offset = hdr.base_offset
@@ -452,8 +471,10 @@ class DataLog:
         cleanup_policy: str = DEFAULT_POLICY,
         index_interval_bytes: int = 4096,
         clock: Callable[[], int] = _now_ms,
+        compaction: Compaction = Compaction(),
     ) -> None:
         self.directory = directory
+        self.compaction = compaction
         self.segment_bytes = segment_bytes
         self.retention_ms = retention_ms  # -1: for ever
         self.retention_bytes = retention_bytes  # -1: no bound
@@ -472,10 +493,12 @@ class DataLog:
         os.makedirs(directory, exist_ok=True)
         self._open()
 
-    def reconfigure(self, *, segment_bytes: int, retention_ms: int, retention_bytes: int, cleanup_policy: str) -> None:
+    def reconfigure(self, *, segment_bytes: int, retention_ms: int, retention_bytes: int, cleanup_policy: str,
+                    compaction: Compaction = Compaction()) -> None:
         """The topic's settings altered (IncrementalAlterConfigs): they hold from the next append
-        (a segment rolls at the new size) and the next retention run on."""
+        (a segment rolls at the new size) and the next retention or compaction run on."""
         with self.lock:
+            self.compaction = compaction
             self.segment_bytes = segment_bytes
             self.retention_ms = retention_ms
             self.retention_bytes = retention_bytes
@@ -494,6 +517,7 @@ class DataLog:
         if clean:
             os.remove(self._clean_path)
             fsync_dir(self._clean_path)
+        segment_swap.settle_swaps(self.directory)  # a compaction a crash interrupted: as before, or as after
         bases = sorted(int(f[:-4]) for f in os.listdir(self.directory) if f.endswith(".log") and f[:-4].isdigit())
         for f in os.listdir(self.directory):  # orphan index files
             if f.endswith(".index") and f[:-6].isdigit() and int(f[:-6]) not in bases:
@@ -645,7 +669,7 @@ class DataLog:
         if hdr.base_offset != self.log_end_offset:
             raise ValueError(f"batch base offset {hdr.base_offset} != log end offset {self.log_end_offset}")
         active = self._segments[-1]
-        if active.size > 0 and active.size + len(batch) > self.segment_bytes:
+        if active.size > 0 and (active.size + len(batch) > self.segment_bytes or self._aged(active, hdr)):
             active = self.roll()
         active.append(hdr, batch)
         self.producer_state.update(hdr)
@@ -658,7 +682,7 @@ class DataLog:
         at = i = 0
         while i < len(headers):
             active = self._segments[-1]
-            if active.size > 0 and active.size + headers[i].size > self.segment_bytes:
+            if active.size > 0 and (active.size + headers[i].size > self.segment_bytes or self._aged(active, headers[i])):
                 active = self.roll()
             j, size, expect = i, active.size, self.log_end_offset
             while j < len(headers) and (size == 0 or size + headers[j].size <= self.segment_bytes):
@@ -682,6 +706,11 @@ class DataLog:
             # A marker carries the producer's latest epoch (a fenced producer's abort bumps it).
             self.producer_state.observe_epoch(hdr.producer_id, hdr.producer_epoch)
         self.txns.update(hdr, kind, coordinator_epoch)
+
+    def _aged(self, seg: _Segment, hdr: BatchHeader) -> bool:
+        """segment.ms, as Kafka counts it at an append: from the segment's first batch's
+        timestamp to the new batch's (record time, not the clock: old timestamps roll nothing)."""
+        return 0 <= seg.first_timestamp and hdr.max_timestamp - seg.first_timestamp > self.compaction.segment_ms
 
     def roll(self) -> _Segment:
         if self._segments:  # a rolled segment is trusted on open: it must be on disk
@@ -716,6 +745,100 @@ class DataLog:
                 self._delete_oldest()
                 deleted += 1
         return deleted
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    def compact(self, capacity: int, now_ms: int | None = None) -> CleanStats | None:
+        """One compaction pass (``cleanup.policy`` with ``compact``), on a cleaner thread, never
+        the loop's: the closed segments below the last stable offset whose newest record is
+        ``min.compaction.lag.ms`` old, once their dirty share passes ``min.cleanable.dirty.ratio``
+        (or a dirty one is ``max.compaction.lag.ms`` old), are rewritten a segment at a time
+        (``replication.log_cleaner``, ``replication.segment_swap``), each swapped in under the
+        lock. None if there was nothing to do. ``capacity``: keys the pass's map may hold."""
+        if "compact" not in self.cleanup_policy:
+            return None
+        now = self.clock() if now_ms is None else now_ms
+        settings = self.compaction
+        with self.lock:
+            if self.closed:
+                return None
+            lso = self.txns.last_stable_offset(self.high_watermark, self.log_start_offset)
+            picked: list[tuple[_Segment, int, int]] = []  # (segment, its duplicated descriptor, size)
+            for seg in self._segments[:-1]:
+                if seg.next_offset > lso or seg.max_timestamp > now - settings.min_lag_ms:
+                    break
+                picked.append((seg, os.dup(seg.fh.fileno()), seg.size))
+            cleaned_to = self._read_cleaned_to()
+            dirty = [(seg, size) for seg, _, size in picked if seg.next_offset > cleaned_to]
+            total = sum(size for _, _, size in picked)
+            overdue = any(0 <= seg.max_timestamp < now - settings.max_lag_ms for seg, _ in dirty)
+            if not dirty or not total or (sum(size for _, size in dirty) / total < settings.min_dirty_ratio
+                                          and not overdue):
+                for _, fd, _ in picked:
+                    os.close(fd)
+                return None
+            aborted = list(self.txns.aborted)
+            last = {pid: e.batches[-1][3] for pid, e in self.producer_state.producers.items() if e.batches}
+        stats = CleanStats()
+        try:
+            # The map covers the dirty part (what was cleaned has no key twice); every segment up
+            # to where it ends is cleaned with it, and the next pass maps on from there.
+            dirty_batches = (b for seg, fd, size in picked if seg.next_offset > cleaned_to
+                             for b in segment_swap.read_batches(fd, size) if parse_header(b).next_offset > cleaned_to)
+            key_map = build_key_map(dirty_batches, capacity=capacity, aborted=aborted)
+            for seg, fd, size in picked:
+                if seg.base >= key_map.end:
+                    break
+                batches = clean_iter(segment_swap.read_batches(fd, size), key_map, now_ms=now,
+                                     delete_retention_ms=settings.delete_retention_ms, aborted=aborted,
+                                     producers_last=last, stats=stats, keep_last=True)
+                try:
+                    segment_swap.write_copy(seg.log_path, seg.idx_path, batches, self.index_interval_bytes)
+                except (OSError, ValueError):  # a full disk, a bad batch: the segment stays as it was
+                    segment_swap.discard(seg.log_path, seg.idx_path)
+                    raise
+                self._swap_in(seg)
+            with self.lock:
+                if not self.closed:
+                    write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
+                                  str(max(key_map.end, cleaned_to)).encode("ascii"))
+        finally:
+            for _, fd, _ in picked:
+                os.close(fd)
+        log.info("event=log_compacted dir=%s records_in=%d records_out=%d bytes_in=%d bytes_out=%d",
+                 self.directory, stats.records_in, stats.records_out, stats.bytes_in, stats.bytes_out)
+        return stats
+
+    def _swap_in(self, seg: _Segment) -> None:
+        """The cleaned copy of ``seg`` replaces it, unless the segment went meanwhile (retention,
+        DeleteRecords, a snapshot installed) or the log closed."""
+        with self.lock:
+            i = bisect.bisect_left(self._bases, seg.base)
+            if self.closed or i == len(self._segments) or self._segments[i] is not seg:
+                segment_swap.discard(seg.log_path, seg.idx_path)
+                return
+            seg.close()
+            try:
+                segment_swap.commit(seg.log_path, seg.idx_path)
+            except OSError as e:  # the renames half done: the next start completes them (settle_swaps)
+                fail_stop("data_log", f"{seg.log_path}: swapping in its compacted copy failed: {type(e).__name__}: {e}")
+            fresh = _Segment(self.directory, seg.base, self.index_interval_bytes)
+            fresh.recover()
+            fresh.generation = seg.generation + 1
+            self._segments[i] = fresh
+
+    def _read_cleaned_to(self) -> int:
+        try:
+            with open(os.path.join(self.directory, CLEANED_TO_FILE), encoding="ascii") as fh:
+                return int(fh.read().strip())
+        except (OSError, ValueError):
+            return 0  # never cleaned, or unreadable: every segment counts as dirty
+
+    def segment_generation(self, base: int) -> int | None:
+        """How many compactions replaced segment ``base`` (None: no such segment)."""
+        with self.lock:
+            i = bisect.bisect_left(self._bases, base)
+            return self._segments[i].generation if i < len(self._bases) and self._bases[i] == base else None
 
     def _delete_oldest(self) -> None:
         seg = self._segments.pop(0)
@@ -897,20 +1020,23 @@ class DataLog:
                     "segments": [[seg.base, seg.size] for seg in self._segments],
                     "producers": self.producer_state.to_obj(), "txns": self.txns.to_obj()}
 
-    def read_segment(self, base: int, pos: int, n: int) -> bytes | None:
-        """Up to ``n`` bytes of segment ``base`` from ``pos``; None once retention deleted it."""
+    def read_segment(self, base: int, pos: int, n: int, generation: int | None = None) -> bytes | None:
+        """Up to ``n`` bytes of segment ``base`` from ``pos``; None once retention deleted it, or
+        (``generation`` given) once a compaction replaced it."""
         with self.lock:
             i = bisect.bisect_left(self._bases, base)
             if i == len(self._bases) or self._bases[i] != base:
                 return None
             seg = self._segments[i]
+            if generation is not None and seg.generation != generation:
+                return None
             return _pread(seg.fh.fileno(), max(0, min(n, seg.size - pos)), pos)
 
     def settings(self) -> dict[str, Any]:
         """What a copy of this log (an installed snapshot's staging log) is opened with."""
         return {"segment_bytes": self.segment_bytes, "retention_ms": self.retention_ms,
                 "retention_bytes": self.retention_bytes, "index_interval_bytes": self.index_interval_bytes,
-                "clock": self.clock}
+                "clock": self.clock, "compaction": self.compaction}
 
     def adopt(self, staging: str) -> None:
         """Become the log in ``staging`` (a complete, fsync'd, cleanly closed copy: an installed

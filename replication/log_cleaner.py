@@ -26,9 +26,10 @@ A pass over the cleanable part of a log (closed segments, below the last stable 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from replication.record_batch import (
@@ -51,9 +52,14 @@ GZIP = 1
 MAX_PLAIN_BYTES = 64 * 1024 * 1024  # a gzip batch inflated past this is left as it is
 
 
+def _digest(key: bytes) -> bytes:
+    """A key as the map holds it: 16 bytes whatever its size (Kafka's map holds MD5s)."""
+    return hashlib.blake2b(key, digest_size=16).digest()
+
+
 @dataclass(slots=True)
 class KeyMap:
-    """Each key's latest offset in ``[start, end)`` (``end``: where mapping stopped)."""
+    """Each key's (digest's) latest offset in ``[start, end)`` (``end``: where mapping stopped)."""
 
     start: int
     end: int
@@ -108,12 +114,12 @@ def build_key_map(batches: Iterable[bytes], *, capacity: int, aborted: Sequence[
             key_map.end = hdr.next_offset
             continue
         records = _records(hdr, batch) or []
-        new = {r.key for r in records if r.key is not None and r.key not in key_map.latest}
+        keyed = [(_digest(r.key), r.offset) for r in records if r.key is not None]
+        new = {d for d, _ in keyed if d not in key_map.latest}
         if len(key_map.latest) + len(new) > capacity and key_map.latest:
             break  # full: this pass cleans up to here
-        for r in records:
-            if r.key is not None:
-                key_map.latest[r.key] = r.offset
+        for d, offset in keyed:
+            key_map.latest[d] = offset
         key_map.end = hdr.next_offset
     return key_map or KeyMap(0, 0)
 
@@ -123,28 +129,44 @@ def clean(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete_rete
           stats: CleanStats | None = None) -> list[bytes]:
     """The batches below ``key_map.end`` as compaction leaves them (offsets unchanged); the
     batches from there on are returned as they are."""
+    return list(clean_iter(batches, key_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms, aborted=aborted,
+                           producers_last=producers_last, stats=stats))
+
+
+def clean_iter(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete_retention_ms: int,
+               aborted: Sequence[AbortedTxn] = (), producers_last: dict[int, int] | None = None,
+               stats: CleanStats | None = None, keep_last: bool = False) -> Iterator[bytes]:
+    """``clean``, a batch at a time (a segment is written as it is cleaned). ``keep_last``: the
+    last batch stays, emptied if nothing of it is kept (a segment keeps its end offset, so the
+    next one still starts where it ends)."""
     ends = [e.last_offset for e in aborted]
     last_of = producers_last or {}
     stats = stats if stats is not None else CleanStats()
     horizon = now_ms + delete_retention_ms
     # producer id -> whether its transaction since its last marker kept a record
     kept_in_txn: dict[int, bool] = {}
-    out: list[bytes] = []
+    dropped: BatchHeader | None = None  # the last batch looked at, if nothing of it was kept
     for batch in batches:
         hdr = parse_header(batch)
+        dropped = None
         if hdr.base_offset >= key_map.end:
-            out.append(bytes(batch))
+            yield bytes(batch)
             continue
         stats.bytes_in += hdr.size
         stats.records_in += hdr.records_count
         kept = _clean_batch(hdr, batch, key_map, now_ms, horizon, last_of, kept_in_txn,
                             hdr.is_transactional and not hdr.is_control
                             and _aborted(aborted, ends, hdr.producer_id, hdr.base_offset))
-        if kept is not None:
-            out.append(kept)
-            stats.bytes_out += len(kept)
-            stats.records_out += parse_header(kept).records_count
-    return out
+        if kept is None:
+            dropped = hdr
+            continue
+        stats.bytes_out += len(kept)
+        stats.records_out += parse_header(kept).records_count
+        yield kept
+    if keep_last and dropped is not None:
+        empty = _rebuild(dropped, [], dropped.base_timestamp, dropped.attributes & ~ATTR_DELETE_HORIZON)
+        stats.bytes_out += len(empty)
+        yield empty
 
 
 def _clean_batch(hdr: BatchHeader, batch: bytes, key_map: KeyMap, now_ms: int, horizon: int,
@@ -163,7 +185,7 @@ def _clean_batch(hdr: BatchHeader, batch: bytes, key_map: KeyMap, now_ms: int, h
         if hdr.is_transactional:
             kept_in_txn[hdr.producer_id] = True
         return bytes(batch)  # unreadable here: kept whole
-    keep = [r for r in records or () if r.key is not None and key_map.latest.get(r.key, -1) <= r.offset
+    keep = [r for r in records or () if r.key is not None and key_map.latest.get(_digest(r.key), -1) <= r.offset
             and not (r.value is None and past_horizon)]
     if hdr.is_transactional and keep:
         kept_in_txn[hdr.producer_id] = True

@@ -56,6 +56,7 @@ class StreamCursor:
     sid: int = 0  # the stream's id: a follower that refuses a piece names it, and it starts over
     ahead: Any = None  # the state machine's reads for this stream, done ahead of it
     started: bool = False  # its first piece was handed out (that one tells the follower to begin)
+    generation: int | None = None  # the segment being sent, as compaction had left it when its sending began
 
 
 @runtime_checkable

@@ -142,7 +142,7 @@ def test_cleaning_with_uncleanable_section() -> None:
     for i in range(8):
         log.put((b"k%d" % i, b"b"))
     first = build_key_map(log.batches, capacity=4)
-    assert first.end == 4 and len(first.latest) == 4
+    assert first.end == 4 and len(first.latest) == 4  # (digests of the keys)
     log.batches = clean(log.batches, first, now_ms=0, delete_retention_ms=DAY)
     assert log.offsets() == list(range(16))  # keys 0-3 have no later value in the map's part
     log.clean(now=0)

@@ -1,0 +1,98 @@
+"""Log compaction on a 3-node cluster: a topic with ``cleanup.policy=compact`` (segments rolled
+by ``segment.ms``, a cleaner run every half second) is compacted by every replica on its own; a
+consumer reading it from the start, from the leader and, after the leader is killed, from the
+next one, sees each key's latest value at the offset it was acknowledged at, every tombstoned key
+gone once ``delete.retention.ms`` passed, and fewer records than were produced."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.cluster_harness import Cluster, wait_for
+
+pytestmark = pytest.mark.cluster
+
+KEYS = 12
+ROUNDS = 30
+
+
+def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def test_every_replica_compacts_and_a_reader_sees_each_keys_latest_value(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, settings={"log.cleaner.backoff.ms": 500}).start()
+    try:
+        topic = f"compacted-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        configs = {"cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.01",
+                   "delete.retention.ms": "1000"}
+        for f in admin.create_topics([NewTopic(topic, 1, 3, config=configs)]).values():
+            f.result(timeout=30)
+        producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5,
+                             "enable.idempotence": True})
+        acked: dict[bytes, tuple[int, bytes | None]] = {}
+
+        def delivered(err: object, msg: object) -> None:
+            assert err is None, err
+            key = msg.key()  # type: ignore[attr-defined]
+            acked[key] = max(acked.get(key, (-1, None)), (msg.offset(), msg.value()))  # type: ignore[attr-defined]
+
+        produced = 0
+        for r in range(ROUNDS):
+            for k in range(KEYS):
+                tomb = r == ROUNDS - 1 and k < 3  # the last round deletes three keys
+                producer.produce(topic, key=b"k%d" % k, value=None if tomb else b"r%d" % r, on_delivery=delivered)
+                produced += 1
+            producer.flush(10)
+            time.sleep(0.03)  # the segments roll on record time
+        producer.produce(topic, key=b"tail", value=b"x", on_delivery=delivered)  # the active segment
+        producer.flush(10)
+        wait_for(lambda: all("event=log_compacted" in c.log_text(i) for i in range(3)), 60,
+                 "every replica to compact")
+        time.sleep(2.5)  # past delete.retention.ms: a later pass removes the tombstones
+        wait_for(lambda: all(c.log_text(i).count("event=log_compacted") >= 3 for i in range(3)), 60,
+                 "more passes")
+
+        def check(bootstrap: str) -> int:
+            got = _read_all(bootstrap, topic)
+            offsets = [o for o, _, _ in got]
+            assert offsets == sorted(set(offsets))
+            last = {k: (o, v) for o, k, v in got}
+            for key, (offset, value) in acked.items():
+                if value is None:
+                    assert key not in last or last[key] == (offset, None), key
+                else:
+                    assert last[key] == (offset, value), (key, last.get(key), (offset, value))
+            return len(got)
+
+        seen = check(c.bootstrap)
+        assert seen < produced / 2, (seen, produced)
+        leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+        c.kill(leader)
+        others = ",".join(c.address(i) for i in range(3) if i != leader)
+        wait_for(lambda: admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader not in (leader, -1),
+                 30, "a new leader", tolerate=(KafkaException,))
+        check(others)  # the next leader's own compacted copy
+        print(f"produced {produced}, read back {seen} after compaction")
+    finally:
+        c.kill_all()

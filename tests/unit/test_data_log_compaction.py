@@ -1,0 +1,170 @@
+"""Compaction of a data log (``DataLog.compact``): which segments a pass cleans, what a reader
+from the start then sees, and that a crash at any step leaves the log as before or as after."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from replication import segment_swap
+from replication.data_log import Compaction, DataLog
+from replication.record_batch import ATTR_TRANSACTIONAL, assign_offsets, build_batch, iter_records
+from replication.txn_index import marker_record
+
+SEGMENT = 300  # bytes: a few small batches a segment
+
+
+class Clock:
+    def __init__(self, now: int = 10_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _log(path: Path, clock: Clock | None = None, **compaction: int | float) -> DataLog:
+    return DataLog(str(path), segment_bytes=SEGMENT, cleanup_policy="compact", clock=clock or Clock(),
+                   compaction=Compaction(**{"min_dirty_ratio": 0.0, **compaction}))  # type: ignore[arg-type]
+
+
+def put(log: DataLog, key: bytes, value: bytes | None, *, ts: int = 1000, pid: int = -1, seq: int = -1,
+        txn: bool = False) -> int:
+    base = log.log_end_offset
+    batch = build_batch([(key, value)], timestamp=ts, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                        base_sequence=seq, attributes=ATTR_TRANSACTIONAL if txn else 0)
+    log.append(assign_offsets(batch, base, 1))
+    return base
+
+
+def everything(log: DataLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for r in iter_records(log.read(0, 1 << 24))]
+
+
+def fill(log: DataLog, rounds: int = 6, keys: int = 4) -> dict[bytes, tuple[int, bytes]]:
+    latest = {}
+    for r in range(rounds):
+        for k in range(keys):
+            key, value = b"k%d" % k, b"v%d-%d" % (r, k)
+            latest[key] = (put(log, key, value), value)
+    return latest
+
+
+def test_a_pass_keeps_each_keys_latest_value_at_its_offset_and_the_active_segment(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    latest = fill(log)
+    end, segments = log.log_end_offset, log.segment_count
+    active = log._segments[-1].base
+    stats = log.compact(capacity=1000)
+    assert stats is not None and stats.records_out < stats.records_in
+    got = everything(log)
+    assert log.log_end_offset == end and log.segment_count == segments  # offsets and segments stay
+    survivors = {k: (o, v) for o, k, v in got if o < active}
+    for key, (offset, value) in latest.items():
+        assert (offset, key, value) in got, key
+    assert all(latest[k][0] >= o for k, (o, _) in survivors.items())
+    assert [o for o, _, _ in got] == sorted(o for o, _, _ in got)
+    assert everything(log)[-1][0] == end - 1  # the active segment as it was
+    log.close()
+    again = _log(tmp_path)
+    assert everything(again) == got and again.log_end_offset == end  # reopened: the same log
+    assert again.compact(capacity=1000) is None or everything(again) == got  # nothing new: nothing to do
+
+
+def test_segments_past_the_last_stable_offset_or_younger_than_the_lag_are_not_cleaned(tmp_path: Path) -> None:
+    clock = Clock()
+    log = _log(tmp_path / "txn", clock)
+    fill(log, rounds=2)
+    put(log, b"k0", b"open", pid=7, seq=0, txn=True)  # an open transaction from here
+    fill(log, rounds=4)
+    before = everything(log)
+    log.compact(capacity=1000)
+    after = everything(log)
+    first_open = next(o for o, k, v in before if v == b"open")
+    assert [x for x in after if x[0] >= first_open] == [x for x in before if x[0] >= first_open]
+    log.append(assign_offsets(build_batch([marker_record(True, 0)], producer_id=7, producer_epoch=0,
+                                          attributes=ATTR_TRANSACTIONAL | 0x20), log.log_end_offset, 1))
+    young = _log(tmp_path / "lag", clock, min_lag_ms=5000)
+    fill(young)  # record timestamps of 1000, now 10,000,000: old enough
+    assert young.compact(capacity=1000) is not None
+    fresh = _log(tmp_path / "fresh", clock, min_lag_ms=5000)
+    for k in range(20):
+        put(fresh, b"k", b"%d" % k, ts=clock.now - 10)
+    assert fresh.compact(capacity=1000) is None
+
+
+def test_a_small_map_cleans_in_passes(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    latest = fill(log, rounds=5, keys=10)
+    passes = 0
+    while log.compact(capacity=3) is not None:  # each maps 3 keys: 4 rounds of 10 keys take 14 passes
+        passes += 1
+        assert passes < 100
+    assert passes > 10
+    got = everything(log)
+    assert all((o, k, v) in got for k, (o, v) in latest.items())
+    cleanable = [k for o, k, _ in got if o < log._segments[-1].base]
+    assert len(cleanable) == len(set(cleanable))  # each key once there, after enough passes
+
+
+def test_a_producers_last_batch_keeps_it_from_duplicating_after_compaction(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    for seq in range(6):
+        put(log, b"k", b"%d" % seq, pid=3, seq=seq)
+    fill(log, rounds=4)
+    log.compact(capacity=1000)
+    log.close()
+    again = _log(tmp_path)
+    assert again.check_sequence(3, 0, 5, 5).result.name == "DUPLICATE"
+    assert again.check_sequence(3, 0, 6, 6).result.name == "OK"
+
+
+def test_a_crash_before_the_commit_leaves_the_segment_and_after_it_the_copy(tmp_path: Path) -> None:
+    for crash_at, expect_cleaned in (("written", False), ("committed", True), ("index_swapped", True)):
+        d = tmp_path / crash_at
+        log = _log(d)
+        fill(log)
+        before = everything(log)
+        seg = log._segments[0]
+        fd = os.dup(seg.fh.fileno())
+        from replication.log_cleaner import build_key_map, clean_iter
+
+        batches = list(segment_swap.read_batches(fd, seg.size))
+        os.close(fd)
+        whole = [b for s in log._segments[:-1] for b in segment_swap.read_batches(s.fh.fileno(), s.size)]
+        key_map = build_key_map(whole, capacity=1000)
+        copy = list(clean_iter(batches, key_map, now_ms=0, delete_retention_ms=0, keep_last=True))
+        segment_swap.write_copy(seg.log_path, seg.idx_path, copy, log.index_interval_bytes)
+        if crash_at != "written":
+            os.replace(seg.log_path + ".cleaned", seg.log_path + ".swap")
+        if crash_at == "index_swapped":
+            os.replace(seg.idx_path + ".cleaned", seg.idx_path)
+        log.close()  # (a crash: the process is gone; what is on disk is what counts)
+        again = _log(d)
+        got = everything(again)
+        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
+        cleaned_first = [x for x in got if x[0] < seg.next_offset]
+        assert (len(cleaned_first) < len([x for x in before if x[0] < seg.next_offset])) == expect_cleaned
+        assert [x for x in got if x[0] >= seg.next_offset] == [x for x in before if x[0] >= seg.next_offset]
+        assert again.log_end_offset == log.log_end_offset
+
+
+def test_a_snapshot_stream_reading_a_segment_sees_its_compaction_and_starts_over(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    fill(log)
+    base = log._segments[0].base
+    generation = log.segment_generation(base)
+    assert log.read_segment(base, 0, 10, generation)
+    log.compact(capacity=1000)
+    assert log.read_segment(base, 0, 10, generation) is None  # the piece would mix two files
+    assert log.read_segment(base, 0, 10, log.segment_generation(base))
+
+
+def test_segment_ms_rolls_at_an_append_whose_records_are_that_much_newer(tmp_path: Path) -> None:
+    log = DataLog(str(tmp_path), cleanup_policy="compact", compaction=Compaction(segment_ms=1000))
+    put(log, b"a", b"1", ts=5000)
+    put(log, b"a", b"2", ts=5900)
+    assert log.segment_count == 1
+    put(log, b"a", b"3", ts=6001)
+    assert log.segment_count == 2
+    put(log, b"a", b"4", ts=0)  # an old timestamp rolls nothing
+    assert log.segment_count == 2
