@@ -168,3 +168,120 @@ def test_segment_ms_rolls_at_an_append_whose_records_are_that_much_newer(tmp_pat
     assert log.segment_count == 2
     put(log, b"a", b"4", ts=0)  # an old timestamp rolls nothing
     assert log.segment_count == 2
+
+
+# ------------------------------------------------------------ a property test, with crashes
+
+from dataclasses import dataclass  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # put, tomb, txn, commit, abort, compact, crash
+    key: int = 0
+    pid: int = 1
+    at: int = 0  # compact: how far the clock moved; crash: the step a compaction is cut at
+
+
+OPS = st.one_of(
+    st.builds(Op, st.just("put"), st.integers(0, 5)), st.builds(Op, st.just("tomb"), st.integers(0, 5)),
+    st.builds(Op, st.just("txn"), st.integers(0, 5), st.integers(1, 2)),
+    st.builds(Op, st.just("commit"), pid=st.integers(1, 2)), st.builds(Op, st.just("abort"), pid=st.integers(1, 2)),
+    st.builds(Op, st.just("compact"), at=st.integers(0, 3000)), st.builds(Op, st.just("crash"), at=st.integers(0, 2)),
+)
+
+
+def _crash_mid_compaction(log: DataLog, step: int) -> None:
+    """A compaction of the first closed segment cut at ``step`` (0: copy written, 1: committed,
+    2: index swapped), as a killed process leaves it."""
+    from replication.log_cleaner import build_key_map, clean_iter
+
+    closed = log._segments[:-1]
+    if not closed:
+        return
+    seg = closed[0]
+    whole = [b for s in closed for b in segment_swap.read_batches(s.fh.fileno(), s.size)]
+    lso = log.txns.last_stable_offset(log.high_watermark, log.log_start_offset)
+    if seg.next_offset > lso:
+        return
+    key_map = build_key_map([b for b in whole if int.from_bytes(b[:8], "big") < lso], capacity=1000,
+                            aborted=log.txns.aborted)
+    last = {pid: e.batches[-1][3] for pid, e in log.producer_state.producers.items() if e.batches}
+    copy = clean_iter(segment_swap.read_batches(seg.fh.fileno(), seg.size), key_map, now_ms=log.clock(),
+                      delete_retention_ms=log.compaction.delete_retention_ms, aborted=log.txns.aborted,
+                      producers_last=last, keep_last=True)
+    segment_swap.write_copy(seg.log_path, seg.idx_path, copy, log.index_interval_bytes)
+    if step >= 1:
+        os.replace(seg.log_path + ".cleaned", seg.log_path + ".swap")
+    if step >= 2:
+        os.replace(seg.idx_path + ".cleaned", seg.idx_path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(OPS, min_size=5, max_size=60))
+def test_compactions_and_crashes_keep_every_keys_latest_committed_value_and_every_offset(tmp_path_factory: object,
+                                                                                            ops: list[Op]) -> None:
+    path = tmp_path_factory.mktemp("log")  # type: ignore[attr-defined]
+    clock = Clock()
+    log = _log(path, clock, delete_retention_ms=1000)
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    pending: dict[int, list[tuple[bytes, int, bytes]]] = {}
+    seq: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        key = b"k%d" % op.key
+        if op.kind in ("put", "tomb"):
+            value = None if op.kind == "tomb" else b"v%d" % i
+            latest[key] = (put(log, key, value, ts=clock.now), value)
+        elif op.kind == "txn":
+            s = seq.get(op.pid, 0)
+            seq[op.pid] = s + 1
+            pending.setdefault(op.pid, []).append((key, put(log, key, b"t%d" % i, ts=clock.now, pid=op.pid, seq=s,
+                                                              txn=True), b"t%d" % i))
+        elif op.kind in ("commit", "abort") and op.pid in pending:
+            written = pending.pop(op.pid)
+            for k, offset, value in written if op.kind == "commit" else ():
+                if offset > latest.get(k, (-1, None))[0]:
+                    latest[k] = (offset, value)
+            log.append(assign_offsets(build_batch([marker_record(op.kind == "commit", 0)], producer_id=op.pid,
+                                                  producer_epoch=0, timestamp=clock.now,
+                                                  attributes=ATTR_TRANSACTIONAL | 0x20), log.log_end_offset, 1))
+        elif op.kind == "compact":
+            clock.now += op.at
+            end = log.log_end_offset
+            log.compact(capacity=4)
+            assert log.log_end_offset == end
+        elif op.kind == "crash":
+            end = log.log_end_offset
+            _crash_mid_compaction(log, op.at)
+            log = _log(path, clock, delete_retention_ms=1000)  # the killed process's files, opened again
+            assert log.log_end_offset == end
+    aborted = [(e.producer_id, e.first_offset, e.last_offset) for e in log.txns.aborted]
+    seen: dict[bytes, tuple[int, bytes | None]] = {}
+    offsets = []
+    for r_hdr, records in _batches(log):
+        if r_hdr.is_control or any(p == r_hdr.producer_id and f <= r_hdr.base_offset < m for p, f, m in aborted):
+            continue
+        if r_hdr.is_transactional and r_hdr.base_offset >= log.txns.ongoing.get(r_hdr.producer_id, 1 << 62):
+            continue
+        for r in records:
+            offsets.append(r.offset)
+            seen[r.key or b""] = (r.offset, r.value)
+    assert offsets == sorted(set(offsets))
+    for key, (offset, value) in latest.items():
+        if value is None:
+            assert seen.get(key, (offset, None)) == (offset, None), key
+        else:
+            assert seen.get(key) == (offset, value), (key, seen.get(key), (offset, value))
+
+
+def _batches(log: DataLog) -> list[tuple[object, list[object]]]:
+    from replication.record_batch import decode_records, iter_batches
+
+    data = log.read(0, 1 << 24)
+    out = []
+    for pos, hdr in iter_batches(data):
+        out.append((hdr, decode_records(data[pos:pos + hdr.size])))
+    return out  # type: ignore[return-value]
