@@ -4,7 +4,11 @@ from the start then sees, and that a crash at any step leaves the log as before 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replication import segment_swap
 from replication.data_log import Compaction, DataLog
@@ -171,11 +175,6 @@ def test_segment_ms_rolls_at_an_append_whose_records_are_that_much_newer(tmp_pat
 
 
 # ------------------------------------------------------------ a property test, with crashes
-
-from dataclasses import dataclass  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @dataclass(frozen=True)
