@@ -42,7 +42,7 @@ from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.log_cleaner import CleanStats, build_key_map, clean_iter
+from replication.log_cleaner import CleanState, CleanStats, build_key_map, clean_iter
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -52,6 +52,7 @@ from replication.record_batch import (
     InvalidBatchError,
     crc32c,
     decode_records,
+    iter_batches,
     parse_header,
 )
 from replication.txn_index import PartitionTxns, read_marker
@@ -182,6 +183,8 @@ class _Segment:
         if valid:
             pos, self.max_timestamp, self.next_offset = self.idx_positions[-1], self.idx_maxts[-1], self.idx_offsets[-1]
             last_index_pos = pos
+            first = self._read_valid_header(0, file_size)
+            self.first_timestamp = first.max_timestamp if first is not None else -1
         else:
             pos, last_index_pos = 0, 0
         while pos < file_size:
@@ -489,6 +492,9 @@ class DataLog:
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
         self._start_floor = 0  # DeleteRecords: the log starts here at the earliest (START_FILE)
+        # when a tombstone or marker a pass kept may go (a pass is due then, dirty or not; 0: not
+        # known since the log opened, so the first chance is taken)
+        self._horizon_due = 0
         settle_install(directory)
         os.makedirs(directory, exist_ok=True)
         self._open()
@@ -678,7 +684,8 @@ class DataLog:
         return hdr
 
     def _append_run_unlocked(self, headers: list[BatchHeader], data: bytes) -> None:
-        """``_append_unlocked`` of checked, consecutive batches, one write per segment they land in."""
+        """``_append_unlocked`` of checked batches in offset order, one write per segment they land
+        in; a batch may start past the log end (a compacted log's copy has gaps)."""
         at = i = 0
         while i < len(headers):
             active = self._segments[-1]
@@ -686,8 +693,8 @@ class DataLog:
                 active = self.roll()
             j, size, expect = i, active.size, self.log_end_offset
             while j < len(headers) and (size == 0 or size + headers[j].size <= self.segment_bytes):
-                if headers[j].base_offset != expect:
-                    raise ValueError(f"batch base offset {headers[j].base_offset} != log end offset {expect}")
+                if headers[j].base_offset < expect:
+                    raise ValueError(f"batch base offset {headers[j].base_offset} < log end offset {expect}")
                 size, expect = size + headers[j].size, headers[j].next_offset
                 j += 1
             n = size - active.size
@@ -771,37 +778,47 @@ class DataLog:
             cleaned_to = self._read_cleaned_to()
             dirty = [(seg, size) for seg, _, size in picked if seg.next_offset > cleaned_to]
             total = sum(size for _, _, size in picked)
-            overdue = any(0 <= seg.max_timestamp < now - settings.max_lag_ms for seg, _ in dirty)
-            if not dirty or not total or (sum(size for _, size in dirty) / total < settings.min_dirty_ratio
-                                          and not overdue):
+            overdue = any(0 <= seg.first_timestamp < now - settings.max_lag_ms for seg, _ in dirty)
+            due = self._horizon_due <= now  # deletes past their horizon (Kafka cleans such a log too)
+            if not total or (not dirty or sum(size for _, size in dirty) / total < settings.min_dirty_ratio) and not (
+                    overdue or due):
                 for _, fd, _ in picked:
                     os.close(fd)
                 return None
             aborted = list(self.txns.aborted)
             last = {pid: e.batches[-1][3] for pid, e in self.producer_state.producers.items() if e.batches}
         stats = CleanStats()
+        state = CleanState()  # across the pass's segments: a transaction's marker may be in a later one
         try:
             # The map covers the dirty part (what was cleaned has no key twice); every segment up
             # to where it ends is cleaned with it, and the next pass maps on from there.
             dirty_batches = (b for seg, fd, size in picked if seg.next_offset > cleaned_to
                              for b in segment_swap.read_batches(fd, size) if parse_header(b).next_offset > cleaned_to)
             key_map = build_key_map(dirty_batches, capacity=capacity, aborted=aborted)
+            key_map.end = max(key_map.end, cleaned_to)  # what was cleaned before is cleaned again with it
             for seg, fd, size in picked:
-                if seg.base >= key_map.end:
+                if seg.base >= key_map.end or self.closed:
                     break
+                state.changed = False
                 batches = clean_iter(segment_swap.read_batches(fd, size), key_map, now_ms=now,
                                      delete_retention_ms=settings.delete_retention_ms, aborted=aborted,
-                                     producers_last=last, stats=stats, keep_last=True)
+                                     producers_last=last, stats=stats, keep_last=True, state=state)
                 try:
                     segment_swap.write_copy(seg.log_path, seg.idx_path, batches, self.index_interval_bytes)
-                except (OSError, ValueError):  # a full disk, a bad batch: the segment stays as it was
+                except BaseException:  # a full disk, a bad batch: the segment stays as it was
                     segment_swap.discard(seg.log_path, seg.idx_path)
                     raise
-                self._swap_in(seg)
+                if state.changed:
+                    self._swap_in(seg)
+                else:  # nothing of it went: no swap (its readers and streams go on undisturbed)
+                    segment_swap.discard(seg.log_path, seg.idx_path)
             with self.lock:
-                if not self.closed:
-                    write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
-                                  str(max(key_map.end, cleaned_to)).encode("ascii"))
+                if state.dropped_markers:  # a reader is no longer told of aborts whose markers went
+                    self.txns.forget_markers(state.dropped_markers)
+                self._horizon_due = state.next_horizon
+            if not self.closed:
+                write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
+                              str(max(key_map.end, cleaned_to)).encode("ascii"))
         finally:
             for _, fd, _ in picked:
                 os.close(fd)
@@ -817,13 +834,13 @@ class DataLog:
             if self.closed or i == len(self._segments) or self._segments[i] is not seg:
                 segment_swap.discard(seg.log_path, seg.idx_path)
                 return
-            seg.close()
             try:
                 segment_swap.commit(seg.log_path, seg.idx_path)
-            except OSError as e:  # the renames half done: the next start completes them (settle_swaps)
+                fresh = _Segment(self.directory, seg.base, self.index_interval_bytes)
+                fresh.recover()
+            except OSError as e:  # half done: the next start completes it (settle_swaps)
                 fail_stop("data_log", f"{seg.log_path}: swapping in its compacted copy failed: {type(e).__name__}: {e}")
-            fresh = _Segment(self.directory, seg.base, self.index_interval_bytes)
-            fresh.recover()
+            seg.close()
             fresh.generation = seg.generation + 1
             self._segments[i] = fresh
 
@@ -916,8 +933,8 @@ class DataLog:
             return self._append_unlocked(batch)
 
     def append_run(self, headers: list[BatchHeader], data: bytes) -> None:
-        """Append consecutive offset-assigned batches already checked (a snapshot install's copy):
-        ``data`` holds them, ``headers`` are theirs, in order."""
+        """Append offset-assigned batches already checked (a snapshot install's copy, with the
+        gaps compaction left): ``data`` holds them, ``headers`` are theirs, in order."""
         with self.lock:
             self._append_run_unlocked(headers, data)
 
@@ -990,11 +1007,13 @@ class DataLog:
             self._new_segment(start_offset)
             self._start_floor = start_offset
             self._write_start_floor(start_offset)
-            pos = 0
-            while pos < len(batches):
-                hdr = parse_header(batches, pos)
-                self._append_unlocked(batches[pos : pos + hdr.size])
-                pos += hdr.size
+            headers = [hdr for _, hdr in iter_batches(batches)]
+            if headers:
+                self._append_run_unlocked(headers, batches)
+            try:
+                os.remove(os.path.join(self.directory, CLEANED_TO_FILE))  # a new log: nothing of it cleaned
+            except FileNotFoundError:
+                pass
             self.load_state(producers, txns)
 
     def load_state(self, producers: Any, txns: Any) -> None:

@@ -48,6 +48,7 @@ from replication.record_batch import (
 from replication.txn_index import AbortedTxn
 
 ATTR_DELETE_HORIZON = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is the horizon
+LONG_MAX = (1 << 63) - 1
 GZIP = 1
 MAX_PLAIN_BYTES = 64 * 1024 * 1024  # a gzip batch inflated past this is left as it is
 
@@ -64,6 +65,17 @@ class KeyMap:
     start: int
     end: int
     latest: dict[bytes, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CleanState:
+    """What a pass carries from batch to batch, and from segment to segment."""
+
+    kept_in_txn: dict[int, bool] = field(default_factory=dict)  # producer -> its open transaction kept a batch
+    dropped_markers: set[int] = field(default_factory=set)  # offsets of the markers removed
+    unreadable_seen: bool = False  # a batch whose records were not read came before: tombstones stay
+    changed: bool = False  # some batch was removed or rewritten
+    next_horizon: int = LONG_MAX  # the earliest delete horizon a kept batch carries: a pass is due then
 
 
 @dataclass(slots=True)
@@ -94,7 +106,8 @@ def _records(hdr: BatchHeader, batch: bytes | memoryview) -> list[Record] | None
 
 def _aborted(aborted: Sequence[AbortedTxn], ends: list[int], producer_id: int, offset: int) -> bool:
     """Whether a transactional batch of ``producer_id`` at ``offset`` belongs to an aborted transaction."""
-    for e in aborted[bisect.bisect_right(ends, offset):]:
+    for i in range(bisect.bisect_right(ends, offset), len(aborted)):
+        e = aborted[i]
         if e.producer_id == producer_id and e.first_offset <= offset:
             return True
         if e.last_stable_offset > offset:
@@ -135,17 +148,17 @@ def clean(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete_rete
 
 def clean_iter(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete_retention_ms: int,
                aborted: Sequence[AbortedTxn] = (), producers_last: dict[int, int] | None = None,
-               stats: CleanStats | None = None, keep_last: bool = False) -> Iterator[bytes]:
+               stats: CleanStats | None = None, keep_last: bool = False,
+               state: CleanState | None = None) -> Iterator[bytes]:
     """``clean``, a batch at a time (a segment is written as it is cleaned). ``keep_last``: the
-    last batch stays, emptied if nothing of it is kept (a segment keeps its end offset, so the
-    next one still starts where it ends)."""
+    last batch stays (a segment keeps its end offset, so the next one still starts where it
+    ends): a data batch emptied, a marker as it was. ``state``: the pass's, shared by its segments."""
     ends = [e.last_offset for e in aborted]
     last_of = producers_last or {}
     stats = stats if stats is not None else CleanStats()
-    horizon = now_ms + delete_retention_ms
-    # producer id -> whether its transaction since its last marker kept a record
-    kept_in_txn: dict[int, bool] = {}
-    dropped: BatchHeader | None = None  # the last batch looked at, if nothing of it was kept
+    state = state if state is not None else CleanState()
+    horizon = min(now_ms + delete_retention_ms, LONG_MAX)
+    dropped: tuple[BatchHeader, bytes] | None = None  # the last batch looked at, if nothing of it was kept
     for batch in batches:
         hdr = parse_header(batch)
         dropped = None
@@ -154,44 +167,58 @@ def clean_iter(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete
             continue
         stats.bytes_in += hdr.size
         stats.records_in += hdr.records_count
-        kept = _clean_batch(hdr, batch, key_map, now_ms, horizon, last_of, kept_in_txn,
+        kept = _clean_batch(hdr, batch, key_map, now_ms, horizon, last_of, state,
                             hdr.is_transactional and not hdr.is_control
                             and _aborted(aborted, ends, hdr.producer_id, hdr.base_offset))
+        if kept is not batch:
+            state.changed = True
         if kept is None:
-            dropped = hdr
+            dropped = (hdr, batch)
+            if hdr.is_control:
+                state.dropped_markers.add(hdr.base_offset)
             continue
+        kept_hdr = parse_header(kept)
+        if kept_hdr.attributes & ATTR_DELETE_HORIZON:
+            state.next_horizon = min(state.next_horizon, kept_hdr.base_timestamp)
         stats.bytes_out += len(kept)
-        stats.records_out += parse_header(kept).records_count
+        stats.records_out += kept_hdr.records_count
         yield kept
     if keep_last and dropped is not None:
-        empty = _rebuild(dropped, [], dropped.base_timestamp, dropped.attributes & ~ATTR_DELETE_HORIZON)
-        stats.bytes_out += len(empty)
-        yield empty
+        hdr, batch = dropped
+        if hdr.is_control:  # a marker is never emptied (a reader would take it for none): it stays
+            state.dropped_markers.discard(hdr.base_offset)
+            last = bytes(batch)
+        else:
+            last = _rebuild(hdr, [], hdr.base_timestamp, hdr.attributes & ~ATTR_DELETE_HORIZON)
+        stats.bytes_out += len(last)
+        yield last
 
 
 def _clean_batch(hdr: BatchHeader, batch: bytes, key_map: KeyMap, now_ms: int, horizon: int,
-                 last_of: dict[int, int], kept_in_txn: dict[int, bool], aborted: bool) -> bytes | None:
+                 last_of: dict[int, int], state: CleanState, aborted: bool) -> bytes | None:
+    """The batch as the pass leaves it: ``batch`` itself if unchanged, a rewritten one, or None."""
     stamped = bool(hdr.attributes & ATTR_DELETE_HORIZON)
-    past_horizon = stamped and hdr.base_timestamp <= now_ms
+    past_horizon = stamped and hdr.base_timestamp <= now_ms and not state.unreadable_seen
     last_of_producer = hdr.producer_id != NO_PRODUCER_ID and last_of.get(hdr.producer_id) == hdr.last_offset
     if hdr.is_control:
-        if kept_in_txn.pop(hdr.producer_id, False) or last_of_producer:
-            return bytes(batch)
+        if state.kept_in_txn.pop(hdr.producer_id, False) or last_of_producer:
+            return batch
         if past_horizon:
             return None  # its transaction is gone, and readers had delete.retention.ms to see it
-        return bytes(batch) if stamped else _restamp(hdr, batch, horizon)
+        return batch if stamped else _restamp(hdr, batch, horizon)
     records = None if aborted else _records(hdr, batch)
     if records is None and not aborted:
+        state.unreadable_seen = True  # its records may hold an older value a tombstone hides
         if hdr.is_transactional:
-            kept_in_txn[hdr.producer_id] = True
-        return bytes(batch)  # unreadable here: kept whole
+            state.kept_in_txn[hdr.producer_id] = True
+        return batch  # unreadable here: kept whole
     keep = [r for r in records or () if r.key is not None and key_map.latest.get(_digest(r.key), -1) <= r.offset
             and not (r.value is None and past_horizon)]
-    if hdr.is_transactional and keep:
-        kept_in_txn[hdr.producer_id] = True
+    if hdr.is_transactional and (keep or last_of_producer):
+        state.kept_in_txn[hdr.producer_id] = True  # a batch of it stays (an emptied one too): so does its marker
     tombstones = any(r.value is None for r in keep)
     if records is not None and len(keep) == len(records) and (stamped or not tombstones):
-        return bytes(batch)
+        return batch
     if not keep and not last_of_producer:
         return None
     base_ts = horizon if tombstones and not stamped else hdr.base_timestamp
@@ -224,6 +251,6 @@ def _restamp(hdr: BatchHeader, batch: bytes, horizon: int) -> bytes:
     """A marker batch stamped with its delete horizon (its record's timestamp kept)."""
     records = _records(hdr, batch)
     if records is None:
-        return bytes(batch)
+        return batch
     return _rebuild(hdr, records, horizon, hdr.attributes | ATTR_DELETE_HORIZON)
 

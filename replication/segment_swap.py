@@ -81,6 +81,7 @@ def _complete(log_path: str, idx_path: str) -> None:
     if os.path.exists(idx_path + CLEANED):
         os.replace(idx_path + CLEANED, idx_path)
         renamed(idx_path + CLEANED, idx_path)
+        fsync_dir(idx_path)  # before the log's rename: a power loss must not keep that one alone
     os.replace(log_path + SWAP, log_path)
     renamed(log_path + SWAP, log_path)
     fsync_dir(log_path)

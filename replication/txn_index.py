@@ -116,6 +116,15 @@ class PartitionTxns:
             del self.aborted[:cut]
             del self._ends[:cut]
 
+    def forget_markers(self, offsets: set[int]) -> None:
+        """Compaction removed these ABORT markers (their transactions' records went before them):
+        a read_committed reader must not be told of those aborts any more (it would skip the
+        producer's later committed batches, waiting for a marker that is gone)."""
+        kept = [e for e in self.aborted if e.last_offset not in offsets]
+        if len(kept) != len(self.aborted):
+            self.aborted = kept
+            self._ends = [e.last_offset for e in kept]
+
     def to_obj(self) -> dict[str, Any]:
         return {"ongoing": dict(self.ongoing),
                 "aborted": [[e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset] for e in self.aborted],

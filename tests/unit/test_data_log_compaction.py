@@ -284,3 +284,101 @@ def _batches(log: DataLog) -> list[tuple[object, list[object]]]:
     for pos, hdr in iter_batches(data):
         out.append((hdr, decode_records(data[pos:pos + hdr.size])))
     return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------ found by review
+
+
+def _marker(log: DataLog, pid: int, commit: bool) -> None:
+    b = build_batch([marker_record(commit, 0)], producer_id=pid, producer_epoch=0,
+                    attributes=ATTR_TRANSACTIONAL | 0x20)
+    log.append(assign_offsets(b, log.log_end_offset, 1))
+
+
+def test_a_compacted_log_is_installed_on_a_follower_whole(tmp_path: Path) -> None:
+    from replication.data_install import SnapshotInstall, decode, next_chunk
+    from replication.raft.snapshot_transfer import StreamCursor
+
+    log = _log(tmp_path / "leader")
+    fill(log)
+    log.compact(capacity=1000)
+    manifest = log.manifest()
+    target = DataLog(str(tmp_path / "follower"), segment_bytes=SEGMENT, cleanup_policy="compact")
+    cursor = StreamCursor()
+    begin = decode(next_chunk(log, manifest["end"], cursor))  # type: ignore[arg-type]
+    install = SnapshotInstall(target, begin[1], begin[2])
+    while (message := next_chunk(log, manifest["end"], cursor)) is not None:
+        _, base, pos, chunk = decode(message)
+        install.feed(base, pos, chunk)
+    install.finish(manifest)
+    assert everything(target) == everything(log) and target.log_end_offset == log.log_end_offset
+
+
+def test_a_removed_abort_marker_is_no_longer_named_to_readers(tmp_path: Path) -> None:
+    """Otherwise a read_committed consumer, told of an abort whose marker is gone, skips the
+    producer's later committed batches waiting for it."""
+    clock = Clock()
+    log = _log(tmp_path, clock, delete_retention_ms=1000)
+    put(log, b"a", b"aborted", pid=7, seq=0, txn=True)
+    _marker(log, 7, commit=False)
+    for i in range(3):
+        put(log, b"f%d" % i, b"x" * 60)
+    put(log, b"b", b"committed", pid=7, seq=1, txn=True)
+    _marker(log, 7, commit=True)
+    for i in range(4):
+        put(log, b"g%d" % i, b"y" * 60)
+    log.compact(capacity=1000)
+    clock.now += 5000
+    for i in range(4):
+        put(log, b"h%d" % i, b"z" * 60)
+    log.compact(capacity=1000)
+    assert log.txns.aborted_between(0, log.log_end_offset) == []
+    assert (5, b"b", b"committed") in everything(log)
+
+
+def test_a_marker_in_a_later_segment_than_its_records_stays_with_them(tmp_path: Path) -> None:
+    clock = Clock()
+    log = _log(tmp_path, clock, delete_retention_ms=1000)
+    put(log, b"k1", b"committed", pid=7, seq=0, txn=True)
+    for i in range(3):
+        put(log, b"f%d" % i, b"x" * 50)
+    _marker(log, 7, commit=True)  # in the next segment
+    for i in range(12):
+        put(log, b"g%d" % (i % 3), b"y" * 40, pid=9, seq=i)
+    log.compact(capacity=1000)
+    clock.now += 5000
+    for i in range(12):
+        put(log, b"g%d" % (i % 3), b"z" * 40, pid=9, seq=12 + i)
+    log.compact(capacity=1000)
+    log.close()
+    os.remove(tmp_path / "producer.snapshot")  # never fsync'd: a power loss may take it
+    again = _log(tmp_path, clock, delete_retention_ms=1000)
+    assert again.txns.ongoing == {}  # the marker is there: the transaction is closed
+    assert (0, b"k1", b"committed") in everything(again)
+
+
+def test_a_delete_retention_of_long_max_compacts(tmp_path: Path) -> None:
+    log = _log(tmp_path, delete_retention_ms=(1 << 63) - 1)
+    fill(log)
+    put(log, b"k0", None)
+    fill(log, rounds=2)
+    assert log.compact(capacity=1000) is not None
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".cleaned")]
+
+
+def test_a_tombstone_stays_while_a_batch_it_could_not_read_comes_before_it(tmp_path: Path) -> None:
+    from replication.record_batch import crc32c
+
+    clock = Clock()
+    log = _log(tmp_path, clock, delete_retention_ms=1000)
+    snappy = bytearray(assign_offsets(build_batch([(b"k", b"old")], timestamp=1000), 0, 1))
+    snappy[22] |= 2  # attributes: snappy, no codec here (its records cannot be read)
+    snappy[17:21] = crc32c(bytes(snappy[21:])).to_bytes(4, "big")
+    log.append(bytes(snappy))
+    put(log, b"k", None)
+    fill(log, rounds=4)
+    for _ in range(3):
+        log.compact(capacity=1000)
+        clock.now += 5000
+    tombstone = [r for r in iter_records(log.read(1, 1 << 20)) if r.key == b"k"]
+    assert [(r.offset, r.value) for r in tombstone] == [(1, None)]  # the delete stands

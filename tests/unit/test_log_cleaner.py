@@ -165,22 +165,37 @@ def test_abort_marker_removal() -> None:
     log = Log()
     log.put((b"0", b"1"), (b"1", b"1"), pid=1, txn=True)
     log.marker(1, commit=False)
-    log.put((b"2", b"x"))
+    log.put((b"2", b"x"), pid=1, txn=True)  # the producer's next transaction: its last batch now
+    log.marker(1, commit=True)
     log.clean(now=0)
-    assert log.offsets() == [3] and log.markers() == [2]
+    assert log.offsets() == [3] and log.markers() == [2, 4]
     log.clean(now=DAY)
-    assert log.offsets() == [3] and log.markers() == []
+    assert log.offsets() == [3] and log.markers() == [4]
+
+
+def test_an_abort_marker_stays_while_its_producers_last_batch_does() -> None:
+    """The emptied last batch of its producer is still a batch of the transaction (as in Kafka,
+    the marker goes only once no batch of it is left)."""
+    log = Log()
+    log.put((b"0", b"1"), pid=1, txn=True)
+    log.marker(1, commit=False)
+    log.put((b"2", b"x"))
+    for now in (0, DAY, 2 * DAY):
+        log.clean(now=now)
+    assert log.offsets() == [2] and log.markers() == [1]
+    assert [parse_header(b).records_count for b in log.batches] == [0, 1, 1]
 
 
 def test_commit_marker_removal() -> None:
     log = Log()
     log.put((b"k", b"1"), pid=1, txn=True)
     log.marker(1, commit=True)
-    log.put((b"k", b"2"), pid=2)
+    log.put((b"k", b"2"), pid=1, txn=True)
+    log.marker(1, commit=True)
     log.clean(now=0)
-    assert log.offsets() == [2] and log.markers() == [1]  # its record superseded: stamped
+    assert log.offsets() == [2] and log.markers() == [1, 3]  # its record superseded: stamped
     log.clean(now=DAY)
-    assert log.markers() == []
+    assert log.markers() == [3]
 
 
 def test_commit_marker_retained_while_its_records_are() -> None:
@@ -226,7 +241,7 @@ def test_multi_pass_segment_cleaning_with_aborted_transactions() -> None:
     for now in (0, 1, DAY, DAY + 1):
         log.clean(now=now, capacity=1)
         _valid(log.batches)
-    assert log.records() == [(3, b"b", b"2")] and log.markers() == [4]
+    assert log.records() == [(3, b"b", b"2")] and log.markers() == [2, 4]  # producer 1's last batch stays, emptied: its abort too
 
 
 def test_gzip_batches_are_cleaned_and_stay_gzip() -> None:
