@@ -145,7 +145,7 @@ def _a_node_is_removed(cp: str, cluster: Cluster) -> None:
     replication = _tool(cp, "MetadataQuorumCommand", *boot, "describe", "--replication")
     directory = next(r[1] for r in (line.split() for line in replication.splitlines()[1:]) if r and r[0] == "2")
     _tool(cp, "MetadataQuorumCommand", *boot, "remove-controller", "--controller-id", "2",
-          "--controller-directory-id", directory)
+          f"--controller-directory-id={directory}")  # (an id may begin with "-": not an option)
     wait_for(lambda: not cluster.alive(2), 60, "node 2 to hand over and stop")
     proc = cluster.procs[2]
     assert proc is not None and proc.returncode == 0 and "event=node_left" in cluster.log_text(2)
