@@ -2,8 +2,10 @@
 ``peers``: before it starts, it asks them over the hub's join channel for the cluster's nodes and
 the next node id, keeps the answer in its data directory (``bootstrap.json``), and starts as a
 joining node whose ``peers`` are that answer and itself (``RaftCluster`` adds it from there, as
-any joining node). Restarted, it reads the file: its id and the nodes it started with stay (the
-nodes added since are in ``nodes.json``, as for every node).
+any joining node). Given a node id the cluster has (``node_id``: a node whose data directory was
+lost), it starts as that node, at the addresses the cluster has for it. Restarted, it reads the
+file: its id and the nodes it started with stay (the nodes added since are in ``nodes.json``, as
+for every node).
 
 The answer comes from any node that has read the cluster's metadata (``RaftCluster.nodes_asked``);
 its next id is the metadata leader's to accept: two nodes bootstrapping at once may be told the
