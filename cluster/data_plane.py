@@ -43,6 +43,7 @@ from replication.record_batch import (
     parse_header,
     split_batches,
 )
+from replication.segment_swap import PassJob, PassResult, die_with_parent, run_pass
 from replication.txn_index import marker_record
 
 log = logging.getLogger("kcoord.data")
@@ -361,6 +362,7 @@ class PartitionStore:
         sweep_installs(self.root)
         self.config = config
         self._parts: dict[tuple[str, int], DataPartition] = {}
+        self._cleaner: Any = None  # the compaction process pool, once a pass needs it
 
     def directory(self, topic: str, partition: int) -> str:
         return os.path.join(self.root, f"{topic}-{partition}")
@@ -436,10 +438,23 @@ class PartitionStore:
         done = 0
         for part in self.all():
             try:
-                done += part.data.compact(capacity) is not None
+                done += part.data.compact(capacity, run=self._run_pass) is not None
             except Exception as e:  # noqa: BLE001 - one partition's failure leaves it as it was, and the others go on
                 log.error("event=compaction_failed topic=%s partition=%d error=%r", part.topic, part.partition, str(e))
         return done
+
+    def _run_pass(self, job: PassJob) -> PassResult:
+        """A compaction pass in the cleaner's own process: its CPU time in this one would hold the
+        GIL against the loop and the Raft ticker, each of whose socket calls would then wait out
+        a switch interval (produce p99 rose from 12 ms to 0.94 s while a pass ran in a thread)."""
+        if self._cleaner is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._cleaner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=die_with_parent)
+        result: PassResult = self._cleaner.submit(run_pass, job).result()
+        return result
 
     def expire_producers(self, expiration_ms: int) -> int:
         return sum(part.data.expire_producers(expiration_ms) for part in self.all())
@@ -448,6 +463,8 @@ class PartitionStore:
         for part in self._parts.values():
             part.close()
         self._parts.clear()
+        if self._cleaner is not None:
+            self._cleaner.shutdown(wait=False, cancel_futures=True)
 
 
 __all__ = ["DataPartition", "Err", "OffsetOutOfRangeError", "PartitionStore", "ProduceResult"]

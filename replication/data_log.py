@@ -42,7 +42,7 @@ from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.log_cleaner import CleanState, CleanStats, build_key_map, clean_iter
+from replication.log_cleaner import CleanStats
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -755,75 +755,58 @@ class DataLog:
 
     # -- compaction ------------------------------------------------------------------------------
 
-    def compact(self, capacity: int, now_ms: int | None = None) -> CleanStats | None:
-        """One compaction pass (``cleanup.policy`` with ``compact``), on a cleaner thread, never
-        the loop's: the closed segments below the last stable offset whose newest record is
+    def compact(self, capacity: int, now_ms: int | None = None,
+                run: Callable[[segment_swap.PassJob], segment_swap.PassResult] = segment_swap.run_pass,
+                ) -> CleanStats | None:
+        """One compaction pass (``cleanup.policy`` with ``compact``), from a cleaner thread, never
+        the loop: the closed segments below the last stable offset whose newest record is
         ``min.compaction.lag.ms`` old, once their dirty share passes ``min.cleanable.dirty.ratio``
-        (or a dirty one is ``max.compaction.lag.ms`` old), are rewritten a segment at a time
-        (``replication.log_cleaner``, ``replication.segment_swap``), each swapped in under the
-        lock. None if there was nothing to do. ``capacity``: keys the pass's map may hold."""
+        (or a dirty one is ``max.compaction.lag.ms`` old, or a delete kept by a pass is past its
+        horizon). ``run`` does the pass (``segment_swap.run_pass``: the node runs it in a process of
+        its own); its copies are swapped in here, each under the lock. None if there was nothing
+        to do. ``capacity``: keys the pass's map may hold."""
         if "compact" not in self.cleanup_policy:
             return None
         now = self.clock() if now_ms is None else now_ms
+        started = time.monotonic()
         settings = self.compaction
         with self.lock:
             if self.closed:
                 return None
             lso = self.txns.last_stable_offset(self.high_watermark, self.log_start_offset)
-            picked: list[tuple[_Segment, int, int]] = []  # (segment, its duplicated descriptor, size)
+            picked: list[_Segment] = []
             for seg in self._segments[:-1]:
                 if seg.next_offset > lso or seg.max_timestamp > now - settings.min_lag_ms:
                     break
-                picked.append((seg, os.dup(seg.fh.fileno()), seg.size))
+                picked.append(seg)
             cleaned_to = self._read_cleaned_to()
-            dirty = [(seg, size) for seg, _, size in picked if seg.next_offset > cleaned_to]
-            total = sum(size for _, _, size in picked)
-            overdue = any(0 <= seg.first_timestamp < now - settings.max_lag_ms for seg, _ in dirty)
+            dirty = [seg for seg in picked if seg.next_offset > cleaned_to]
+            total = sum(seg.size for seg in picked)
+            overdue = any(0 <= seg.first_timestamp < now - settings.max_lag_ms for seg in dirty)
             due = self._horizon_due <= now  # deletes past their horizon (Kafka cleans such a log too)
-            if not total or (not dirty or sum(size for _, size in dirty) / total < settings.min_dirty_ratio) and not (
+            if not total or (not dirty or sum(seg.size for seg in dirty) / total < settings.min_dirty_ratio) and not (
                     overdue or due):
-                for _, fd, _ in picked:
-                    os.close(fd)
                 return None
-            aborted = list(self.txns.aborted)
-            last = {pid: e.batches[-1][3] for pid, e in self.producer_state.producers.items() if e.batches}
-        stats = CleanStats()
-        state = CleanState()  # across the pass's segments: a transaction's marker may be in a later one
-        try:
-            # The map covers the dirty part (what was cleaned has no key twice); every segment up
-            # to where it ends is cleaned with it, and the next pass maps on from there.
-            dirty_batches = (b for seg, fd, size in picked if seg.next_offset > cleaned_to
-                             for b in segment_swap.read_batches(fd, size) if parse_header(b).next_offset > cleaned_to)
-            key_map = build_key_map(dirty_batches, capacity=capacity, aborted=aborted)
-            key_map.end = max(key_map.end, cleaned_to)  # what was cleaned before is cleaned again with it
-            for seg, fd, size in picked:
-                if seg.base >= key_map.end or self.closed:
-                    break
-                state.changed = False
-                batches = clean_iter(segment_swap.read_batches(fd, size), key_map, now_ms=now,
-                                     delete_retention_ms=settings.delete_retention_ms, aborted=aborted,
-                                     producers_last=last, stats=stats, keep_last=True, state=state)
-                try:
-                    segment_swap.write_copy(seg.log_path, seg.idx_path, batches, self.index_interval_bytes)
-                except BaseException:  # a full disk, a bad batch: the segment stays as it was
-                    segment_swap.discard(seg.log_path, seg.idx_path)
-                    raise
-                if state.changed:
-                    self._swap_in(seg)
-                else:  # nothing of it went: no swap (its readers and streams go on undisturbed)
-                    segment_swap.discard(seg.log_path, seg.idx_path)
-            with self.lock:
-                if state.dropped_markers:  # a reader is no longer told of aborts whose markers went
-                    self.txns.forget_markers(state.dropped_markers)
-                self._horizon_due = state.next_horizon
-            if not self.closed:
-                write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
-                              str(max(key_map.end, cleaned_to)).encode("ascii"))
-        finally:
-            for _, fd, _ in picked:
-                os.close(fd)
-        log.info("event=log_compacted dir=%s records_in=%d records_out=%d bytes_in=%d bytes_out=%d",
-                 self.directory, stats.records_in, stats.records_out, stats.bytes_in, stats.bytes_out)
+            job = segment_swap.PassJob(
+                [(seg.log_path, seg.idx_path, seg.size, seg.base, seg.next_offset) for seg in picked], cleaned_to,
+                capacity, now, settings.delete_retention_ms, list(self.txns.aborted),
+                {pid: e.batches[-1][3] for pid, e in self.producer_state.producers.items() if e.batches},
+                self.index_interval_bytes)
+        result = run(job)
+        for seg in picked:
+            if seg.base in result.written:
+                self._swap_in(seg)
+        with self.lock:
+            if result.dropped_markers:  # a reader is no longer told of aborts whose markers went
+                self.txns.forget_markers(result.dropped_markers)
+            self._horizon_due = result.next_horizon
+        if not self.closed:
+            write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
+                          str(max(result.end, cleaned_to)).encode("ascii"))
+        stats = result.stats
+        log.info("event=log_compacted dir=%s records_in=%d records_out=%d bytes_in=%d bytes_out=%d took_ms=%d",
+                 self.directory, stats.records_in, stats.records_out, stats.bytes_in, stats.bytes_out,
+                 int((time.monotonic() - started) * 1000))
         return stats
 
     def _swap_in(self, seg: _Segment) -> None:
@@ -835,6 +818,7 @@ class DataLog:
                 segment_swap.discard(seg.log_path, seg.idx_path)
                 return
             try:
+                segment_swap.resync(seg.log_path, seg.idx_path)  # noted in this process's power-loss ledger too
                 segment_swap.commit(seg.log_path, seg.idx_path)
                 fresh = _Segment(self.directory, seg.base, self.index_interval_bytes)
                 fresh.recover()

@@ -17,9 +17,12 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from replication.durable import fsync_dir, renamed, sync
+from replication.log_cleaner import CleanState, CleanStats, build_key_map, clean_iter
 from replication.record_batch import HEADER_SIZE, InvalidBatchError, parse_header
+from replication.txn_index import AbortedTxn
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
@@ -69,6 +72,16 @@ def write_copy(log_path: str, idx_path: str, batches: Iterable[bytes], index_int
     return pos
 
 
+def resync(log_path: str, idx_path: str) -> None:
+    """fsync the copy again where it is committed (it was written, and fsync'd, by another process)."""
+    for path in (log_path + CLEANED, idx_path + CLEANED):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            sync(fd)
+        finally:
+            os.close(fd)
+
+
 def commit(log_path: str, idx_path: str) -> None:
     """Steps 2 and 3."""
     os.replace(log_path + CLEANED, log_path + SWAP)
@@ -106,3 +119,79 @@ def settle_swaps(directory: str) -> None:
     for name in names:
         if name.endswith(CLEANED) and os.path.exists(os.path.join(directory, name)):
             os.remove(os.path.join(directory, name))
+
+
+# ------------------------------------------------------------ one pass, off the node's process
+
+
+@dataclass(frozen=True, slots=True)
+class PassJob:
+    """What a compaction pass over a log's closed segments needs (picklable: it may run in a
+    process of its own, so that its CPU time does not hold the node's GIL)."""
+
+    segments: list[tuple[str, str, int, int, int]]  # (log path, index path, size, base, next offset)
+    cleaned_to: int
+    capacity: int
+    now_ms: int
+    delete_retention_ms: int
+    aborted: list[AbortedTxn]
+    producers_last: dict[int, int]
+    index_interval: int
+
+
+@dataclass(slots=True)
+class PassResult:
+    written: list[int]  # bases of the segments whose compacted copy waits beside them (to be committed)
+    stats: CleanStats
+    dropped_markers: set[int]
+    next_horizon: int
+    end: int  # where the pass's key map ended: the next one maps on from there
+
+
+def die_with_parent() -> None:
+    """A cleaner process's first step: it is killed with the node that started it (SIGKILL
+    included), rather than wait for work that will never come."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: it ends when the node closes it
+        pass
+    if os.getppid() == 1:  # the node died before the line above
+        os._exit(0)
+
+
+def run_pass(job: PassJob) -> PassResult:
+    """Map the dirty part's keys, then write a copy of every segment up to where the map ends
+    whose compaction changes it (step 1; the caller commits them). A failure discards every copy."""
+    opened: list[tuple[int, str, str, int, int, int]] = []
+    written: list[int] = []
+    try:
+        for log_path, idx_path, size, base, nxt in job.segments:  # (one gone since: the pass fails, nothing lost)
+            opened.append((os.open(log_path, os.O_RDONLY), log_path, idx_path, size, base, nxt))
+        dirty = (b for fd, _, _, size, _, nxt in opened if nxt > job.cleaned_to
+                 for b in read_batches(fd, size) if parse_header(b).next_offset > job.cleaned_to)
+        key_map = build_key_map(dirty, capacity=job.capacity, aborted=job.aborted)
+        key_map.end = max(key_map.end, job.cleaned_to)  # what was cleaned before is cleaned again with it
+        stats, state = CleanStats(), CleanState()  # one state: a transaction's marker may be in a later segment
+        for fd, log_path, idx_path, size, base, _ in opened:
+            if base >= key_map.end:
+                break
+            state.changed = False
+            batches = clean_iter(read_batches(fd, size), key_map, now_ms=job.now_ms,
+                                 delete_retention_ms=job.delete_retention_ms, aborted=job.aborted,
+                                 producers_last=job.producers_last, stats=stats, keep_last=True, state=state)
+            write_copy(log_path, idx_path, batches, job.index_interval)
+            if state.changed:
+                written.append(base)
+            else:  # nothing of it went: no swap (its readers and streams go on undisturbed)
+                discard(log_path, idx_path)
+        return PassResult(written, stats, state.dropped_markers, state.next_horizon, key_map.end)
+    except BaseException:
+        for log_path, idx_path, *_ in job.segments:
+            discard(log_path, idx_path)
+        raise
+    finally:
+        for opened_fd in (o[0] for o in opened):
+            os.close(opened_fd)

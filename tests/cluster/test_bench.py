@@ -121,6 +121,18 @@ def test_bench_heartbeat_start_cluster_small() -> None:
 
 
 @pytest.mark.slow
+def test_bench_compaction_start_cluster_small() -> None:
+    """5 MB of updates compacted by a fresh 3-node cluster, 2 s of load before and during."""
+    out = bench("compaction", "--start-cluster", "--data-mb", "5", "--keys", "100", "--duration", "2", timeout=150)
+    r = out["results"]["kcoord"]
+    assert out["ok"] and r["passes"] >= 3 and r["compact_mb_per_s"] > 0, out  # every replica compacted
+    assert r["compacted_mb_left"] < 5 and r["errors"] == 0, r
+    for phase in ("steady", "compacting"):
+        assert 0 < r[f"{phase}_commit_p50_ms"] <= r[f"{phase}_commit_p99_ms"], r
+        assert 0 < r[f"{phase}_produce_p50_ms"] <= r[f"{phase}_produce_p99_ms"], r
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("java") is None or shutil.which("mvn") is None, reason="needs Java 17 and Maven")
 def test_bench_commit_against_apache_kafka(node: NodeProcess) -> None:
     """``--peer kafka``: a 3-broker KRaft Apache Kafka started from Maven Central's jars runs the same
