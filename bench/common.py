@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from bench.brokers import BenchError
@@ -72,3 +73,31 @@ def broker_count(bootstrap: str, timeout: float = 10.0) -> int:
     except Exception as e:  # noqa: BLE001
         raise BenchError(f"{bootstrap}: no metadata: {e}") from e
     return len(md.brokers)
+
+
+def bulk_produce(bootstrap: str, topic: str, count: int, record: Callable[[int], dict[str, Any]], rep: Any,
+                 title: str) -> None:
+    """Produce ``count`` records (acks=all, large batches) as fast as the cluster takes them,
+    ``record(i)`` the i-th record's ``produce`` arguments; BenchError unless every one is acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                         "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18})
+    acked = [0]
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    with rep.phase(title, None, lambda: acked[0], "records"):
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce(topic, on_delivery=delivered, **record(i))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(600)
+    if acked[0] != count:
+        raise BenchError(f"{count - acked[0]} of {count} records not acknowledged")

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.brokers import BenchError
 from bench.cluster3 import LocalCluster, _ClusterScenario, _Committer
-from bench.common import create_topic, run_id
+from bench.common import bulk_produce, create_topic, run_id
 from bench.report import Metric, Reporter, percentile, rnd
 
 COMPACTED = re.compile(r"event=log_compacted .*records_in=(\d+) records_out=(\d+) bytes_in=(\d+) bytes_out=(\d+) "
@@ -122,26 +122,9 @@ class Compaction(_ClusterScenario):
         create_topic(bootstrap, offsets_topic, 1, replication_factor=3)
         value = os.urandom(args.record_bytes)
         records = args.data_mb * (1 << 20) // (args.record_bytes + 30)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
-                             "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18})
-        acked = [0]
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is None:
-                acked[0] += 1
-
-        with rep.phase(f"fill {args.data_mb} MB of updates of {args.keys} keys", None, lambda: acked[0], "records"):
-            for i in range(records):
-                while True:
-                    try:
-                        producer.produce(compacted, value, key=b"key-%d" % (i % args.keys), on_delivery=delivered)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                producer.poll(0)
-            producer.flush(600)
-        if acked[0] != records:
-            raise BenchError(f"{records - acked[0]} of {records} updates not acknowledged")
+        bulk_produce(bootstrap, compacted, records, lambda i: {"value": value, "key": b"key-%d" % (i % args.keys)},
+                     rep, f"fill {args.data_mb} MB of updates of {args.keys} keys")
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         time.sleep(1.5)  # past segment.ms: the next produce rolls the last segment of each partition
         for p in range(args.partitions):
             producer.produce(compacted, b"tail", key=b"tail", partition=p)

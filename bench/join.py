@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.brokers import BenchError
 from bench.cluster3 import LocalCluster, _ClusterScenario, _fill, _settings
-from bench.common import create_topic, run_id
+from bench.common import bulk_produce, create_topic, run_id
 from bench.report import Metric, Reporter, rnd
 from coordinator.partitioner import partition_for
 
@@ -78,36 +78,16 @@ class Join(_ClusterScenario):
 
     @classmethod
     def drive(cls, cluster: LocalCluster, args: Any, rep: Reporter) -> dict[str, Any]:
-        from confluent_kafka import Producer
-
         rid = run_id()
         topic = f"bench-join-{rid}"
         bootstrap = ",".join(f"127.0.0.1:{cluster.layout[i].kafka_port}" for i in range(3))
         create_topic(bootstrap, topic, args.partitions)
         record = os.urandom(args.record_kb * 1024)
         records = args.data_mb * 1024 // args.record_kb
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
-                             "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18})
-        acked = [0]
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is None:
-                acked[0] += 1
-
         t0 = time.monotonic()
-        with rep.phase(f"produce {args.data_mb} MB", None, lambda: acked[0], "records"):
-            for i in range(records):
-                while True:
-                    try:
-                        producer.produce(topic, record, partition=i % args.partitions, on_delivery=delivered)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                producer.poll(0)
-            producer.flush(600)
+        bulk_produce(bootstrap, topic, records, lambda i: {"value": record, "partition": i % args.partitions}, rep,
+                     f"produce {args.data_mb} MB")
         produce_s = time.monotonic() - t0
-        if acked[0] != records:
-            raise BenchError(f"{records - acked[0]} of {records} records not acknowledged")
 
         leaders = cluster.agreed_leaders()
         if leaders is None:

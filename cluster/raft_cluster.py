@@ -265,8 +265,12 @@ class RaftCluster:
 
     def _preferred(self, slot: int) -> Peer:
         """The node a group at ``slot`` prefers as leader: the cluster's nodes taken in turn."""
-        voting = [p for p in self.peers if p.node_id not in self._observers] or self.peers
+        voting = self._voting() or self.peers
         return voting[slot % len(voting)]
+
+    def _voting(self) -> list[Peer]:
+        """The cluster's nodes that vote (observers follow and count for nothing)."""
+        return [p for p in self.peers if p.node_id not in self._observers]
 
     def _node_of(self, addr: str) -> int | None:
         peer = self._addr_to_peer.get(addr)
@@ -321,7 +325,7 @@ class RaftCluster:
         waiting for an election here will not help (it cannot win one, nor hear who did)."""
         since = time.monotonic() - self.host.timings.raft_max_timeout
         heard = {addr for addr, t in list(self.host.hub.heard.items()) if t >= since}
-        voting = [p for p in self.peers if p.node_id not in self._observers]  # an observer's word elects nobody
+        voting = self._voting()  # an observer's word elects nobody
         counted = sum(1 for p in voting if p.node_id == self.me.node_id or self.hub_addr(p) in heard)
         return counted <= len(voting) // 2
 

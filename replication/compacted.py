@@ -31,16 +31,29 @@ def cleanup_policies(value: str) -> frozenset[str]:
     return frozenset(p.strip() for p in value.split(",") if p.strip())
 
 
+def plain_records(hdr: BatchHeader, batch: bytes | memoryview, max_plain_bytes: int) -> bytes | memoryview | None:
+    """A batch's records as they are written uncompressed: an uncompressed batch's own bytes, a
+    gzip one's inflated (None past ``max_plain_bytes``, or if damaged), None for snappy, lz4 and
+    zstd (no codec here)."""
+    records: bytes | memoryview = memoryview(batch)[HEADER_SIZE:hdr.size]
+    if hdr.compression == GZIP:
+        inflater = zlib.decompressobj(wbits=47)
+        try:
+            records = inflater.decompress(records, max_plain_bytes)
+        except zlib.error:
+            return None
+        return None if inflater.unconsumed_tail else records
+    return None if hdr.compression else records
+
+
 def first_keyless_record(hdr: BatchHeader, batch: bytes, max_plain_bytes: int) -> int | None:
     """Index of the first record without a key in a batch ``validate_batch`` accepted, or ``None``.
     Uncompressed and gzip records are read (gzip inflated up to ``max_plain_bytes``); snappy, lz4
     and zstd have no codec here, so they pass, as they pass the validator's record checks."""
-    records: bytes | memoryview = memoryview(batch)[HEADER_SIZE:hdr.size]
+    records = plain_records(hdr, batch, max_plain_bytes)
+    if records is None:
+        return None
     try:
-        if hdr.compression == GZIP:
-            records = zlib.decompressobj(wbits=47).decompress(records, max_plain_bytes)
-        elif hdr.compression:
-            return None
         pos = 0
         for i in range(hdr.records_count):
             length, pos = read_varint(records, pos)
@@ -50,7 +63,7 @@ def first_keyless_record(hdr: BatchHeader, batch: bytes, max_plain_bytes: int) -
             if key_length < 0:
                 return i
             pos += length
-    except (zlib.error, InvalidBatchError):
+    except InvalidBatchError:
         return None  # malformed records are the validator's to refuse, not this check's
     return None
 

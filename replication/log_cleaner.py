@@ -32,10 +32,10 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from replication.compacted import plain_records
 from replication.record_batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
-    HEADER_SIZE,
     NO_PRODUCER_ID,
     BatchHeader,
     InvalidBatchError,
@@ -89,18 +89,12 @@ class CleanStats:
 def _records(hdr: BatchHeader, batch: bytes | memoryview) -> list[Record] | None:
     """The records of a batch, or None if they cannot be read here (a codec without support,
     a gzip bomb, damage: such a batch is kept as it is)."""
-    raw: bytes | memoryview = memoryview(batch)[HEADER_SIZE:hdr.size]
-    codec = hdr.compression
+    raw = plain_records(hdr, batch, MAX_PLAIN_BYTES)
+    if raw is None:
+        return None
     try:
-        if codec == GZIP:
-            inflater = zlib.decompressobj(wbits=47)
-            raw = inflater.decompress(raw, MAX_PLAIN_BYTES)
-            if inflater.unconsumed_tail:
-                return None
-        elif codec:
-            return None
         return decode_body(hdr, raw)
-    except (zlib.error, InvalidBatchError, IndexError, UnicodeError):
+    except (InvalidBatchError, IndexError, UnicodeError):
         return None
 
 

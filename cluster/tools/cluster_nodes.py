@@ -41,18 +41,20 @@ def run(args: argparse.Namespace) -> int:
     except ToolError as e:
         error(str(e))
         return 1
-    if args.cluster_cmd == "add-node":
-        why = quorum.add_node(host, port, args.node_id, timeout_s(args))
-        if why is not None:
-            error(f"node {args.node_id} was not made a voter: {why}")
-            return 1
-        print(f"Node {args.node_id} votes in the cluster's metadata; every partition's leader promotes it once it has "
-              "caught up there (see `kcoord status`).")
-        return 0
-    why = quorum.remove_node(host, port, args.node_id, timeout_s(args))
+    change, failed, done = CHANGES[args.cluster_cmd]
+    why = change(host, port, args.node_id, timeout_s(args))
     if why is not None:
-        error(f"node {args.node_id} was not removed: {why}")
+        error(f"node {args.node_id} was not {failed}: {why}")
         return 1
-    print(f"Node {args.node_id} is removed from the cluster: every partition's leader takes it out, and it stops "
-          "once it leads none (see `kcoord status`).")
+    print(f"Node {args.node_id} {done} (see `kcoord status`).")
     return 0
+
+
+# command -> (its request, what failed, what was done)
+CHANGES = {
+    "add-node": (quorum.add_node, "made a voter",
+                 "votes in the cluster's metadata; every partition's leader promotes it once it has caught up there"),
+    "remove-node": (quorum.remove_node, "removed",
+                    "is removed from the cluster: every partition's leader takes it out, and it stops once it leads "
+                    "none"),
+}
