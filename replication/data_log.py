@@ -606,6 +606,15 @@ class DataLog:
                 self.producer_state.update(hdr)
                 if hdr.is_transactional:
                     self._track_txn(hdr, seg.read_at(pos, hdr.size) if hdr.is_control else b"")
+        if self.txns.aborted and self.cleaned_to():
+            # a snapshot from before a compaction removed some ABORT markers: as forget_markers
+            # did then, readers are not told of those aborts
+            self.txns.forget_markers({e.last_offset for e in self.txns.aborted if not self._control_at(e.last_offset)})
+
+    def _control_at(self, offset: int) -> bool:
+        for _seg, _pos, hdr in self._iter_headers(offset):
+            return hdr.base_offset == offset and hdr.is_control
+        return False
 
     # -- offsets ----------------------------------------------------------------------------
 
@@ -779,7 +788,7 @@ class DataLog:
                 if seg.next_offset > lso or seg.max_timestamp > now - settings.min_lag_ms:
                     break
                 picked.append(seg)
-            cleaned_to = self._read_cleaned_to()
+            cleaned_to = self.cleaned_to()
             dirty = [seg for seg in picked if seg.next_offset > cleaned_to]
             total = sum(seg.size for seg in picked)
             overdue = any(0 <= seg.first_timestamp < now - settings.max_lag_ms for seg in dirty)
@@ -828,7 +837,8 @@ class DataLog:
             fresh.generation = seg.generation + 1
             self._segments[i] = fresh
 
-    def _read_cleaned_to(self) -> int:
+    def cleaned_to(self) -> int:
+        """Where the last compaction pass stopped (0: never compacted, or the file unreadable)."""
         try:
             with open(os.path.join(self.directory, CLEANED_TO_FILE), encoding="ascii") as fh:
                 return int(fh.read().strip())

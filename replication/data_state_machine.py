@@ -60,7 +60,7 @@ class DataStateMachine:
             # at that offset is a different batch that was given a taken offset: refuse it, so
             # its producer gets an error instead of an acknowledgement for data never written.
             stored = self.data.read(base, len(payload), min_one=True)
-            if stored[: len(payload)] == payload:
+            if stored[: len(payload)] == payload or self._compacted_from(payload, stored):
                 return base
             log.error("event=data_apply_refused dir=%s error='offset %d already holds another batch'",
                       self.data.directory, base)
@@ -72,6 +72,16 @@ class DataStateMachine:
             return -2
         self._on_applied()
         return hdr.base_offset
+
+    def _compacted_from(self, payload: bytes, stored: bytes) -> bool:
+        """``stored`` (what the log holds from the replayed batch's offset on) is what compaction
+        leaves of ``payload``: the batch rewritten over the same offsets, or removed (the next
+        batch kept begins after it)."""
+        if "compact" not in self.data.cleanup_policy and self.data.cleaned_to() == 0 or len(stored) < 61:
+            return False
+        mine, kept = parse_header(payload), parse_header(stored)
+        return kept.base_offset > mine.last_offset or (
+            kept.base_offset == mine.base_offset and kept.last_offset == mine.last_offset)
 
     # -- snapshots: the segments as they are on disk (replication.data_install) ------------------
 

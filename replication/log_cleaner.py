@@ -30,12 +30,13 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from replication.compacted import plain_records
 from replication.record_batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
     NO_PRODUCER_ID,
     BatchHeader,
     InvalidBatchError,
@@ -146,7 +147,7 @@ def clean_iter(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete
                state: CleanState | None = None) -> Iterator[bytes]:
     """``clean``, a batch at a time (a segment is written as it is cleaned). ``keep_last``: the
     last batch stays (a segment keeps its end offset, so the next one still starts where it
-    ends): a data batch emptied, a marker as it was. ``state``: the pass's, shared by its segments."""
+    ends): a data batch emptied and of no producer, a marker as it was. ``state``: the pass's, shared by its segments."""
     ends = [e.last_offset for e in aborted]
     last_of = producers_last or {}
     stats = stats if stats is not None else CleanStats()
@@ -182,8 +183,9 @@ def clean_iter(batches: Iterable[bytes], key_map: KeyMap, *, now_ms: int, delete
         if hdr.is_control:  # a marker is never emptied (a reader would take it for none): it stays
             state.dropped_markers.discard(hdr.base_offset)
             last = bytes(batch)
-        else:
-            last = _rebuild(hdr, [], hdr.base_timestamp, hdr.attributes & ~ATTR_DELETE_HORIZON)
+        else:  # a placeholder of no producer: a transaction's would keep it open once its marker goes
+            last = _rebuild(replace(hdr, producer_id=NO_PRODUCER_ID, producer_epoch=-1, base_sequence=-1), [],
+                            hdr.base_timestamp, hdr.attributes & ~(ATTR_DELETE_HORIZON | ATTR_TRANSACTIONAL))
         stats.bytes_out += len(last)
         yield last
 

@@ -257,6 +257,11 @@ def test_compactions_and_crashes_keep_every_keys_latest_committed_value_and_ever
             _crash_mid_compaction(log, op.at)
             log = _log(path, clock, delete_retention_ms=1000)  # the killed process's files, opened again
             assert log.log_end_offset == end
+    ongoing, lso = dict(log.txns.ongoing), log.txns.last_stable_offset(log.high_watermark, log.log_start_offset)
+    log.close()
+    log = _log(path, clock, delete_retention_ms=1000)  # what compaction left reads as what was there
+    assert log.txns.ongoing == ongoing
+    assert log.txns.last_stable_offset(log.high_watermark, log.log_start_offset) == lso
     aborted = [(e.producer_id, e.first_offset, e.last_offset) for e in log.txns.aborted]
     seen: dict[bytes, tuple[int, bytes | None]] = {}
     offsets = []
@@ -334,6 +339,9 @@ def test_a_removed_abort_marker_is_no_longer_named_to_readers(tmp_path: Path) ->
     log.compact(capacity=1000)
     assert log.txns.aborted_between(0, log.log_end_offset) == []
     assert (5, b"b", b"committed") in everything(log)
+    # killed, and opened again from the producer snapshot of the last roll, from before the marker went
+    again = _log(tmp_path, clock, delete_retention_ms=1000)
+    assert again.txns.aborted_between(0, again.log_end_offset) == []
 
 
 def test_a_marker_in_a_later_segment_than_its_records_stays_with_them(tmp_path: Path) -> None:
@@ -382,3 +390,34 @@ def test_a_tombstone_stays_while_a_batch_it_could_not_read_comes_before_it(tmp_p
         clock.now += 5000
     tombstone = [r for r in iter_records(log.read(1, 1 << 20)) if r.key == b"k"]
     assert [(r.offset, r.value) for r in tombstone] == [(1, None)]  # the delete stands
+
+
+def test_a_transactions_batch_kept_emptied_as_a_segments_last_keeps_its_marker(tmp_path: Path) -> None:
+    """A segment keeps its last batch (emptied) so that offsets still line up: if that batch is a
+    transaction's, its marker stays too, or the log, opened again, finds the transaction open and
+    its last stable offset stuck there (read_committed readers see nothing past it)."""
+    clock = Clock()
+    log = _log(tmp_path, clock, delete_retention_ms=1000)
+    put(log, b"f0", b"x" * 100)
+    put(log, b"k1", b"old", pid=7, seq=0, txn=True)  # the first segment's last batch
+    put(log, b"f1", b"x" * 10)  # rolls: the next segment
+    assert [s.base for s in log._segments] == [0, 2]
+    _marker(log, 7, commit=True)  # not the segment's last
+    put(log, b"k1", b"new")  # k1's transactional record is superseded: its batch is emptied
+    put(log, b"f2", b"x" * 200)
+    put(log, b"k2", b"later", pid=7, seq=1, txn=True)  # the producer goes on: the marker is not its last
+    _marker(log, 7, commit=True)  # rolls
+    assert [s.base for s in log._segments][:3] == [0, 2, 5]
+    for i in range(6):
+        put(log, b"g%d" % (i % 2), b"y" * 100)
+    log.compact(capacity=1000)
+    clock.now += 5000  # past every horizon
+    for i in range(6):
+        put(log, b"g%d" % (i % 2), b"z" * 100)
+    log.compact(capacity=1000)
+    log.compact(capacity=1000)
+    end = log.log_end_offset
+    log.close()
+    again = _log(tmp_path, clock, delete_retention_ms=1000)
+    assert again.txns.ongoing == {}
+    assert again.txns.last_stable_offset(end, 0) == end
