@@ -392,10 +392,10 @@ def test_a_tombstone_stays_while_a_batch_it_could_not_read_comes_before_it(tmp_p
     assert [(r.offset, r.value) for r in tombstone] == [(1, None)]  # the delete stands
 
 
-def test_a_transactions_batch_kept_emptied_as_a_segments_last_keeps_its_marker(tmp_path: Path) -> None:
-    """A segment keeps its last batch (emptied) so that offsets still line up: if that batch is a
-    transaction's, its marker stays too, or the log, opened again, finds the transaction open and
-    its last stable offset stuck there (read_committed readers see nothing past it)."""
+def test_a_segments_last_batch_kept_emptied_belongs_to_no_transaction(tmp_path: Path) -> None:
+    """A segment keeps its last batch (emptied) so that offsets still line up: a placeholder of no
+    producer, not a transaction's. Kept as a transaction's, it outlived its marker, and the log,
+    opened again, read it as the start of a transaction the next marker of its producer ended."""
     clock = Clock()
     log = _log(tmp_path, clock, delete_retention_ms=1000)
     put(log, b"f0", b"x" * 100)
@@ -421,3 +421,8 @@ def test_a_transactions_batch_kept_emptied_as_a_segments_last_keeps_its_marker(t
     again = _log(tmp_path, clock, delete_retention_ms=1000)
     assert again.txns.ongoing == {}
     assert again.txns.last_stable_offset(end, 0) == end
+    # every batch of the producer's still has its marker after it: none of its transactions reads as open
+    mine = [h for h, _ in _batches(again) if h.producer_id == 7]  # type: ignore[attr-defined]
+    assert ["marker" if h.is_control else "data" for h in mine] == ["data", "marker"]  # k2's, and its commit
+    placeholder = [h for h, _ in _batches(again) if h.base_offset == 1]  # type: ignore[attr-defined]
+    assert placeholder and placeholder[0].producer_id == -1 and not placeholder[0].is_transactional
