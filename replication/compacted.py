@@ -13,13 +13,12 @@ Compaction itself is ``replication/log_cleaner.py`` (a pass over batches) and
 from __future__ import annotations
 
 import asyncio
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
+from replication import codecs
 from replication.record_batch import HEADER_SIZE, BatchHeader, InvalidBatchError, read_varint
 
 DEFAULT_POLICY = "delete"
-GZIP = 1
 # Records bytes walked on the event loop: a few ms at worst. Walking 1 MB of small records
 # takes about 0.25 s, too long for the loop that also drives Raft.
 INLINE_MAX = 16 * 1024
@@ -33,23 +32,15 @@ def cleanup_policies(value: str) -> frozenset[str]:
 
 def plain_records(hdr: BatchHeader, batch: bytes | memoryview, max_plain_bytes: int) -> bytes | memoryview | None:
     """A batch's records as they are written uncompressed: an uncompressed batch's own bytes, a
-    gzip one's inflated (None past ``max_plain_bytes``, or if damaged), None for snappy, lz4 and
-    zstd (no codec here)."""
+    compressed one's inflated (None past ``max_plain_bytes``, or if damaged)."""
     records: bytes | memoryview = memoryview(batch)[HEADER_SIZE:hdr.size]
-    if hdr.compression == GZIP:
-        inflater = zlib.decompressobj(wbits=47)
-        try:
-            records = inflater.decompress(records, max_plain_bytes)
-        except zlib.error:
-            return None
-        return None if inflater.unconsumed_tail else records
-    return None if hdr.compression else records
+    return codecs.inflate(hdr.compression, records, max_plain_bytes) if hdr.compression else records
 
 
 def first_keyless_record(hdr: BatchHeader, batch: bytes, max_plain_bytes: int) -> int | None:
     """Index of the first record without a key in a batch ``validate_batch`` accepted, or ``None``.
-    Uncompressed and gzip records are read (gzip inflated up to ``max_plain_bytes``); snappy, lz4
-    and zstd have no codec here, so they pass, as they pass the validator's record checks."""
+    Compressed records are inflated up to ``max_plain_bytes``; a batch past it, or damaged, passes
+    (the validator's to refuse, or too large to look into)."""
     records = plain_records(hdr, batch, max_plain_bytes)
     if records is None:
         return None
@@ -71,7 +62,7 @@ def first_keyless_record(hdr: BatchHeader, batch: bytes, max_plain_bytes: int) -
 async def find_keyless_record(hdr: BatchHeader, batch: bytes, max_plain_bytes: int) -> int | None:
     """``first_keyless_record``, on a worker thread unless the records are few uncompressed bytes
     (one thread: the walk holds the GIL anyway, and one inflated batch at a time is in memory)."""
-    if hdr.compression > GZIP or (not hdr.compression and hdr.size - HEADER_SIZE <= INLINE_MAX):
+    if not hdr.compression and hdr.size - HEADER_SIZE <= INLINE_MAX:
         return first_keyless_record(hdr, batch, max_plain_bytes)
     global _executor
     if _executor is None:

@@ -19,8 +19,8 @@ A pass over the cleanable part of a log (closed segments, below the last stable 
    - each producer's last batch (``producers_last``: its last offset), emptied if need be, so
      that sequence and epoch checks of its next produce still hold.
    A keyless record is dropped (a compacted topic refuses them; older ones have nothing to keep).
-   A batch whose records cannot be read (snappy, lz4, zstd: no codec here) is kept whole and
-   puts nothing in the map: only a later record that was read removes a record.
+   A batch whose records cannot be read (damaged, or inflating past ``MAX_PLAIN_BYTES``) is kept
+   whole and puts nothing in the map: only a later record that was read removes a record.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import struct
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from replication import codecs
 from replication.compacted import plain_records
 from replication.record_batch import (
     ATTR_COMPRESSION_MASK,
@@ -50,8 +50,7 @@ from replication.txn_index import AbortedTxn
 
 ATTR_DELETE_HORIZON = 0x40  # Kafka's DELETE_HORIZON_FLAG_MASK: the base timestamp is the horizon
 LONG_MAX = (1 << 63) - 1
-GZIP = 1
-MAX_PLAIN_BYTES = 64 * 1024 * 1024  # a gzip batch inflated past this is left as it is
+MAX_PLAIN_BYTES = 64 * 1024 * 1024  # a batch inflating past this is left as it is
 
 
 def _digest(key: bytes) -> bytes:
@@ -88,8 +87,8 @@ class CleanStats:
 
 
 def _records(hdr: BatchHeader, batch: bytes | memoryview) -> list[Record] | None:
-    """The records of a batch, or None if they cannot be read here (a codec without support,
-    a gzip bomb, damage: such a batch is kept as it is)."""
+    """The records of a batch, or None if they cannot be read (a bomb past ``MAX_PLAIN_BYTES``,
+    damage: such a batch is kept as it is)."""
     raw = plain_records(hdr, batch, MAX_PLAIN_BYTES)
     if raw is None:
         return None
@@ -226,14 +225,13 @@ def _clean_batch(hdr: BatchHeader, batch: bytes, key_map: KeyMap, now_ms: int, h
 
 def _rebuild(hdr: BatchHeader, records: list[Record], base_ts: int, attributes: int) -> bytes:
     """A batch of ``records`` with ``hdr``'s offsets (last offset kept: the producer's sequence
-    range), producer fields and codec (gzip is written again, any other as it was not read)."""
+    range), producer fields and codec (written again with it, as Kafka's Java client frames it)."""
     body = b"".join(encode_record(r.offset - hdr.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
                     for r in records)
     if not records:  # an empty batch (a producer's last) is written uncompressed, as Kafka writes it
         attributes &= ~ATTR_COMPRESSION_MASK
-    elif attributes & ATTR_COMPRESSION_MASK == GZIP:
-        packer = zlib.compressobj(wbits=31)
-        body = packer.compress(body) + packer.flush()
+    else:
+        body = codecs.deflate(attributes & ATTR_COMPRESSION_MASK, body)
     log_append_time = bool(attributes & ATTR_TIMESTAMP_TYPE)  # every record's time is the batch's max
     max_ts = hdr.max_timestamp if log_append_time else max((r.timestamp for r in records), default=hdr.max_timestamp)
     after_crc = struct.pack(">hiqqqhii", attributes, hdr.last_offset_delta, base_ts, max_ts, hdr.producer_id,

@@ -49,8 +49,9 @@ def _start(cp: str, props: Path, log: Path) -> subprocess.Popen[Any]:
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)  # noqa: SIM115
 
 
-def _rest(port: int, path: str, body: dict[str, Any] | None = None) -> Any:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST" if body is not None else "GET",
+def _rest(port: int, path: str, body: dict[str, Any] | None = None, method: str | None = None) -> Any:
+    method = method or ("POST" if body is not None else "GET")
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - our own worker on loopback

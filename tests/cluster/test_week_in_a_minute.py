@@ -32,7 +32,7 @@ from tests.cluster.cluster_harness import Cluster, wait_for
 
 pytestmark = pytest.mark.cluster
 
-WEEK = {"log.roll.ms": 300, "log.cleaner.backoff.ms": 200, "log.cleaner.delete.retention.ms": 1500,
+WEEK: dict[str, object] = {"log.roll.ms": 300, "log.cleaner.backoff.ms": 200, "log.cleaner.delete.retention.ms": 1500,
         "log.cleaner.min.cleanable.ratio": 0.01, "log.retention.ms": 3000,
         "log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
 PASS = re.compile(r"event=log_compacted dir=")

@@ -64,11 +64,16 @@ def test_minus_one_keeps_everything(tmp_path: Path) -> None:
         assert part is not None and part.data.log_start_offset == 0 and part.data.segment_count == segments
 
 
-def _gzipped(batch: bytes) -> bytes:
-    """The batch with its records gzip-compressed (attributes, length and CRC fixed up)."""
-    buf = bytearray(batch[:HEADER_SIZE] + gzip.compress(batch[HEADER_SIZE:]))
+def _compressed(batch: bytes, codec: int = 1) -> bytes:
+    """The batch with its records compressed by kafka-python's encoder for ``codec`` (gzip,
+    snappy, lz4, zstd), its attributes, length and CRC fixed up."""
+    from kafka import codec as reference
+
+    encode = {1: gzip.compress, 2: lambda b: reference.snappy_encode(b, xerial_compatible=True),
+              3: reference.lz4_encode, 4: reference.zstd_encode}[codec]
+    buf = bytearray(batch[:HEADER_SIZE] + encode(batch[HEADER_SIZE:]))
     struct.pack_into(">i", buf, 8, len(buf) - 12)
-    struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, 1)
+    struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, codec)
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 
@@ -81,7 +86,7 @@ def test_a_record_without_a_key_is_refused_on_a_compacted_topic(tmp_path: Path, 
     large = build_batch([(b"k1", b"x" * 20_000), (None, b"no key")])  # walked off the event loop
 
     async def main() -> None:
-        for batch in (keyless, _gzipped(keyless), large):
+        for batch in (keyless, *(_compressed(keyless, codec) for codec in (1, 2, 3, 4)), large):
             res = await part.produce(batch)
             if compacted:
                 assert res.error is Err.INVALID_RECORD and int(res.error) == 87
@@ -90,8 +95,9 @@ def test_a_record_without_a_key_is_refused_on_a_compacted_topic(tmp_path: Path, 
                 assert res.error is Err.NONE
         keyed = await part.produce(build_batch([(b"k1", b"v"), (b"k2", None)]))  # a tombstone has a key
         assert keyed.error is Err.NONE
-        keyed_gzip = await part.produce(_gzipped(build_batch([(b"k4", b"v")])))
-        assert keyed_gzip.error is Err.NONE
+        for codec in (1, 2, 3, 4):
+            keyed_compressed = await part.produce(_compressed(build_batch([(b"k4", b"v")]), codec))
+            assert keyed_compressed.error is Err.NONE
 
     asyncio.run(main())
-    assert part.data.log_end_offset == (3 if compacted else 11)
+    assert part.data.log_end_offset == (6 if compacted else 23)

@@ -380,7 +380,7 @@ def test_a_tombstone_stays_while_a_batch_it_could_not_read_comes_before_it(tmp_p
     clock = Clock()
     log = _log(tmp_path, clock, delete_retention_ms=1000)
     snappy = bytearray(assign_offsets(build_batch([(b"k", b"old")], timestamp=1000), 0, 1))
-    snappy[22] |= 2  # attributes: snappy, no codec here (its records cannot be read)
+    snappy[22] |= 2  # attributes: snappy, over records that are not (they cannot be read)
     snappy[17:21] = crc32c(bytes(snappy[21:])).to_bytes(4, "big")
     log.append(bytes(snappy))
     put(log, b"k", None)
