@@ -33,6 +33,7 @@ from replication.data_log import (
 from replication.data_passthrough import DataPassThroughLog
 from replication.data_state_machine import delete_records_entry
 from replication.durable import remove_dir
+from replication.leader_epochs import term_of
 from replication.record_batch import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -311,7 +312,7 @@ class DataPartition:
     async def _replicate(self, hdr: BatchHeader, batch: bytes, timeout_s: float) -> ProduceResult:
         epoch = self.leader_epoch
         base = self.next_offset
-        assigned = assign_offsets(batch, base, epoch)
+        assigned = assign_offsets(batch, base, term_of(epoch))  # Kafka's leader epoch: the Raft term
         self.next_offset = base + hdr.last_offset_delta + 1
         try:
             try:

@@ -42,6 +42,7 @@ from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
+from replication.leader_epochs import LeaderEpochs
 from replication.log_cleaner import CleanStats
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -486,6 +487,7 @@ class DataLog:
         self.clock = clock
         self.producer_state = ProducerStateManager()
         self.txns = PartitionTxns()  # open and aborted transactions, the last stable offset
+        self.epochs = LeaderEpochs()  # each leader epoch's first offset (OffsetForLeaderEpoch)
         # Raft applies batches on the event loop while a snapshot install reads or writes on a thread: one lock.
         self.lock = threading.RLock()
         self.closed = False  # a reader on another thread (a snapshot stream) tells this from a failing disk
@@ -583,7 +585,7 @@ class DataLog:
         tmp = self._snapshot_path + ".tmp"
         with open(tmp, "wb") as fh:
             fh.write(msgpack.packb({"offset": self.log_end_offset, "producers": self.producer_state.to_obj(),
-                                    "txns": self.txns.to_obj()}, use_bin_type=True))
+                                    "txns": self.txns.to_obj(), "epochs": self.epochs.to_obj()}, use_bin_type=True))
         os.replace(tmp, self._snapshot_path)
         renamed(tmp, self._snapshot_path)  # never fsync'd: a power loss may keep it or not
 
@@ -592,24 +594,45 @@ class DataLog:
         # straddles it, and the producer snapshot of the last roll below it, still count
         # (fencing, duplicates, aborted transactions a read_committed reader must skip).
         start = self._physical_start
+        self.epochs = LeaderEpochs()
         try:
             with open(self._snapshot_path, "rb") as fh:
                 snap = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
             if start <= int(snap["offset"]) <= self.log_end_offset:
                 self.producer_state.load_obj(snap["producers"])
                 self.txns = PartitionTxns.from_obj(snap.get("txns"))
+                if "epochs" in snap:  # a snapshot from before epochs were kept: read from the batches below
+                    self.epochs = LeaderEpochs.from_obj(snap["epochs"])
+                else:
+                    self._scan_epochs(int(snap["offset"]))
                 start = int(snap["offset"])
         except (FileNotFoundError, ValueError, KeyError, TypeError, msgpack.UnpackException):
-            self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
+            self.producer_state, self.txns, self.epochs = ProducerStateManager(), PartitionTxns(), LeaderEpochs()
         for seg, pos, hdr in self._iter_headers(start):
             if hdr.base_offset >= start:
                 self.producer_state.update(hdr)
+                self.epochs.observe(hdr.partition_leader_epoch, hdr.base_offset)
                 if hdr.is_transactional:
                     self._track_txn(hdr, seg.read_at(pos, hdr.size) if hdr.is_control else b"")
+        self.epochs.trim_before(self.log_start_offset)
         if self.txns.aborted and self.cleaned_to():
             # a snapshot from before a compaction removed some ABORT markers: as forget_markers
             # did then, readers are not told of those aborts
             self.txns.forget_markers({e.last_offset for e in self.txns.aborted if not self._control_at(e.last_offset)})
+
+    def _scan_epochs(self, end: int) -> None:
+        """The leader epochs of the batches below ``end``, read from their headers."""
+        self.epochs = LeaderEpochs()
+        for _seg, _pos, hdr in self._iter_headers(self._physical_start):
+            if hdr.base_offset >= end:
+                break
+            self.epochs.observe(hdr.partition_leader_epoch, hdr.base_offset)
+
+    def leader_epoch_end(self, requested: int, current: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) for ``requested``, ``current`` being the
+        leader's own epoch (``LeaderEpochs.end_offset_for``)."""
+        with self.lock:
+            return self.epochs.end_offset_for(requested, current, self.log_end_offset)
 
     def _control_at(self, offset: int) -> bool:
         for _seg, _pos, hdr in self._iter_headers(offset):
@@ -638,6 +661,7 @@ class DataLog:
                 while len(self._segments) > 1 and self._segments[1].base <= offset:
                     self._delete_oldest()
                 self.txns.forget_before(self.log_start_offset)
+                self.epochs.trim_before(self.log_start_offset)
                 log.info("event=records_deleted dir=%s log_start_offset=%d", self.directory, self.log_start_offset)
             return self.log_start_offset
 
@@ -688,6 +712,7 @@ class DataLog:
             active = self.roll()
         active.append(hdr, batch)
         self.producer_state.update(hdr)
+        self.epochs.observe(hdr.partition_leader_epoch, hdr.base_offset)
         if hdr.is_transactional:
             self._track_txn(hdr, batch)
         return hdr
@@ -710,6 +735,7 @@ class DataLog:
             active.append_run(headers[i:j], memoryview(data)[at : at + n])
             for hdr in headers[i:j]:
                 self.producer_state.update(hdr)
+                self.epochs.observe(hdr.partition_leader_epoch, hdr.base_offset)
                 if hdr.is_transactional:
                     self._track_txn(hdr, data[at : at + hdr.size])
                 at += hdr.size
@@ -856,6 +882,7 @@ class DataLog:
         self._bases.pop(0)
         seg.delete()
         self.txns.forget_before(self.log_start_offset)
+        self.epochs.trim_before(self.log_start_offset)
         log.info("event=segment_deleted dir=%s base=%d log_start_offset=%d",
                  self.directory, seg.base, self.log_start_offset)
 
@@ -997,7 +1024,7 @@ class DataLog:
             for seg in self._segments:
                 seg.delete()
             self._segments, self._bases = [], []
-            self.txns = PartitionTxns()
+            self.txns, self.epochs = PartitionTxns(), LeaderEpochs()
             self._new_segment(start_offset)
             self._start_floor = start_offset
             self._write_start_floor(start_offset)
@@ -1074,7 +1101,7 @@ class DataLog:
                     renamed(os.path.join(staging, name), os.path.join(self.directory, name))
                 shutil.rmtree(old, ignore_errors=True)
                 self._segments, self._bases = [], []
-                self.producer_state, self.txns = ProducerStateManager(), PartitionTxns()
+                self.producer_state, self.txns, self.epochs = ProducerStateManager(), PartitionTxns(), LeaderEpochs()
                 self._open()
             except OSError as e:
                 fail_stop("data_log", f"{self.directory}: installing a snapshot failed: {type(e).__name__}: {e}")
