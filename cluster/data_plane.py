@@ -112,16 +112,19 @@ class DataPartition:
         self.rlog: ReplicatedLog = DataPassThroughLog(f"{topic}-{partition}", data_log)
         self.next_offset = data_log.log_end_offset
         self.raft = False
+        self._epochs_exact: Callable[[], bool] = lambda: True
         self._waiters: set[asyncio.Future[None]] = set()
         self._in_flight: dict[tuple[int, int, int], asyncio.Future[ProduceResult]] = {}
         # KIP-890 part 1: producer id -> (epoch, guard) of a verification under way or passed; a
         # marker for the producer removes it, so a batch verified before a marker is refused after
         self._verified: dict[int, tuple[int, object]] = {}
 
-    def attach(self, rlog: ReplicatedLog) -> None:
-        """Cluster mode: replicate through Raft; the DataLog is written by the applied entries."""
+    def attach(self, rlog: ReplicatedLog, epochs_exact: Callable[[], bool] = lambda: True) -> None:
+        """Cluster mode: replicate through Raft; the DataLog is written by the applied entries.
+        ``epochs_exact``: whether every node stamps batches with terms (clients are told epochs)."""
         self.rlog = rlog
         self.raft = True
+        self._epochs_exact = epochs_exact
         rlog.subscribe(self._on_leadership)
 
     def _on_leadership(self, change: LeadershipChange) -> None:
@@ -151,9 +154,20 @@ class DataPartition:
 
     @property
     def reported_epoch(self) -> int:
-        """The leader epoch clients see: -1 under Raft, so they skip KIP-320 validation
-        (OffsetForLeaderEpoch is not served; committed entries are never truncated)."""
-        return -1 if self.raft else self.rlog.leader_epoch()
+        """The leader epoch clients see (Metadata, ListOffsets, Fetch's checks): the Raft term of
+        this leadership, as stamped on the batches it writes; -1 (clients then skip KIP-320's
+        validation) while a node of an earlier release is in the cluster, or when not leading."""
+        return self.leader_term if self._epochs_exact() else -1
+
+    @property
+    def leader_term(self) -> int:
+        """This leadership's epoch as stamped on its batches (-1: not leading)."""
+        epoch = self.rlog.leader_epoch()
+        return term_of(epoch) if epoch >= 0 else -1
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset`` (ListOffsets'), -1 when not told."""
+        return self.data.epoch_at(offset) if self.reported_epoch >= 0 else -1
 
     async def produce(self, records: bytes | None, timeout_s: float = 30.0, *,
                       transactional: bool = False, verify: Verifier | None = None,

@@ -138,6 +138,7 @@ class ApiSpec:
     # client can read (ApiVersions: Kafka's v0 UNSUPPORTED_VERSION with the API list)
     unknown_version: Callable[[], Any] | None = None
     authorize: Authorize | None = None
+    advertise_if: Callable[[], bool] | None = None  # advertised in ApiVersions only while this holds
 
 
 class ApiRegistry:
@@ -156,6 +157,7 @@ class ApiRegistry:
         raw: RawHandler | None = None,
         unknown_version: Callable[[], Any] | None = None,
         authorize: Authorize | None = None,
+        advertise_if: Callable[[], bool] | None = None,
     ) -> None:
         if min_version > max_version:
             raise ValueError(f"api {api_key}: min_version {min_version} > max_version {max_version}")
@@ -168,14 +170,15 @@ class ApiRegistry:
                 raise ValueError(f"api {api_key} v{v} has no kio schema")
         adv = min_version if advertised_min is None else advertised_min
         self._apis[api_key] = ApiSpec(api_key, min_version, max_version, handler, adv, error_response, raw,
-                                       unknown_version, authorize)
+                                       unknown_version, authorize, advertise_if)
 
     def get(self, api_key: int) -> ApiSpec | None:
         return self._apis.get(api_key)
 
     def advertised(self) -> list[tuple[int, int, int]]:
         """``(api_key, min, max)`` for ApiVersions, sorted by key."""
-        return sorted((s.api_key, s.advertised_min, s.max_version) for s in self._apis.values())
+        return sorted((s.api_key, s.advertised_min, s.max_version) for s in self._apis.values()
+                      if s.advertise_if is None or s.advertise_if())
 
     def __contains__(self, api_key: int) -> bool:
         return api_key in self._apis

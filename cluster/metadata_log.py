@@ -45,7 +45,10 @@ from cluster.topic_configs import ConfigError, altered
 # Version 5: nodes removed from the cluster (``RemoveNode``), and a state record that holds them.
 # Version 6: nodes added as observers (``AddNode.observer``) and promoted (``PromoteNode``), and a
 # state record that holds observers (an older build would promote them at once).
-METADATA_VERSION = 6
+# Version 7: no record of its own. A node that reads it stamps batches with its leader's Raft term
+# and keeps leader epochs, so once every node does, clients are told epochs (``EXACT_EPOCHS``).
+METADATA_VERSION = 7
+EXACT_EPOCHS = 7
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})

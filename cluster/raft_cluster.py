@@ -41,6 +41,7 @@ from cluster.metadata import (
     scram_row,
 )
 from cluster.metadata_log import (
+    EXACT_EPOCHS,
     METADATA_VERSION,
     AddNode,
     AlterTopicConfigs,
@@ -462,9 +463,16 @@ class RaftCluster:
             # Cut off from the others: name the likely leader on their side (as FindCoordinator
             # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong.
             peer = self.likely_leader_of(lg)
-        # Leader epoch -1: clients then skip KIP-320 position validation (OffsetForLeaderEpoch, which
-        # kcoord does not serve); committed Raft entries are never truncated, so there is nothing to detect.
-        return (peer.node_id if peer is not None else -1), -1
+        if peer is None:
+            return -1, -1
+        return peer.node_id, (lg.current_term() if self.epochs_exact() else -1)
+
+    def epochs_exact(self) -> bool:
+        """Whether clients are told leader epochs: once every node stamps its batches with the
+        Raft term (a release reading metadata version ``EXACT_EPOCHS``). Before, an older leader's
+        fence epochs would outrank the terms in Metadata, and Java clients ignore metadata whose
+        epoch is older than one they read in a batch; with -1 they skip KIP-320's validation."""
+        return version_refusal(self.state, self.replica_ids(), EXACT_EPOCHS) is None
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         t = self.metadata.topics.get(topic)
@@ -1015,7 +1023,7 @@ class RaftCluster:
         lg = self._group(f"{topic}-{partition}", slot, sm, nodes)
         self.data_logs[(topic, partition)] = lg
         self._data_slots[(topic, partition)] = slot
-        part.attach(lg)
+        part.attach(lg, self.epochs_exact)
 
     # ---------------------------------------------------------------- topics
 

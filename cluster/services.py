@@ -24,7 +24,7 @@ class Registrar(Protocol):
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Any, *,
                  advertised_min: int | None = None, error_response: Any = None, raw: Any = None,
-                 unknown_version: Any = None, authorize: Any = None) -> None: ...
+                 unknown_version: Any = None, authorize: Any = None, advertise_if: Any = None) -> None: ...
 
     def advertised(self) -> list[tuple[int, int, int]]:
         """``(api_key, min, max)`` of every registered API, for ApiVersions."""

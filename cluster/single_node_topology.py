@@ -112,6 +112,9 @@ class SingleNodeTopology:
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int]:
         return self.config.node_id, 1
 
+    def epochs_exact(self) -> bool:
+        return True
+
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         t = self.metadata.topics.get(topic)
         if t is None or not 0 <= partition < t.partitions:

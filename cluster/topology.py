@@ -102,6 +102,10 @@ class Topology(Protocol):
         """``(leader node id or -1, leader epoch)`` of a data partition."""
         ...
 
+    def epochs_exact(self) -> bool:
+        """Whether clients are told leader epochs (and OffsetForLeaderEpoch is advertised)."""
+        ...
+
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         """The data partition this node holds (None: unknown or not open here)."""
         ...

@@ -42,13 +42,14 @@ from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.leader_epochs import LeaderEpochs
+from replication.leader_epochs import LeaderEpochs, term_of
 from replication.log_cleaner import CleanStats
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
+    PARTITION_LEADER_EPOCH_OFFSET,
     BatchHeader,
     InvalidBatchError,
     crc32c,
@@ -66,6 +67,7 @@ MANIFEST_VERSION = 1  # of a data partition's Raft snapshot (``manifest``); none
 CLEAN_SHUTDOWN = "clean-shutdown"  # written by a clean close: the active segment was fsync'd
 _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
+TERMS_FILE = "leader-epochs-are-terms"  # every batch's partitionLeaderEpoch is its leader's Raft term
 CLEANED_TO_FILE = "cleaner-offset"  # how far compaction has cleaned (Kafka's cleaner-offset-checkpoint)
 LONG_MAX = (1 << 63) - 1
 
@@ -549,8 +551,32 @@ class DataLog:
             expected = seg.next_offset
         if not self._segments:
             self._new_segment(0)
+        if not os.path.exists(os.path.join(self.directory, TERMS_FILE)):
+            self._restamp_terms()
         self._start_floor = self._read_start_floor()
         self._load_producer_state()
+
+    def _restamp_terms(self) -> None:
+        """Once per log: batches an earlier release stamped with its leader's fence epoch (``term *
+        EPOCH_STRIDE + n``, past what Kafka's clients take as an epoch) get the term instead. The
+        field is outside the CRC; an interrupted pass is done again at the next open."""
+        for seg in self._segments:
+            fd = -1
+            try:
+                for pos, hdr in seg.iter_headers(seg.base):
+                    if hdr.partition_leader_epoch != term_of(hdr.partition_leader_epoch):
+                        if fd < 0:
+                            fd = os.open(seg.log_path, os.O_WRONLY)
+                        os.pwrite(fd, struct.pack(">i", term_of(hdr.partition_leader_epoch)),
+                                  pos + PARTITION_LEADER_EPOCH_OFFSET)
+                if fd >= 0:
+                    os.fsync(fd)
+            except OSError as e:
+                fail_stop("data_log", f"{seg.log_path}: restamping leader epochs failed: {type(e).__name__}: {e}")
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+        write_durably(os.path.join(self.directory, TERMS_FILE), b"1")
 
     def _new_segment(self, base: int) -> _Segment:
         seg = _Segment(self.directory, base, self.index_interval_bytes)
@@ -633,6 +659,10 @@ class DataLog:
         leader's own epoch (``LeaderEpochs.end_offset_for``)."""
         with self.lock:
             return self.epochs.end_offset_for(requested, current, self.log_end_offset)
+
+    def epoch_at(self, offset: int) -> int:
+        with self.lock:
+            return self.epochs.epoch_at(offset)
 
     def _control_at(self, offset: int) -> bool:
         for _seg, _pos, hdr in self._iter_headers(offset):

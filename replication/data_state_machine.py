@@ -10,6 +10,7 @@ data that was not written.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 
 import msgpack
@@ -17,8 +18,9 @@ import msgpack
 from replication.data_install import ReadAhead, SnapshotInstall, decode
 from replication.data_log import MANIFEST_VERSION, DataLog
 from replication.failstop import EXIT_CORRUPT, fail_stop
+from replication.leader_epochs import term_of
 from replication.raft.snapshot_transfer import InstallError, StreamCursor
-from replication.record_batch import parse_header
+from replication.record_batch import PARTITION_LEADER_EPOCH_OFFSET, parse_header
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -30,6 +32,13 @@ DELETE_RECORDS = b"\xff\xffKCDR"
 
 def delete_records_entry(offset: int) -> bytes:
     return DELETE_RECORDS + offset.to_bytes(8, "big", signed=True)
+
+
+def _same_batch(stored: bytes, payload: bytes) -> bool:
+    """Whether the log holds ``payload`` from its offset on, its leader epoch aside (a batch
+    stamped with a fence epoch is stored with its term)."""
+    at, end = PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH_OFFSET + 4
+    return len(stored) >= len(payload) and stored[:at] == payload[:at] and stored[end:len(payload)] == payload[end:]
 
 
 class DataStateMachine:
@@ -60,11 +69,15 @@ class DataStateMachine:
             # at that offset is a different batch that was given a taken offset: refuse it, so
             # its producer gets an error instead of an acknowledgement for data never written.
             stored = self.data.read(base, len(payload), min_one=True)
-            if stored[: len(payload)] == payload or self._compacted_from(payload, stored):
+            if _same_batch(stored, payload) or self._compacted_from(payload, stored):
                 return base
             log.error("event=data_apply_refused dir=%s error='offset %d already holds another batch'",
                       self.data.directory, base)
             return -2
+        stamped = parse_header(payload).partition_leader_epoch
+        if term_of(stamped) != stamped:  # from a leader of an earlier release: its fence epoch, as the term
+            payload = payload[:PARTITION_LEADER_EPOCH_OFFSET] + struct.pack(">i", term_of(stamped)) + payload[
+                PARTITION_LEADER_EPOCH_OFFSET + 4:]
         try:
             hdr = self.data.append(payload)
         except ValueError as e:  # a gap: refuse, never crash the Raft driver

@@ -49,6 +49,11 @@ class LeaderEpochs:
         if self.starts and self.starts[0] < log_start:
             self.starts[0] = log_start
 
+    def epoch_at(self, offset: int) -> int:
+        """The epoch of the batch holding ``offset`` (-1 if none is known)."""
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return self.epochs[i] if i >= 0 else UNDEFINED
+
     def end_offset_for(self, requested: int, current: int, log_end: int) -> tuple[int, int]:
         """(epoch, end offset) for a reader whose position is in ``requested``; ``current`` is
         the leader's own epoch (which may have no batch yet: it began at the log end)."""

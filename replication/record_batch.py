@@ -21,6 +21,7 @@ import crc32c as _crc32c
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
+PARTITION_LEADER_EPOCH_OFFSET = 12  # not covered by the CRC
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
@@ -139,7 +140,7 @@ def assign_offsets(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
     """
     buf = bytearray(batch)
     struct.pack_into(">q", buf, 0, base_offset)
-    struct.pack_into(">i", buf, 12, leader_epoch)
+    struct.pack_into(">i", buf, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 

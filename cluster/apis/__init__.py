@@ -18,6 +18,7 @@ from cluster.apis import (
     find_coordinator,
     log_dirs,
     metadata,
+    offset_for_leader_epoch,
     partitions,
     produce,
     remove_raft_voter,
@@ -32,5 +33,5 @@ from cluster.services import NodeServices
 def register_all(node: NodeServices) -> None:
     for mod in (acls, alter_configs, api_versions, configs, delete_records, describe_quorum, metadata, partitions, topics, topic_partitions,
                 log_dirs, elect_leaders, produce, fetch, find_coordinator, sasl, scram_users, remove_raft_voter,
-                add_raft_voter):
+                add_raft_voter, offset_for_leader_epoch):
         mod.register(node)

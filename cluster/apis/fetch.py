@@ -37,7 +37,7 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 
 
-def _epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
+def epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
     if current is None or current < 0 or leader_epoch < 0 or current == leader_epoch:
         return None
     return ErrorCode.fenced_leader_epoch if current < leader_epoch else ErrorCode.unknown_leader_epoch
@@ -112,7 +112,7 @@ def _collect(node: Needs, request: Any, m: Any, denied: frozenset[str], room: in
                 continue
             out.parts.append(part)
             data = part.data
-            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
+            err = epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
             if err is not None:
                 pds.append(_pdata(m, p.partition, err))
                 out.any_error = True
@@ -242,25 +242,27 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             if not part.serves_reads:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.not_leader_or_follower))
                 continue
-            err = _epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
+            err = epoch_error(getattr(p, "current_leader_epoch", None), part.reported_epoch)
             if err is not None:
                 parts.append(_lo_part(m, p.partition_index, err))
                 continue
             data = part.data
-            epoch = part.reported_epoch
+            epoch = part.reported_epoch  # LATEST: the leader's own (Kafka's latest epoch)
             ts = int(p.timestamp)
             # what a consumer of this isolation level can read: lookups by timestamp stop there too
             latest = part.last_stable_offset() if committed else data.high_watermark
             if ts == LATEST:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, latest, epoch))
             elif ts == EARLIEST:
-                parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, data.log_start_offset, epoch))
+                start = data.log_start_offset
+                parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, start, part.epoch_at(start)))
             elif ts == MAX_TIMESTAMP:
                 found = data.max_timestamp()
                 if found is None or found[1] >= latest:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, -1, -1))
                 else:
-                    parts.append(_lo_part(m, p.partition_index, ErrorCode.none, found[0], found[1], epoch))
+                    parts.append(_lo_part(m, p.partition_index, ErrorCode.none, found[0], found[1],
+                                          part.epoch_at(found[1])))
             elif ts < 0:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.invalid_request))
             else:
@@ -268,7 +270,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 if hit is None or hit[1] >= latest:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, -1, -1))
                 else:
-                    parts.append(_lo_part(m, p.partition_index, ErrorCode.none, hit[0], hit[1], epoch))
+                    parts.append(_lo_part(m, p.partition_index, ErrorCode.none, hit[0], hit[1], part.epoch_at(hit[1])))
         topics.append(mk(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
     return mk(m.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 

@@ -32,6 +32,7 @@ from cluster.services import Catalog, Guarded, Identity, Producers, Registers
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
+from replication.leader_epochs import term_of
 
 
 class Needs(Registers, Identity, Catalog, Producers, Guarded, Protocol):
@@ -468,7 +469,9 @@ class GroupApi:
             out.append(mk(topic_cls, name=topic, topic_id=meta.topic_id if meta is not None else None,
                           partitions=tuple(
                               mk(part_cls, partition_index=f.partition, committed_offset=f.offset,
-                                 committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=kerr(f.error))
+                                 # an epoch an earlier release told (its fence epoch), as the term it stands for
+                                 committed_leader_epoch=term_of(f.leader_epoch), metadata=f.metadata,
+                                 error_code=kerr(f.error))
                               for f in fetched)))
         for t in missing or ():
             out.append(mk(topic_cls, topic_id=t.topic_id, partitions=tuple(

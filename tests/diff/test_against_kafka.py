@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 KNOWN: dict[tuple[str, str], str] = {
     ("*", "[min.insync.replicas]"): "the Kafka peer sets min.insync.replicas=2 (bench/kafka_peer.py); kcoord "
                                     "describes Kafka's default and writes every partition to a majority",
-    ("*", "leader_epoch"): "leader epochs are reported as -1 under Raft (clients skip KIP-320 validation; "
-                           "committed entries are never truncated)",
+    ("*", "leader_epoch"): "a partition's leader epoch is its leader's Raft term (Kafka counts leader changes "
+                           "from 0): the same role, other numbers",
 }
 # The generated scenarios' (tests/diff/generated.py): each API's minimal request, its names not
 # existing (minimal_) or existing (existing_)

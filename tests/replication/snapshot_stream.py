@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from replication.data_install import decode, drain_reads, encode
+from replication.data_log import DataLog
 from replication.data_state_machine import DataStateMachine
 from replication.raft.snapshot_transfer import NOT_READY, StreamCursor
 
@@ -39,3 +40,17 @@ def install(leader: DataStateMachine, follower: DataStateMachine) -> None:
         else:
             follower.install(piece)
     follower.restore(leader.snapshot())
+
+
+def install_log(source: DataLog, target: DataLog) -> None:
+    """``source``'s segments copied into ``target`` as a follower's install receives them."""
+    from replication.data_install import SnapshotInstall, next_chunk
+
+    manifest = source.manifest()
+    cursor = StreamCursor()
+    begin = decode(next_chunk(source, manifest["end"], cursor))  # type: ignore[arg-type]
+    install = SnapshotInstall(target, begin[1], begin[2])
+    while (message := next_chunk(source, manifest["end"], cursor)) is not None:
+        _, base, pos, chunk = decode(message)
+        install.feed(base, pos, chunk)
+    install.finish(manifest)

@@ -159,7 +159,7 @@ def test_retention_by_bytes(tmp_path) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         log.read(0, 100)
     assert offsets(log.read(log.log_start_offset, 1 << 20))[0] == log.log_start_offset
-    assert len(os.listdir(tmp_path / "p")) == 2 * log.segment_count + 1  # + producer.snapshot
+    assert len(os.listdir(tmp_path / "p")) == 2 * log.segment_count + 2  # + producer.snapshot, leader-epochs-are-terms
 
 
 def test_retention_by_time_with_injected_clock(tmp_path) -> None:

@@ -301,21 +301,13 @@ def _marker(log: DataLog, pid: int, commit: bool) -> None:
 
 
 def test_a_compacted_log_is_installed_on_a_follower_whole(tmp_path: Path) -> None:
-    from replication.data_install import SnapshotInstall, decode, next_chunk
-    from replication.raft.snapshot_transfer import StreamCursor
+    from tests.replication.snapshot_stream import install_log
 
     log = _log(tmp_path / "leader")
     fill(log)
     log.compact(capacity=1000)
-    manifest = log.manifest()
     target = DataLog(str(tmp_path / "follower"), segment_bytes=SEGMENT, cleanup_policy="compact")
-    cursor = StreamCursor()
-    begin = decode(next_chunk(log, manifest["end"], cursor))  # type: ignore[arg-type]
-    install = SnapshotInstall(target, begin[1], begin[2])
-    while (message := next_chunk(log, manifest["end"], cursor)) is not None:
-        _, base, pos, chunk = decode(message)
-        install.feed(base, pos, chunk)
-    install.finish(manifest)
+    install_log(log, target)
     assert everything(target) == everything(log) and target.log_end_offset == log.log_end_offset
 
 

@@ -118,3 +118,47 @@ def test_retention_trims_the_epochs_and_compaction_keeps_them(tmp_path: Path) ->
     log.delete_records(8)
     assert log.epochs.to_obj() == [[4, 8], [6, 12]]
     assert log.leader_epoch_end(2, 6) == (2, 8)
+
+
+def test_batches_an_earlier_release_stamped_with_fence_epochs_are_restamped_with_terms_once(tmp_path: Path) -> None:
+    from replication.data_log import TERMS_FILE
+    from replication.record_batch import iter_batches
+
+    log = _log(tmp_path)
+    _put(log, 3 * EPOCH_STRIDE + 1, 5)
+    _put(log, 4 * EPOCH_STRIDE, 5)
+    log.close()
+    os.remove(tmp_path / TERMS_FILE)  # as an earlier release left its directory
+    again = _log(tmp_path)
+    stamps = [hdr.partition_leader_epoch for _, hdr in iter_batches(again.read(0, 1 << 20))]
+    assert stamps == [3] * 5 + [4] * 5
+    assert (tmp_path / TERMS_FILE).exists() and again.epochs.to_obj() == [[3, 0], [4, 5]]
+    from replication.record_batch import crc32c  # the CRC does not cover the field: every batch still checks
+
+    data = again.read(0, 1 << 20)
+    for pos, hdr in iter_batches(data):
+        assert crc32c(data[pos + 21:pos + hdr.size]) == hdr.crc
+
+
+def test_a_journal_entry_of_an_earlier_releases_leader_is_stored_with_its_term_and_replays(tmp_path: Path) -> None:
+    from replication.data_state_machine import DataStateMachine
+
+    sm = DataStateMachine(_log(tmp_path), lambda: None)
+    entry = assign_offsets(build_batch([(b"k", b"v")]), 0, 7 * EPOCH_STRIDE + 2)
+    assert sm.apply(1, entry) == 0
+    assert sm.data.epochs.to_obj() == [[7, 0]]
+    from replication.record_batch import parse_header
+
+    assert parse_header(sm.data.read(0, 1000)).partition_leader_epoch == 7
+    assert sm.apply(1, entry) == 0  # replayed over the log that holds it: the same batch
+
+
+def test_a_log_installed_from_a_leader_of_an_earlier_release_is_restamped(tmp_path: Path) -> None:
+    from replication.record_batch import iter_batches
+    from tests.replication.snapshot_stream import install_log
+
+    leader = _log(tmp_path / "leader")
+    _put(leader, 5 * EPOCH_STRIDE, 6)  # as an earlier release stored them
+    target = _log(tmp_path / "follower")
+    install_log(leader, target)
+    assert [h.partition_leader_epoch for _, h in iter_batches(target.read(0, 1 << 20))] == [5] * 6
