@@ -133,7 +133,8 @@ def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 1
     log4j.write_text(LOG4J2)
 
     def fmt(i: int) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(_jvm(libs, log4j) + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
+        # --cluster-id=ID: a base64 id may begin with '-', which the tool's parser takes for an option
+        return subprocess.run(_jvm(libs, log4j) + ["kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                                                    "-c", str(configs[i])], capture_output=True, text=True,
                               timeout=120)
 

@@ -221,6 +221,8 @@ class RaftCluster:
         self.state: dict[str, Any] = fold_metadata([])
         self._seen = (-1, -1)
         self._init_sent = False
+        self._exact_for: object = None  # the metadata state epochs_exact was last worked out for
+        self._exact = False
         self._missing = False  # a data partition could not be opened yet (retried)
         self._task: asyncio.Task[None] | None = None
         self._faults_task: asyncio.Task[None] | None = None
@@ -461,8 +463,11 @@ class RaftCluster:
         peer = self.leader_of(lg)
         if peer is None and not lg.is_leader() and self.cut_off():
             # Cut off from the others: name the likely leader on their side (as FindCoordinator
-            # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong.
-            peer = self.likely_leader_of(lg)
+            # does), which answers NOT_LEADER_OR_FOLLOWER and fresh metadata if the guess is wrong;
+            # with no epoch (this node's term is not that leader's: a client would be fenced by it,
+            # or take it for newer than the true one and ignore the metadata that corrects it)
+            guess = self.likely_leader_of(lg)
+            return (guess.node_id if guess is not None else -1), -1
         if peer is None:
             return -1, -1
         return peer.node_id, (lg.current_term() if self.epochs_exact() else -1)
@@ -471,8 +476,13 @@ class RaftCluster:
         """Whether clients are told leader epochs: once every node stamps its batches with the
         Raft term (a release reading metadata version ``EXACT_EPOCHS``). Before, an older leader's
         fence epochs would outrank the terms in Metadata, and Java clients ignore metadata whose
-        epoch is older than one they read in a batch; with -1 they skip KIP-320's validation."""
-        return version_refusal(self.state, self.replica_ids(), EXACT_EPOCHS) is None
+        epoch is older than one they read in a batch; with -1 they skip KIP-320's validation.
+        Asked per partition of every Fetch: kept until the metadata state changes."""
+        state = self.state
+        if self._exact_for is not state:
+            self._exact_for = state
+            self._exact = version_refusal(state, self.replica_ids(), EXACT_EPOCHS) is None
+        return self._exact
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         t = self.metadata.topics.get(topic)

@@ -20,7 +20,6 @@ the copy falls ``QUEUE_PIECES`` behind the link, and at the end for what is stil
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import shutil
@@ -32,8 +31,9 @@ from typing import Any
 
 import msgpack
 
-from replication.data_log import INSTALL_SUFFIX, TERMS_FILE, DataLog
+from replication.data_log import INSTALL_SUFFIX, DataLog
 from replication.failstop import fail_stop
+from replication.leader_epochs import restamp
 from replication.raft.snapshot_transfer import NOT_READY, InstallError, StreamCursor
 from replication.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, crc32c, parse_header
 
@@ -228,7 +228,9 @@ class SnapshotInstall:
                 checked.append(hdr)
                 at += hdr.size
             if checked:  # written in one go (one write per segment), offsets checked as they go
-                self.staging.append_run(checked, bytes(view[:at]))
+                run = bytearray(view[:at])
+                restamp(run, checked)  # a leader of an earlier release sends fence epochs: stored as terms
+                self.staging.append_run(checked, bytes(run))
         except ValueError as e:
             raise InstallError(f"segment {base}: {e}") from e
         finally:
@@ -255,10 +257,6 @@ class SnapshotInstall:
         self.staging.delete_records(int(manifest.get("start", 0)))  # where DeleteRecords moved it
         self.staging.sync()  # (rolled segments were at their roll) a failed fsync stops the node
         self.staging.close()
-        # the leader's batches as it stored them: an earlier release's carry fence epochs, restamped
-        # as terms when the adopted log opens
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(self.staging.directory, TERMS_FILE))
         self.target.adopt(self.staging.directory)
 
     def abort(self) -> None:

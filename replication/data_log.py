@@ -42,7 +42,7 @@ from replication import segment_swap
 from replication.compacted import DEFAULT_POLICY, cleanup_policies
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.leader_epochs import LeaderEpochs, term_of
+from replication.leader_epochs import LeaderEpochs, restamp, term_of
 from replication.log_cleaner import CleanStats
 from replication.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -621,19 +621,22 @@ class DataLog:
         # (fencing, duplicates, aborted transactions a read_committed reader must skip).
         start = self._physical_start
         self.epochs = LeaderEpochs()
+        rescanned = False
         try:
             with open(self._snapshot_path, "rb") as fh:
                 snap = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
             if start <= int(snap["offset"]) <= self.log_end_offset:
                 self.producer_state.load_obj(snap["producers"])
                 self.txns = PartitionTxns.from_obj(snap.get("txns"))
-                if "epochs" in snap:  # a snapshot from before epochs were kept: read from the batches below
+                if "epochs" in snap:
                     self.epochs = LeaderEpochs.from_obj(snap["epochs"])
-                else:
+                else:  # a snapshot from before epochs were kept: read from the batches below, once
                     self._scan_epochs(int(snap["offset"]))
+                    rescanned = True
                 start = int(snap["offset"])
         except (FileNotFoundError, ValueError, KeyError, TypeError, msgpack.UnpackException):
             self.producer_state, self.txns, self.epochs = ProducerStateManager(), PartitionTxns(), LeaderEpochs()
+            rescanned = self.log_end_offset > start
         for seg, pos, hdr in self._iter_headers(start):
             if hdr.base_offset >= start:
                 self.producer_state.update(hdr)
@@ -645,6 +648,8 @@ class DataLog:
             # a snapshot from before a compaction removed some ABORT markers: as forget_markers
             # did then, readers are not told of those aborts
             self.txns.forget_markers({e.last_offset for e in self.txns.aborted if not self._control_at(e.last_offset)})
+        if rescanned:
+            self._save_producer_state()  # with the epochs: the next open reads them from it, not the batches
 
     def _scan_epochs(self, end: int) -> None:
         """The leader epochs of the batches below ``end``, read from their headers."""
@@ -1060,7 +1065,9 @@ class DataLog:
             self._write_start_floor(start_offset)
             headers = [hdr for _, hdr in iter_batches(batches)]
             if headers:
-                self._append_run_unlocked(headers, batches)
+                stamped = bytearray(batches)
+                restamp(stamped, headers)  # a snapshot of an earlier release: its fence epochs, as terms
+                self._append_run_unlocked(headers, bytes(stamped))
             try:
                 os.remove(os.path.join(self.directory, CLEANED_TO_FILE))  # a new log: nothing of it cleaned
             except FileNotFoundError:

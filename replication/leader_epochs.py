@@ -15,16 +15,28 @@ start.
 from __future__ import annotations
 
 import bisect
+import struct
 from typing import Any
 
 from replication.raft.settings import EPOCH_STRIDE
+from replication.record_batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 
 UNDEFINED = -1
 
 
 def term_of(stamped: int) -> int:
-    """A batch's partitionLeaderEpoch as an epoch (-1: none stamped)."""
+    """A batch's partitionLeaderEpoch as an epoch (-1: none stamped). A term of EPOCH_STRIDE (2**20
+    elections of one partition) or more would read as a fence epoch: far past any real count."""
     return stamped // EPOCH_STRIDE if stamped >= EPOCH_STRIDE else stamped
+
+
+def restamp(buf: bytearray, headers: list[BatchHeader], at: int = 0) -> None:
+    """The whole batches ``headers`` name, laid out in ``buf`` from ``at``, stamped with the terms
+    their fence epochs stand for (the field is outside the CRC)."""
+    for hdr in headers:
+        if term_of(hdr.partition_leader_epoch) != hdr.partition_leader_epoch:
+            struct.pack_into(">i", buf, at + PARTITION_LEADER_EPOCH_OFFSET, term_of(hdr.partition_leader_epoch))
+        at += hdr.size
 
 
 class LeaderEpochs:

@@ -28,14 +28,14 @@ from cluster.coordinator_driver import CoordinatorDriver
 from cluster.dispatch import RawResponse, RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from cluster.services import Catalog, Guarded, Identity, Producers, Registers
+from cluster.services import Catalog, Guarded, Identity, Placement, Producers, Registers
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
 from replication.leader_epochs import term_of
 
 
-class Needs(Registers, Identity, Catalog, Producers, Guarded, Protocol):
+class Needs(Registers, Identity, Catalog, Placement, Producers, Guarded, Protocol):
     """What this module uses of its node (``cluster.services``)."""
 
 
@@ -457,6 +457,15 @@ class GroupApi:
         return mk(cls(mod, "OffsetFetchResponse"), throttle_time=ZERO, error_code=kerr(answer.error),
                   topics=topics)
 
+    def _committed_epoch(self, topic: str, partition: int, committed: int) -> int:
+        """A committed offset's leader epoch as a client may be told it: an earlier release's
+        fence epoch as the term it stands for, and none past the partition's current epoch (a
+        deleted topic's offsets, kept for its namesake: its epochs start again; a client told the
+        old one would reset, and a Java client would then ignore the namesake's Metadata)."""
+        epoch = term_of(committed)
+        current = self.node.topology.partition_leader(topic, partition)[1]
+        return -1 if 0 <= current < epoch else epoch
+
     def _fetch_topics(self, answer: c.OffsetFetchResponse, topic_cls: Any, part_cls: Any,
                       by_id: bool = False, missing: list[Any] | None = None) -> tuple[Any, ...]:
         """The answer's topics by name, or by id (v10: a stored offset of a topic that no longer
@@ -469,9 +478,8 @@ class GroupApi:
             out.append(mk(topic_cls, name=topic, topic_id=meta.topic_id if meta is not None else None,
                           partitions=tuple(
                               mk(part_cls, partition_index=f.partition, committed_offset=f.offset,
-                                 # an epoch an earlier release told (its fence epoch), as the term it stands for
-                                 committed_leader_epoch=term_of(f.leader_epoch), metadata=f.metadata,
-                                 error_code=kerr(f.error))
+                                 committed_leader_epoch=self._committed_epoch(topic, f.partition, f.leader_epoch),
+                                 metadata=f.metadata, error_code=kerr(f.error))
                               for f in fetched)))
         for t in missing or ():
             out.append(mk(topic_cls, topic_id=t.topic_id, partitions=tuple(

@@ -162,3 +162,12 @@ def test_a_log_installed_from_a_leader_of_an_earlier_release_is_restamped(tmp_pa
     target = _log(tmp_path / "follower")
     install_log(leader, target)
     assert [h.partition_leader_epoch for _, h in iter_batches(target.read(0, 1 << 20))] == [5] * 6
+
+
+def test_a_snapshot_of_batches_an_earlier_release_wrote_is_restamped(tmp_path: Path) -> None:
+    from replication.record_batch import iter_batches
+
+    batches = b"".join(assign_offsets(build_batch([(b"k", b"v")]), i, 6 * EPOCH_STRIDE + 1) for i in range(3))
+    log = _log(tmp_path)
+    log.reset_to(0, batches, {}, None)
+    assert [h.partition_leader_epoch for _, h in iter_batches(log.read(0, 1 << 20))] == [6] * 3

@@ -68,14 +68,20 @@ def test_epochs_an_earlier_release_told_read_as_their_terms(bootstrap: str) -> N
     assert producer.flush(15) == 0
     epoch = _epoch_of(bootstrap, "old-epochs")
     assert _ask_epochs(bootstrap, 4, "old-epochs", (0, -1, epoch * EPOCH_STRIDE + 3)) == [(NONE, epoch, 1)]
+    assert _commit_and_fetch_epoch(bootstrap, epoch * EPOCH_STRIDE + 3) == epoch
+    # an epoch past the partition's (a deleted topic's offset, kept for its namesake): none told
+    assert _commit_and_fetch_epoch(bootstrap, epoch + 5) == -1
+
+
+def _commit_and_fetch_epoch(bootstrap: str, committed_epoch: int) -> int:
     oc = req_mod(8, 9)
     ask(bootstrap, 8, 9, oc.OffsetCommitRequest(
         group_id="old-epochs", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
         topics=(oc.OffsetCommitRequestTopic(name="old-epochs", partitions=(oc.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=1, committed_leader_epoch=epoch * EPOCH_STRIDE + 3,
+            partition_index=0, committed_offset=1, committed_leader_epoch=committed_epoch,
             committed_metadata=""),)),)))
     of = req_mod(9, 9)
     fetched = ask(bootstrap, 9, 9, of.OffsetFetchRequest(groups=(of.OffsetFetchRequestGroup(
         group_id="old-epochs", member_id=None, member_epoch=-1, topics=(
             of.OffsetFetchRequestTopics(name="old-epochs", partition_indexes=(0,)),)),), require_stable=False))
-    assert int(fetched.groups[0].topics[0].partitions[0].committed_leader_epoch) == epoch
+    return int(fetched.groups[0].topics[0].partitions[0].committed_leader_epoch)
