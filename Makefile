@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check difftest setup lint unit clean compose-tools
+.PHONY: run test check difftest apptest setup lint unit clean compose-tools
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || PY=python3; \
@@ -17,16 +17,18 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch node_modules/.installed
 
-# docker-compose (Debian package) validates compose/docker-compose.yml in the tests (`config` only,
-# no Docker engine needed). Installed with apt-get when missing and we are root; skipped if present.
+# Debian packages the tests use: docker-compose validates compose/docker-compose.yml (`config`
+# only, no Docker engine needed), kcat is a real application the slow tests run. Installed with
+# apt-get when missing and we are root; a test whose tool is missing is skipped.
+APT_TOOLS := docker-compose kcat
 compose-tools:
-	@command -v docker-compose >/dev/null 2>&1 || { \
+	@for tool in $(APT_TOOLS); do command -v $$tool >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -q docker-compose >/dev/null 2>&1 || \
-	      { apt-get update -q >/dev/null && apt-get install -y -q docker-compose >/dev/null; } || \
-	      echo "warning: could not install docker-compose; the compose test will be skipped"; \
-	  else echo "note: docker-compose missing (install it as root); the compose test will be skipped"; fi; }
+	    apt-get install -y -q $$tool >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q $$tool >/dev/null; } || \
+	      echo "warning: could not install $$tool; its test will be skipped"; \
+	  else echo "note: $$tool missing (install it as root); its test will be skipped"; fi; }; done
 
 setup: $(STAMP) node_modules/.installed compose-tools
 
@@ -54,6 +56,13 @@ check: $(STAMP) lint
 # Java Admin's calls; slow, not part of make test.
 difftest: setup
 	$(BIN)/pytest -q -m slow tests/diff tests/cluster/test_admin_side_by_side.py
+
+# The real applications (Kafka Streams, Connect, MirrorMaker 2, the Kafka tools, kcat, franz-go's
+# kadm) and the week of compaction with Streams and Connect: slow, not part of make test.
+apptest: setup
+	$(BIN)/pytest -q -m "slow or not slow" tests/cluster/test_kafka_streams.py tests/cluster/test_kafka_connect.py \
+	  tests/cluster/test_mirror_maker.py tests/cluster/test_kafka_tools.py tests/cluster/test_kcat.py \
+	  tests/cluster/test_franz_go.py tests/cluster/test_week_in_a_minute_apps.py
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache

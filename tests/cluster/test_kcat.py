@@ -1,7 +1,7 @@
 """Debian's kcat (librdkafka's command-line client) against a 3-node cluster, as its users run it:
 ``-L`` lists the brokers and a topic's partitions, ``-P`` produces lines, ``-C -e`` reads them all
-back and exits, ``-Q`` finds an offset by timestamp. Slow set: it needs the ``kcat`` package
-(``apt-get install kcat``), which the default setup does not install."""
+back and exits, ``-Q`` finds an offset by timestamp. Slow set (``make apptest``): it needs the
+``kcat`` package, which ``make setup`` installs when run as root (skipped without it)."""
 
 from __future__ import annotations
 

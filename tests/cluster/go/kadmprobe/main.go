@@ -59,14 +59,23 @@ func main() {
 	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("7200000")}}, topic)
 	must(err, "AlterTopicConfigs")
 	out("alter", altered[0].Err)
-	configs, err = adm.DescribeTopicConfigs(ctx, topic)
-	must(err, "DescribeTopicConfigs")
-	rc, _ = configs.On(topic, nil)
-	for _, c := range rc.Configs {
-		if c.Key == "retention.ms" {
-			out("altered.retention.ms", c.MaybeValue())
+	// Another node may describe it before it applied the change (as a Kafka broker may before
+	// the controller's record reaches it): asked again for a while, the last answer reported.
+	seen := ""
+	for try := 0; try < 50 && seen != "7200000"; try++ {
+		if try > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		configs, err = adm.DescribeTopicConfigs(ctx, topic)
+		must(err, "DescribeTopicConfigs")
+		rc, _ = configs.On(topic, nil)
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" {
+				seen = c.MaybeValue()
+			}
 		}
 	}
+	out("altered.retention.ms", seen)
 
 	grown, err := adm.UpdatePartitions(ctx, 4, topic)
 	must(err, "UpdatePartitions")
