@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cluster.tools import netns
-from cluster.tools.local_cluster import LocalCluster, free_plan, netns_plan
+from cluster.tools.local_cluster import LocalCluster, free_plan, free_port, netns_plan
 
 SECRET = "test-cluster-secret-5f1c9a7e2b4d80364be1a7c2d9f03e68"  # 128 random bits, as a node demands
 # For tests that check where leadership returns after a restart or a heal: a balancing round
@@ -27,10 +27,35 @@ FAST_LEADER_BALANCE: dict[str, object] = {"leader.imbalance.check.interval.secon
 
 class Cluster(LocalCluster):
     def __init__(self, base_dir: Path, settings: dict[str, object] | None = None, nodes: int = 3,
-                 per_node: dict[int, dict[str, object]] | None = None, netns: bool = False) -> None:
+                 per_node: dict[int, dict[str, object]] | None = None, netns: bool = False,
+                 metrics: bool = False) -> None:
         self.net = _netns_up(nodes) if netns else None
         layout = netns_plan(self.net, 9092, 9192, base_dir) if self.net is not None else free_plan(nodes, base_dir)
+        # metrics: each node serves Prometheus metrics, for apis_used
+        self.metrics_ports = {i: free_port() for i in range(nodes)} if metrics else {}
+        per_node = {i: {**(per_node or {}).get(i, {}), **({"metrics_port": p} if p else {})}
+                    for i, p in ((i, self.metrics_ports.get(i, 0)) for i in range(nodes))}
         super().__init__(layout, SECRET, base_dir, settings, per_node, log_dir=base_dir)
+
+    def apis_used(self) -> dict[str, int]:
+        """Requests handled by API, summed over the nodes running now (``metrics=True``): what an
+        application asked of the cluster."""
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        counts: dict[str, int] = {}
+        for i, port in self.metrics_ports.items():
+            if not self.alive(i):
+                continue
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:  # noqa: S310
+                text = r.read().decode()
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if sample.name == "kcoord_requests_total":
+                        api = sample.labels["api"]
+                        counts[api] = counts.get(api, 0) + int(sample.value)
+        return dict(sorted(counts.items()))
 
     def start(self, *which: int, timeout: float = 30.0) -> Cluster:
         super().start(*which, timeout=timeout)
@@ -40,6 +65,14 @@ class Cluster(LocalCluster):
         super().kill_all()
         if self.net is not None:
             netns.teardown(self.net.prefix)
+
+
+def report_apis(cluster: Cluster, label: str = "") -> None:
+    """Print the APIs an application asked of ``cluster`` (``metrics=True``); never fails a test."""
+    try:
+        print(f"APIs used{' by ' + label if label else ''}: {cluster.apis_used()}")
+    except OSError as e:
+        print(f"APIs used: not read ({e})")
 
 
 def _netns_up(nodes: int) -> netns.NetLayout:

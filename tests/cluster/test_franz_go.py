@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, report_apis
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 PROBE = Path(__file__).resolve().parent / "go" / "kadmprobe"
@@ -27,11 +27,12 @@ def test_franz_go_kadm_runs_its_admin_calls_and_a_group(tmp_path: Path) -> None:
     build = subprocess.run([go, "build", "-o", str(binary), "."], cwd=PROBE, capture_output=True, text=True,
                            timeout=600, env={**os.environ, "GOFLAGS": "-mod=mod"})
     assert build.returncode == 0, build.stderr[-3000:]
-    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     try:
         proc = subprocess.run([str(binary), cluster.bootstrap], capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, f"kadmprobe exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     finally:
+        report_apis(cluster)
         cluster.kill_all()
     got = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
     print(proc.stdout)

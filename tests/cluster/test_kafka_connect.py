@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cluster.tools.local_cluster import free_port
-from tests.cluster.cluster_harness import Cluster, wait_for
+from tests.cluster.cluster_harness import Cluster, report_apis, wait_for
 from tests.cluster.java_client import maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -80,7 +80,7 @@ def _wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyp
 
 def test_a_connect_worker_copies_a_file_exactly_through_restarts_and_a_node_kill(tmp_path: Path) -> None:
     cp = maven_classpath("connect-4.3.1", CONNECT)
-    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     port = free_port()
     props = _worker(tmp_path, "worker", cluster.bootstrap, port, "connect-a")
     log = tmp_path / "worker.log"
@@ -115,6 +115,7 @@ def test_a_connect_worker_copies_a_file_exactly_through_restarts_and_a_node_kill
         raise
     finally:
         _stop(worker, signal.SIGKILL)
+        report_apis(cluster)
         cluster.kill_all()
 
 
@@ -122,7 +123,7 @@ def test_a_worker_refuses_a_config_topic_that_is_not_compacted(tmp_path: Path) -
     from confluent_kafka.admin import AdminClient, NewTopic
 
     cp = maven_classpath("connect-4.3.1", CONNECT)
-    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     port = free_port()
     props = _worker(tmp_path, "worker", cluster.bootstrap, port, "connect-b")
     log = tmp_path / "worker.log"
@@ -138,4 +139,5 @@ def test_a_worker_refuses_a_config_topic_that_is_not_compacted(tmp_path: Path) -
         assert "'connect-b-configs'" in text and "required to have 'cleanup.policy=compact'" in text, text[-4000:]
     finally:
         _stop(worker, signal.SIGKILL)
+        report_apis(cluster)
         cluster.kill_all()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster, wait_for
+from tests.cluster.cluster_harness import Cluster, report_apis, wait_for
 from tests.cluster.java_client import SLF4J_VERSION, compile_program, maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -82,7 +82,7 @@ def test_an_exactly_once_streams_application_survives_a_sigkill(tmp_path: Path) 
     classpath = maven_classpath(f"kafka-streams-{STREAMS_VERSION}", [
         ("org.apache.kafka", "kafka-streams", STREAMS_VERSION), ("org.slf4j", "slf4j-nop", SLF4J_VERSION)])
     cp = compile_program(ROOT / "tests/cluster/java/StreamsWordCount.java", tmp_path / "classes", classpath)
-    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path / "cluster", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     app: subprocess.Popen[Any] | None = None
     log = tmp_path / "streams.log"
     try:
@@ -117,4 +117,5 @@ def test_an_exactly_once_streams_application_survives_a_sigkill(tmp_path: Path) 
     finally:
         if app is not None and app.poll() is None:
             os.killpg(app.pid, signal.SIGKILL)
+        report_apis(cluster)
         cluster.kill_all()

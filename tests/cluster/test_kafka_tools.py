@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
 from kio.static.primitive import i32
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, report_apis
 from tests.cluster.java_client import SLF4J_VERSION, maven_classpath
 from tests.wire.raw import ask
 
@@ -54,7 +54,7 @@ def _tool(cp: str, main: str, *args: str) -> str:
 def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Path) -> None:
     cp = _tools_classpath()
     cluster = Cluster(tmp_path, nodes=4, settings={"group.initial.rebalance.delay.ms": 0},
-                      per_node={3: {"controller.quorum.auto.join.enable": "false"}})
+                      per_node={3: {"controller.quorum.auto.join.enable": "false"}}, metrics=True)
     cluster.joining = cluster.bootstrapping = {3}
     cluster.start(0, 1, 2)
     try:
@@ -93,6 +93,7 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
         _a_node_is_removed(cp, cluster)
         _an_observer_is_added(cp, cluster, tmp_path)
     finally:
+        report_apis(cluster)
         cluster.kill_all()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, report_apis
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("kcat") is None, reason="needs Debian's kcat")]
@@ -27,7 +27,7 @@ def _kcat(*args: str, stdin: str | None = None) -> str:
 def test_kcat_lists_produces_consumes_and_queries(tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    cluster = Cluster(tmp_path, settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     try:
         bs = ["-b", cluster.bootstrap]
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until the answer
@@ -41,4 +41,5 @@ def test_kcat_lists_produces_consumes_and_queries(tmp_path: Path) -> None:
         found = _kcat(*bs, "-Q", "-t", f"kcat-t:0:{before}")
         assert "kcat-t [0] offset 0" in found, found
     finally:
+        report_apis(cluster)
         cluster.kill_all()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.cluster_harness import Cluster, wait_for
+from tests.cluster.cluster_harness import Cluster, report_apis, wait_for
 from tests.cluster.java_client import maven_classpath
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -69,8 +69,8 @@ def test_mirror_maker_2_mirrors_a_topic_its_partitions_and_its_configs(tmp_path:
     )
 
     cp = maven_classpath("connect-mirror-4.3.1", MIRROR)
-    source = Cluster(tmp_path / "source", settings={"group.initial.rebalance.delay.ms": 0}).start()
-    target = Cluster(tmp_path / "target", settings={"group.initial.rebalance.delay.ms": 0}).start()
+    source = Cluster(tmp_path / "source", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
+    target = Cluster(tmp_path / "target", settings={"group.initial.rebalance.delay.ms": 0}, metrics=True).start()
     mm: subprocess.Popen[Any] | None = None
     log = tmp_path / "mm2.log"
     try:
@@ -112,5 +112,7 @@ def test_mirror_maker_2_mirrors_a_topic_its_partitions_and_its_configs(tmp_path:
     finally:
         if mm is not None and mm.poll() is None:
             os.killpg(mm.pid, signal.SIGKILL)
+        report_apis(source, "source")
         source.kill_all()
+        report_apis(target, "target")
         target.kill_all()

@@ -24,7 +24,7 @@ import pytest
 from cluster.tools.local_cluster import free_port
 from tests.cluster import test_kafka_connect as connect
 from tests.cluster import test_kafka_streams as streams
-from tests.cluster.cluster_harness import Cluster
+from tests.cluster.cluster_harness import Cluster, report_apis
 from tests.cluster.java_client import SLF4J_VERSION, compile_program, maven_classpath
 from tests.cluster.test_week_in_a_minute import PASS, WEEK
 
@@ -45,7 +45,7 @@ def test_streams_and_connect_come_back_from_a_week_of_compaction(tmp_path: Path)
         ("org.apache.kafka", "kafka-streams", streams.STREAMS_VERSION), ("org.slf4j", "slf4j-nop", SLF4J_VERSION)])
     app_cp = compile_program(ROOT / "tests/cluster/java/StreamsWordCount.java", tmp_path / "classes", streams_cp)
     connect_cp = maven_classpath("connect-4.3.1", connect.CONNECT)
-    cluster = Cluster(tmp_path / "cluster", settings=WEEK).start()
+    cluster = Cluster(tmp_path / "cluster", settings=WEEK, metrics=True).start()
     port = free_port()
     props = connect._worker(tmp_path, "worker", cluster.bootstrap, port, "week")
     app_log, worker_log = tmp_path / "streams.log", tmp_path / "worker.log"
@@ -115,4 +115,5 @@ def test_streams_and_connect_come_back_from_a_week_of_compaction(tmp_path: Path)
     finally:
         connect._stop(worker, signal.SIGKILL)
         connect._stop(app, signal.SIGKILL)
+        report_apis(cluster)
         cluster.kill_all()
