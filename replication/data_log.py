@@ -700,15 +700,21 @@ class DataLog:
                 log.info("event=records_deleted dir=%s log_start_offset=%d", self.directory, self.log_start_offset)
             return self.log_start_offset
 
-    def _read_start_floor(self) -> int:
+    def _read_offset_file(self, name: str) -> int:
+        """The offset a checkpoint file of the log holds: 0 if there is none, or (with a warning)
+        if it cannot be read (the log start comes back from the Raft log, its entry or the
+        snapshot's start; the cleaner's offset by counting every segment dirty)."""
         try:
-            with open(os.path.join(self.directory, START_FILE), encoding="ascii") as fh:
+            with open(os.path.join(self.directory, name), encoding="ascii") as fh:
                 return max(0, int(fh.read().strip()))
         except FileNotFoundError:
             return 0
-        except (OSError, ValueError) as e:  # rebuilt from the Raft log (its entry, or the snapshot's start)
-            log.warning("event=log_start_file_unreadable dir=%s error=%r", self.directory, str(e))
+        except (OSError, ValueError) as e:
+            log.warning("event=offset_file_unreadable dir=%s file=%s error=%r", self.directory, name, str(e))
             return 0
+
+    def _read_start_floor(self) -> int:
+        return self._read_offset_file(START_FILE)
 
     def _write_start_floor(self, offset: int) -> None:
         write_durably(os.path.join(self.directory, START_FILE), str(offset).encode("ascii"))
@@ -900,11 +906,7 @@ class DataLog:
 
     def cleaned_to(self) -> int:
         """Where the last compaction pass stopped (0: never compacted, or the file unreadable)."""
-        try:
-            with open(os.path.join(self.directory, CLEANED_TO_FILE), encoding="ascii") as fh:
-                return int(fh.read().strip())
-        except (OSError, ValueError):
-            return 0  # never cleaned, or unreadable: every segment counts as dirty
+        return self._read_offset_file(CLEANED_TO_FILE)
 
     def segment_generation(self, base: int) -> int | None:
         """How many compactions replaced segment ``base`` (None: no such segment)."""

@@ -202,7 +202,7 @@ def encode_record(
             body += blob
     write_varint(body, len(headers))
     for hk, hv in headers:
-        kb = hk.encode()
+        kb = hk.encode("utf-8", "surrogateescape")
         write_varint(body, len(kb))
         body += kb
         if hv is None:
@@ -275,7 +275,9 @@ def decode_body(hdr: BatchHeader, raw: bytes | memoryview) -> list[Record]:
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(nh):
             n, pos = read_varint(raw, pos)
-            hk = bytes(raw[pos : pos + n]).decode("utf-8", "replace")
+            # a key that is not UTF-8 is kept byte for byte (a batch rewritten by the cleaner
+            # must say what it said)
+            hk = bytes(raw[pos : pos + n]).decode("utf-8", "surrogateescape")
             pos += n
             n, pos = read_varint(raw, pos)
             hv: bytes | None = None

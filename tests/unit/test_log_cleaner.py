@@ -354,3 +354,20 @@ def test_a_reader_from_the_start_sees_every_keys_latest_committed_value_at_its_o
             assert seen.get(key, (offset, None)) == (offset, None)  # the tombstone, or nothing once gone
         else:
             assert seen.get(key) == (offset, value), (key, seen.get(key), (offset, value))
+
+
+def test_a_rewritten_batch_keeps_header_keys_that_are_not_utf8_byte_for_byte() -> None:
+    from replication.log_cleaner import _rebuild
+    from replication.record_batch import Record, decode_records
+
+    plain = build_batch([(b"a", b"1"), (b"b", b"1")], base_offset=0)
+    hdr = parse_header(plain)
+    key = b"\xff\xfe-not-utf8".decode("utf-8", "surrogateescape")
+    records = [Record(r.offset, r.timestamp, r.key, r.value, ((key, b"v"),)) for r in decode_records(plain)]
+    log = Log()
+    log._add(_rebuild(hdr, records, hdr.base_timestamp, 0))
+    log.put((b"a", b"2"))
+    log.clean(now=0)
+    (kept,) = [r for r in decode_records(log.batches[0])]
+    assert kept.key == b"b" and kept.headers[0][0].encode("utf-8", "surrogateescape") == b"\xff\xfe-not-utf8"
+    assert b"\xff\xfe-not-utf8" in log.batches[0]  # the bytes on disk, as produced
