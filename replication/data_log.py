@@ -69,6 +69,7 @@ _IDX = struct.Struct(">qqq")
 PRODUCER_WINDOW = 5  # Kafka caches the metadata of the last 5 batches per producer
 TERMS_FILE = "leader-epochs-are-terms"  # every batch's partitionLeaderEpoch is its leader's Raft term
 CLEANED_TO_FILE = "cleaner-offset"  # how far compaction has cleaned (Kafka's cleaner-offset-checkpoint)
+HORIZON_FILE = "cleaner-horizon"  # when the next kept delete's horizon passes (a pass is due then)
 LONG_MAX = (1 << 63) - 1
 
 
@@ -497,7 +498,7 @@ class DataLog:
         self._bases: list[int] = []
         self._start_floor = 0  # DeleteRecords: the log starts here at the earliest (START_FILE)
         # when a tombstone or marker a pass kept may go (a pass is due then, dirty or not; 0: not
-        # known since the log opened, so the first chance is taken)
+        # known, so the first chance is taken); kept in HORIZON_FILE, read when the log opens
         self._horizon_due = 0
         settle_install(directory)
         os.makedirs(directory, exist_ok=True)
@@ -554,6 +555,7 @@ class DataLog:
         if not os.path.exists(os.path.join(self.directory, TERMS_FILE)):
             self._restamp_terms()
         self._start_floor = self._read_start_floor()
+        self._horizon_due = self._read_offset_file(HORIZON_FILE)
         self._load_producer_state()
 
     def _restamp_terms(self) -> None:
@@ -879,6 +881,7 @@ class DataLog:
         if not self.closed:
             write_durably(os.path.join(self.directory, CLEANED_TO_FILE),
                           str(max(result.end, cleaned_to)).encode("ascii"))
+            write_durably(os.path.join(self.directory, HORIZON_FILE), str(result.next_horizon).encode("ascii"))
         stats = result.stats
         log.info("event=log_compacted dir=%s records_in=%d records_out=%d bytes_in=%d bytes_out=%d took_ms=%d",
                  self.directory, stats.records_in, stats.records_out, stats.bytes_in, stats.bytes_out,
@@ -1070,10 +1073,11 @@ class DataLog:
                 stamped = bytearray(batches)
                 restamp(stamped, headers)  # a snapshot of an earlier release: its fence epochs, as terms
                 self._append_run_unlocked(headers, bytes(stamped))
-            try:
-                os.remove(os.path.join(self.directory, CLEANED_TO_FILE))  # a new log: nothing of it cleaned
-            except FileNotFoundError:
-                pass
+            for name in (CLEANED_TO_FILE, HORIZON_FILE):  # a new log: nothing of it cleaned
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
             self.load_state(producers, txns)
 
     def load_state(self, producers: Any, txns: Any) -> None:

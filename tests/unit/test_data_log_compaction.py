@@ -418,3 +418,20 @@ def test_a_segments_last_batch_kept_emptied_belongs_to_no_transaction(tmp_path: 
     assert ["marker" if h.is_control else "data" for h in mine] == ["data", "marker"]  # k2's, and its commit
     placeholder = [h for h, _ in _batches(again) if h.base_offset == 1]  # type: ignore[attr-defined]
     assert placeholder and placeholder[0].producer_id == -1 and not placeholder[0].is_transactional
+
+
+def test_the_next_delete_horizon_is_kept_so_a_restart_runs_no_pass_before_it(tmp_path: Path) -> None:
+    clock = Clock()
+    log = _log(tmp_path, clock, delete_retention_ms=10_000, min_dirty_ratio=0.9)
+    put(log, b"gone", b"v")
+    fill(log)
+    put(log, b"gone", None)  # a tombstone: kept by the pass, with its horizon
+    fill(log, rounds=2)
+    assert log.compact(capacity=1000) is not None
+    assert (tmp_path / "cleaner-horizon").read_text() == str(clock.now + 10_000)
+    log.close()
+    again = _log(tmp_path, clock, delete_retention_ms=10_000, min_dirty_ratio=0.9)
+    assert again.compact(capacity=1000) is None  # nothing dirty enough, and the horizon is ahead
+    clock.now += 10_001
+    assert again.compact(capacity=1000) is not None  # past it: the pass that removes the tombstone
+    assert b"gone" not in {k for _, k, _ in everything(again)}
