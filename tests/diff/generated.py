@@ -29,7 +29,7 @@ from tests.diff.harness import SCENARIOS, Session
 # a handshake first.
 SERVED: dict[int, tuple[int, int]] = {
     0: (3, 9), 1: (4, 12), 2: (1, 7), 3: (0, 12), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9), 12: (0, 4),
-    13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 4),
+    13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 4), 23: (2, 4),
     24: (0, 4), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4),
     33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 47: (0, 0), 50: (0, 0),
     51: (0, 0), 55: (0, 2), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1), 68: (0, 1), 69: (0, 1), 75: (0, 0),
@@ -125,7 +125,7 @@ def _request_class(api_key: int, version: int) -> Any:
                 and getattr(getattr(m, n), "__api_key__", None) == api_key)
 
 
-PARTITION_KEYED = frozenset({0, 1, 2, 21})  # answered by the partition's leader
+PARTITION_KEYED = frozenset({0, 1, 2, 21, 23})  # answered by the partition's leader
 
 
 def _ask_minimal(s: Session, label: str, api_key: int, version: int, leader: str | None = None) -> None:
