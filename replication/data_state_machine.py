@@ -10,7 +10,6 @@ data that was not written.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 
 import msgpack
@@ -18,9 +17,9 @@ import msgpack
 from replication.data_install import ReadAhead, SnapshotInstall, decode
 from replication.data_log import MANIFEST_VERSION, DataLog
 from replication.failstop import EXIT_CORRUPT, fail_stop
-from replication.leader_epochs import term_of
+from replication.leader_epochs import restamp, term_of
 from replication.raft.snapshot_transfer import InstallError, StreamCursor
-from replication.record_batch import PARTITION_LEADER_EPOCH_OFFSET, parse_header
+from replication.record_batch import HEADER_SIZE, PARTITION_LEADER_EPOCH_OFFSET, parse_header
 
 log = logging.getLogger("kcoord.cluster")
 
@@ -58,7 +57,8 @@ class DataStateMachine:
         if payload[:2] == DELETE_RECORDS[:2]:  # an entry kind of ours this build does not know
             fail_stop("data_apply", f"{self.data.directory}: a data entry of kind {payload[:6]!r}: written by a newer "
                       "release; upgrade this node", EXIT_CORRUPT)
-        base = parse_header(payload).base_offset
+        batch = parse_header(payload)
+        base = batch.base_offset
         if base < self.data.log_start_offset:
             # Replaying the journal over a log that retention has since cut: this batch was
             # applied before and deleted; reading it back is impossible and not needed.
@@ -74,10 +74,10 @@ class DataStateMachine:
             log.error("event=data_apply_refused dir=%s error='offset %d already holds another batch'",
                       self.data.directory, base)
             return -2
-        stamped = parse_header(payload).partition_leader_epoch
-        if term_of(stamped) != stamped:  # from a leader of an earlier release: its fence epoch, as the term
-            payload = payload[:PARTITION_LEADER_EPOCH_OFFSET] + struct.pack(">i", term_of(stamped)) + payload[
-                PARTITION_LEADER_EPOCH_OFFSET + 4:]
+        if term_of(batch.partition_leader_epoch) != batch.partition_leader_epoch:
+            stamped = bytearray(payload)  # from a leader of an earlier release: its fence epoch, as the term
+            restamp(stamped, [batch])
+            payload = bytes(stamped)
         try:
             hdr = self.data.append(payload)
         except ValueError as e:  # a gap: refuse, never crash the Raft driver
@@ -90,7 +90,7 @@ class DataStateMachine:
         """``stored`` (what the log holds from the replayed batch's offset on) is what compaction
         leaves of ``payload``: the batch rewritten over the same offsets, or removed (the next
         batch kept begins after it)."""
-        if "compact" not in self.data.cleanup_policy and self.data.cleaned_to() == 0 or len(stored) < 61:
+        if "compact" not in self.data.cleanup_policy and self.data.cleaned_to() == 0 or len(stored) < HEADER_SIZE:
             return False
         mine, kept = parse_header(payload), parse_header(stored)
         return kept.base_offset > mine.last_offset or (

@@ -40,21 +40,14 @@ class Cluster(LocalCluster):
     def apis_used(self) -> dict[str, int]:
         """Requests handled by API, summed over the nodes running now (``metrics=True``): what an
         application asked of the cluster."""
-        import urllib.request
-
-        from prometheus_client.parser import text_string_to_metric_families
-
         counts: dict[str, int] = {}
         for i, port in self.metrics_ports.items():
             if not self.alive(i):
                 continue
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:  # noqa: S310
-                text = r.read().decode()
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    if sample.name == "kcoord_requests_total":
-                        api = sample.labels["api"]
-                        counts[api] = counts.get(api, 0) + int(sample.value)
+            for (name, labels), count in scrape(port).items():
+                if name == "kcoord_requests_total":
+                    api = dict(labels)["api"]
+                    counts[api] = counts.get(api, 0) + int(count)
         return dict(sorted(counts.items()))
 
     def start(self, *which: int, timeout: float = 30.0) -> Cluster:
@@ -65,6 +58,25 @@ class Cluster(LocalCluster):
         super().kill_all()
         if self.net is not None:
             netns.teardown(self.net.prefix)
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples:
+    """A node's Prometheus metrics: (name, sorted labels) -> value."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:  # noqa: S310
+        assert r.status == 200
+        text = r.read().decode()
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
 
 
 def report_apis(cluster: Cluster, label: str = "") -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.cluster.cluster_harness import Samples, scrape
 from tests.cluster.harness import NodeProcess, free_port
 
 pytestmark = pytest.mark.cluster
@@ -27,20 +26,6 @@ def metered(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[No
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
         print(f"--- node log ---\n{n.log_text()[-5000:]}")
-
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        text = r.read().decode()
-    out: Samples = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
