@@ -420,7 +420,9 @@ def node_settings() -> dict[str, object]:
     # which the checker's bounds assume
     settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 500, "raft_fault_injection": "true",
                                    "group.consumer.session.timeout.ms": 10000,
-                                   "group.consumer.heartbeat.interval.ms": 1000}
+                                   "group.consumer.min.session.timeout.ms": 10000,
+                                   "group.consumer.heartbeat.interval.ms": 1000,
+                                   "group.consumer.min.heartbeat.interval.ms": 1000}
     defaults = NodeConfig()
     try:
         NodeConfig(raft_election_timeout_ms=defaults.raft_election_timeout_ms,

@@ -46,6 +46,10 @@ KAFKA_NAMES: dict[str, str] = {
     "group_max_size": "group.max.size",
     "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
     "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
+    "group_consumer_min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
+    "group_consumer_max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
+    "group_consumer_min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
+    "group_consumer_max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
     "group_consumer_assignors": "group.consumer.assignors",
     "group_consumer_max_size": "group.consumer.max.size",
     "group_consumer_migration_policy": "group.consumer.migration.policy",
@@ -224,6 +228,11 @@ class NodeConfig:
     # the consumer group protocol (KIP-848)
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_session_timeout_ms: int = 45000
+    # the bounds of the two above and of each group's own values of them (group configs)
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
     group_consumer_assignors: str = "uniform,range"  # the first is the default
     group_consumer_max_size: int = 2147483647
     group_consumer_migration_policy: str = "bidirectional"  # or upgrade, downgrade, disabled
@@ -479,6 +488,13 @@ class NodeConfig:
         need(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
         need(self.group_consumer_session_timeout_ms > self.group_consumer_heartbeat_interval_ms,
              "group_consumer_session_timeout_ms", "must be greater than group_consumer_heartbeat_interval_ms")
+        for what in ("heartbeat_interval", "session_timeout"):  # Kafka's GroupCoordinatorConfig checks
+            lo, hi = (getattr(self, f"group_consumer_{m}_{what}_ms") for m in ("min", "max"))
+            need(1 <= lo <= hi, f"group_consumer_max_{what}_ms",
+                 f"must be >= group_consumer_min_{what}_ms, which must be >= 1")
+            need(lo <= getattr(self, f"group_consumer_{what}_ms") <= hi, f"group_consumer_{what}_ms",
+                 f"must lie within group_consumer_min_{what}_ms and group_consumer_max_{what}_ms ({lo}-{hi}); "
+                 "set those too")
         assignors = [a.strip() for a in self.group_consumer_assignors.split(",")]
         need(bool(assignors) and set(assignors) <= {"uniform", "range"} and len(set(assignors)) == len(assignors),
              "group_consumer_assignors", "must list uniform and/or range, each once")

@@ -57,6 +57,18 @@ DESCRIPTIONS: dict[str, str] = {
     'group_consumer_session_timeout_ms': (
         'A consumer-protocol member silent this long is removed from its group.'
     ),
+    'group_consumer_min_heartbeat_interval_ms': (
+        'Smallest heartbeat interval a consumer group may be given (its own consumer.heartbeat.interval.ms).'
+    ),
+    'group_consumer_max_heartbeat_interval_ms': (
+        'Largest heartbeat interval a consumer group may be given (its own consumer.heartbeat.interval.ms).'
+    ),
+    'group_consumer_min_session_timeout_ms': (
+        'Smallest session timeout a consumer group may be given (its own consumer.session.timeout.ms).'
+    ),
+    'group_consumer_max_session_timeout_ms': (
+        'Largest session timeout a consumer group may be given (its own consumer.session.timeout.ms).'
+    ),
     'group_consumer_assignors': (
         'Server-side assignors a consumer-protocol member may ask for; the first is the default.'
     ),

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
+
 from cluster.apis import consumer_groups
 from cluster.apis.groups import GroupApi
 from cluster.apis.groups import register as register_handlers
 from cluster.config import NodeConfig
 from cluster.coordinator_driver import CoordinatorDriver
+from cluster.group_configs import effective, node_limits
 from cluster.services import NodeServices
 from coordinator.config import ConsumerConfig, GroupConfig
 
+SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 
-def group_config(node_config: NodeConfig) -> GroupConfig:
+
+def group_config(node_config: NodeConfig,
+                 overrides: Callable[[str], Mapping[str, str] | None] = lambda group_id: None) -> GroupConfig:
+    """The coordinator's settings from the node's; ``overrides``: a group's own configs (the
+    cluster's replicated ones), which set its session timeout and heartbeat interval within the
+    node's bounds."""
+    lim = node_limits(node_config)
+
+    def consumer_of(group_id: str) -> ConsumerConfig | None:
+        own = overrides(group_id)
+        if not own or (SESSION not in own and HEARTBEAT not in own):
+            return None
+        return dataclasses.replace(cfg.consumer, session_timeout_ms=effective(own, SESSION, lim),
+                                   heartbeat_interval_ms=effective(own, HEARTBEAT, lim))
+
     cfg = GroupConfig(
         min_session_timeout_ms=node_config.group_min_session_timeout_ms,
         max_session_timeout_ms=node_config.group_max_session_timeout_ms,
@@ -27,6 +46,7 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
             assignors=tuple(a.strip() for a in node_config.group_consumer_assignors.split(",")),
             max_size=node_config.group_consumer_max_size,
             migration_policy=node_config.group_consumer_migration_policy.lower()),
+        group_consumer=consumer_of,
     )
     cfg.validate()
     return cfg
@@ -34,7 +54,9 @@ def group_config(node_config: NodeConfig) -> GroupConfig:
 
 def register(node: NodeServices) -> GroupApi:
     # offsets.commit.timeout.ms is not configurable: Kafka's default, 5 s (the driver's)
-    driver = CoordinatorDriver(group_config(node.config), node.topology.offsets_log, node.offsets_partitions, node.now_ms)
+    metadata = node.metadata
+    config = group_config(node.config, lambda group_id: metadata.group_configs.get(group_id))
+    driver = CoordinatorDriver(config, node.topology.offsets_log, node.offsets_partitions, node.now_ms)
     api = register_handlers(node, driver)
     consumer_groups.register(node, api)
     return api

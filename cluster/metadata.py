@@ -166,6 +166,8 @@ class ClusterMetadata:
         self.topics: dict[str, TopicMeta] = {}
         self.acls: frozenset[AclRow] = frozenset()  # replaced whole on every change (readers keep a snapshot)
         self.scram: frozenset[ScramRow] = frozenset()  # likewise
+        # each group's own configs (group -> key -> value); replaced whole on every change too
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.next_producer_id_block = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as fh:
@@ -183,6 +185,8 @@ class ClusterMetadata:
             self.txn_partitions: int = int(doc.get("transaction_partitions", txn_partitions))
             self.acls = frozenset(acl_row(x) for x in doc.get("acls", ()))  # before any save() below
             self.scram = frozenset(scram_row(x) for x in doc.get("scram", ()))
+            self.group_configs = {str(g): {str(k): str(v) for k, v in c.items()}
+                                  for g, c in doc.get("group_configs", {}).items()}
             if "transaction_partitions" not in doc:
                 self.save()
             for name, t in doc.get("topics", {}).items():
@@ -213,6 +217,7 @@ class ClusterMetadata:
             "topics": {name: t.to_obj() for name, t in sorted(self.topics.items())},
             "acls": [list(x) for x in sorted(self.acls)],
             "scram": [list(x) for x in sorted(self.scram)],
+            "group_configs": self.group_configs,
         }
         write_durably(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)  # it holds SCRAM keys
 
@@ -254,6 +259,16 @@ class ClusterMetadata:
     def alter_scram(self, change: list[ScramRow]) -> None:
         """Single node: upsert / delete SCRAM credentials at once, and keep them on disk."""
         self.scram = with_scram(self.scram, change)
+        self.save()
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """Single node: a group's own configs (none: forgotten), kept on disk."""
+        changed = dict(self.group_configs)
+        if configs:
+            changed[group] = dict(configs)
+        else:
+            changed.pop(group, None)
+        self.group_configs = changed
         self.save()
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:

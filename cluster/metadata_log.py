@@ -24,6 +24,7 @@ from typing import Any
 
 import msgpack
 
+from cluster import group_configs
 from cluster.metadata import (
     AclRow,
     ScramRow,
@@ -47,7 +48,8 @@ from cluster.topic_configs import ConfigError, altered
 # state record that holds observers (an older build would promote them at once).
 # Version 7: no record of its own. A node that reads it stamps batches with its leader's Raft term
 # and keeps leader epochs, so once every node does, clients are told epochs (``EXACT_EPOCHS``).
-METADATA_VERSION = 7
+# Version 8: a group's own configs (``AlterGroupConfigs``), and a state record that holds them.
+METADATA_VERSION = 8
 EXACT_EPOCHS = 7
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
@@ -55,6 +57,7 @@ V3_KINDS = frozenset({"voter"})
 V4_KINDS = frozenset({"add_node"})
 V5_KINDS = frozenset({"remove_node"})
 V6_KINDS = frozenset({"promote_node"})
+V8_KINDS = frozenset({"group_configs"})
 UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
@@ -124,6 +127,19 @@ class AlterTopicConfigs:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterGroupConfigs:
+    """IncrementalAlterConfigs / AlterConfigs (``replace``) on a group's own configs: the
+    operations, applied to the committed overrides where the change is folded
+    (``cluster/group_configs.py``); ``limits`` are the bounds its requester had (key -> [node's
+    value, min, max]), so every node validates alike."""
+
+    group: str
+    ops: list[list[Any]] = field(default_factory=list)  # [key, operation, value]
+    replace: bool = False
+    limits: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class CreatePartitions:
     """CreatePartitions: the topic grows to ``count`` partitions; the new ones get Raft slots of
     their own after every slot taken (a topic's first partitions keep theirs)."""
@@ -190,12 +206,12 @@ class GrantPidBlock:
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode | PromoteNode)
+          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode | PromoteNode | AlterGroupConfigs)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
                             AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
                             SetVoter: "voter", AddNode: "add_node", RemoveNode: "remove_node",
-                            PromoteNode: "promote_node"}
+                            PromoteNode: "promote_node", AlterGroupConfigs: "group_configs"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -212,6 +228,8 @@ def encode_change(change: Change, change_id: str | None = None, seen: int | None
 def record_version(change: Change) -> int:
     """The version a change's record is written at: the lowest that reads it right."""
     kind = KIND_OF[type(change)]
+    if kind in V8_KINDS:
+        return 8
     if kind in V6_KINDS or isinstance(change, AddNode) and change.observer:
         return 6
     return (5 if kind in V5_KINDS else 4 if kind in V4_KINDS else 3 if kind in V3_KINDS
@@ -259,7 +277,7 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
                              "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None,
-                             "removed_nodes": [], "observers": []}
+                             "removed_nodes": [], "observers": [], "group_configs": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -288,6 +306,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["original_nodes"] = None if original is None else [int(x) for x in original]
             state["removed_nodes"] = [int(x) for x in op.get("removed_nodes") or ()]
             state["observers"] = [int(x) for x in op.get("observers") or ()]
+            state["group_configs"] = {str(g): {str(k): str(v) for k, v in c.items()}
+                                      for g, c in (op.get("group_configs") or {}).items()}
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -357,6 +377,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                 partitions += int(rec.partitions)
         elif isinstance(rec, AlterTopicConfigs):
             result = _alter_topic_configs(state["topics"], rec)
+        elif isinstance(rec, AlterGroupConfigs):
+            result = _alter_group_configs(state["group_configs"], rec)
         elif isinstance(rec, CreatePartitions):
             result = _create_partitions(state, partitions, rec)
             if result[0] == "none":
@@ -425,6 +447,22 @@ def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list
                                    message_max_bytes=int(rec.max_message_bytes))
     except ConfigError as e:
         return [e.code, str(e)]
+    return ["none", None]
+
+
+def _alter_group_configs(configs: dict[str, dict[str, str]], rec: AlterGroupConfigs) -> list[str | None]:
+    """Apply a config alteration to a group's committed overrides; ["none"], or an error's name
+    and message (the result invalid: nothing applied). A group left with none is forgotten."""
+    ops = [(str(k), int(o), None if v is None else str(v)) for k, o, v in rec.ops]
+    limits = {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in rec.limits.items()}
+    try:
+        now = group_configs.altered(configs.get(rec.group, {}), ops, limits, replace=bool(rec.replace))
+    except ConfigError as e:
+        return [e.code, str(e)]
+    if now:
+        configs[rec.group] = now
+    else:
+        configs.pop(rec.group, None)
     return ["none", None]
 
 
@@ -565,7 +603,7 @@ def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
     listed = any(t.get("nodes") is not None for t in state["topics"].values())  # first voters named (version 5 reads)
-    version = (6 if state["observers"] else 5 if state["removed_nodes"] or listed else 4 if state["added_nodes"]
+    version = (8 if state["group_configs"] else 6 if state["observers"] else 5 if state["removed_nodes"] or listed else 4 if state["added_nodes"]
                else 3 if state["voters"] else 2 if grown else WRITES)
     return [metadata_op(op="state", **state, v=version)]
 

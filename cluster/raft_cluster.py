@@ -29,6 +29,7 @@ from cluster.bootstrap import JOIN_DOOR
 from cluster.broker_info import BrokerInfo
 from cluster.config import MAX_NODES, NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
+from cluster.group_configs import node_limits
 from cluster.incarnation import claim_dir
 from cluster.metadata import (
     TRANSACTION_TOPIC,
@@ -44,6 +45,7 @@ from cluster.metadata_log import (
     EXACT_EPOCHS,
     METADATA_VERSION,
     AddNode,
+    AlterGroupConfigs,
     AlterTopicConfigs,
     Change,
     ChangeAcls,
@@ -598,6 +600,8 @@ class RaftCluster:
         scram = frozenset(scram_row(x) for x in state["scram"])
         if scram != self.metadata.scram:
             self.metadata.scram = scram
+        if state["group_configs"] != self.metadata.group_configs:
+            self.metadata.group_configs = dict(state["group_configs"])
         wanted = {(name, p): partition_slot(t, p) for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
@@ -1177,6 +1181,12 @@ class RaftCluster:
         result = await self._change(AlterTopicConfigs(topic.name, str(topic.topic_id), [list(o) for o in ops],
                                                       replace, self.config.message_max_bytes))
         return list(result)
+
+    async def alter_group_configs(self, group: str, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter a group's own configs through the metadata log; ["none"] or an error's name and
+        message, as the change was folded (``AlterGroupConfigs``)."""
+        lim = {k: list(v) for k, v in node_limits(self.config).items()}
+        return list(await self._change(AlterGroupConfigs(group, [list(o) for o in ops], replace, lim)))
 
     async def create_partitions(self, topic: TopicMeta, count: int) -> list[str | None]:
         """Grow ``topic`` to ``count`` partitions through the metadata log; ["none"] once this node

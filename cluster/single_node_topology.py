@@ -7,9 +7,11 @@ import os
 import time
 from collections.abc import Callable
 
+from cluster import group_configs
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
+from cluster.group_configs import node_limits
 from cluster.metadata import (
     OFFSETS_TOPIC,
     TRANSACTION_TOPIC,
@@ -172,6 +174,15 @@ class SingleNodeTopology:
             return [e.code, str(e)]
         self.metadata.update_topic(topic.name, configs=configs)
         self.partitions.reconfigure(topic.name, configs)
+        return ["none", None]
+
+    async def alter_group_configs(self, group: str, ops: list[Op], replace: bool) -> list[str | None]:
+        try:
+            configs = group_configs.altered(self.metadata.group_configs.get(group, {}), ops,
+                                            node_limits(self.config), replace=replace)
+        except ConfigError as e:
+            return [e.code, str(e)]
+        self.metadata.set_group_configs(group, configs)
         return ["none", None]
 
     async def allocate_producer_id_block(self) -> int:

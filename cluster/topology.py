@@ -135,6 +135,12 @@ class Topology(Protocol):
         of the Kafka error and its message (nothing applied)."""
         ...
 
+    async def alter_group_configs(self, group: str, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter group ``group``'s own configs (``cluster/group_configs.py``) in one step of the
+        cluster's metadata, read by its coordinator from then on: ["none"], or the name of the
+        Kafka error and its message (nothing applied)."""
+        ...
+
     async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
         """RemoveRaftVoter: take node ``node_id`` out of the cluster (only if its voting replica is
         ``directory``, when given): ("none", None) once the metadata log records it (each Raft

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Not configurable in Kafka either: how long a member added mid-rebalance may take to join.
@@ -44,6 +45,10 @@ class ConsumerConfig:
         return out
 
 
+def _no_group_settings(group_id: str) -> ConsumerConfig | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
@@ -58,6 +63,13 @@ class GroupConfig:
     max_record_batch_bytes: int = 1_048_588
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    # A consumer group's own settings (its group configs: session timeout, heartbeat interval),
+    # looked up at each use so that a change applies from the group's next heartbeat, as in
+    # Kafka; None: the node's (``consumer``). Injected like the clock: kept outside the shard.
+    group_consumer: Callable[[str], ConsumerConfig | None] = field(default=_no_group_settings, compare=False)
+
+    def consumer_of(self, group_id: str) -> ConsumerConfig:
+        return self.group_consumer(group_id) or self.consumer
 
     def validate(self) -> None:
         problems = []

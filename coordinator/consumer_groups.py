@@ -65,7 +65,7 @@ class ConsumerGroupHandlers:
                                                         f"Group {hb.group_id} is not a consumer group.")
         group = self.groups.get(hb.group_id)
         new_group, answer = consumer_heartbeat(group, hb, req.topics, req.client_id, req.client_host,
-                                               self.config.consumer, self.new_id)
+                                               self.config.consumer_of(hb.group_id), self.new_id)
         if answer.error is not E.NONE:
             return c.ConsumerGroupHeartbeatResponse(answer.error, answer.message)
         if classic is not None and answer.records:
@@ -98,10 +98,11 @@ class ConsumerGroupHandlers:
                             group_id, member_id, (member.assignment.epoch,))
 
     def arm_session(self, group_id: str, member: Member) -> None:
-        """A classic member's own session timeout, or the group's (group.consumer.session.timeout.ms)."""
+        """A classic member's own session timeout, or the group's (its consumer.session.timeout.ms,
+        else group.consumer.session.timeout.ms)."""
         classic = member.metadata.classic if member.metadata is not None else None
         self.w.schedule(session_key(group_id, member.member_id),
-                        classic.session_timeout_ms if classic else self.config.consumer.session_timeout_ms,
+                        classic.session_timeout_ms if classic else self.config.consumer_of(group_id).session_timeout_ms,
                         TimerKind.CONSUMER_SESSION, group_id, member.member_id)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:

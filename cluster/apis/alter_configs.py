@@ -6,21 +6,25 @@ Kafka's rules (``ConfigAdminManager``, ``ConfigurationControlManager``): a resou
 one request, a key named twice in one resource, or a value missing where the operation needs one
 is INVALID_REQUEST; an unknown key, a bad value, or APPEND/SUBTRACT on a key that is not a list is
 INVALID_CONFIG, and nothing of that resource is applied; ``validate_only`` answers as if applied
-and changes nothing. AlterConfigs replaces the topic's whole override set. kcoord's node settings
-are static and its groups take no per-group configs yet: altering a BROKER or GROUP resource is
-refused (INVALID_CONFIG) naming the keys, an empty alteration of one succeeds.
+and changes nothing. AlterConfigs replaces the topic's whole override set. A GROUP resource's
+configs (``cluster/group_configs.py``) change the same way, through the metadata log, and its
+coordinator reads them at the group's next heartbeat. kcoord's node settings are static: altering
+a BROKER resource is refused (INVALID_CONFIG) naming the keys, an empty alteration succeeds.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from cluster import group_configs
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.configs import BROKER, GROUP, TOPIC
 from cluster.dispatch import RequestContext
+from cluster.group_configs import node_limits
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Catalog, Identity, Placement, Registers
 from cluster.topic_configs import SET, ConfigError, Op, altered
@@ -51,19 +55,10 @@ async def _alter(node: Needs, ctx: RequestContext | None, res: Any, ops: list[Op
         topic = node.topic(res.resource_name)
         if topic is None:
             return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
-        try:  # the early answer; the committed change is checked again where it is folded
-            altered(topic.configs, ops, replace=replace, message_max_bytes=node.config.message_max_bytes)
-        except ConfigError as e:
-            return ErrorCode[e.code], str(e)
-        if validate_only:
-            return OK
-        try:
-            code, message = await node.topology.alter_topic_configs(topic, ops, replace)
-        except (ReplicationError, TimeoutError) as e:
-            return ErrorCode.not_controller, f"metadata not available: {e}"
-        if code == "none":
-            return OK
-        return ErrorCode[str(code)], message
+        t = topic
+        return await _checked_then_committed(
+            lambda: altered(t.configs, ops, replace=replace, message_max_bytes=node.config.message_max_bytes),
+            lambda: node.topology.alter_topic_configs(t, ops, replace), validate_only)
     if res.resource_type == BROKER:
         if not allowed(ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.cluster_authorization_failed, None
@@ -74,8 +69,29 @@ async def _alter(node: Needs, ctx: RequestContext | None, res: Any, ops: list[Op
     if res.resource_type == GROUP:
         if not allowed(ResourceType.GROUP, res.resource_name):
             return ErrorCode.group_authorization_failed, None
-        return _static(ops, "kcoord takes no per-group configs yet; the node's group.consumer.* settings apply")
+        group = res.resource_name
+        return await _checked_then_committed(
+            lambda: group_configs.altered(node.metadata.group_configs.get(group, {}), ops, node_limits(node.config),
+                                          replace=replace),
+            lambda: node.topology.alter_group_configs(group, ops, replace), validate_only)
     return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+
+
+async def _checked_then_committed(check: Callable[[], object], commit: Callable[[], Awaitable[list[str | None]]],
+                                  validate_only: bool) -> Result:
+    """The early answer (``check``), then the change through the metadata log, where it is
+    checked again as it is folded (the committed configs may have moved since)."""
+    try:
+        check()
+    except ConfigError as e:
+        return ErrorCode[e.code], str(e)
+    if validate_only:
+        return OK
+    try:
+        code, message = await commit()
+    except (ReplicationError, TimeoutError) as e:
+        return ErrorCode.not_controller, f"metadata not available: {e}"
+    return OK if code == "none" else (ErrorCode[str(code)], message)
 
 
 def _static(ops: list[Op], why: str) -> Result:
@@ -110,8 +126,9 @@ async def build(node: Needs, request: Any, api_key: int, ctx: RequestContext | N
         else:
             ops = [(c.name, SET, c.value) for c in res.configs]
         code, message = await _alter(node, ctx, res, ops, api_key == ALTER_KEY, request.validate_only)
-        if code is ErrorCode.none and not request.validate_only and res.resource_type == TOPIC:
-            log.info("event=topic_configs_altered topic=%s ops=%s", res.resource_name, ops)
+        if code is ErrorCode.none and not request.validate_only and res.resource_type in (TOPIC, GROUP):
+            kind = "topic" if res.resource_type == TOPIC else "group"
+            log.info("event=%s_configs_altered %s=%s ops=%s", kind, kind, res.resource_name, ops)
         results.append((res, (code, message)))
     return _response(api_key, request, results)
 

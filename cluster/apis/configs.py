@@ -5,8 +5,9 @@ Kafka's rules (``ConfigHelper``): every key is returned when a resource names no
 source is its first synonym's (the topic override, then the broker setting it defaults from,
 then Kafka's default); a password's value is null and marked sensitive; a BROKER resource names
 the node asked (its id, or "" for the cluster-wide dynamic defaults, of which kcoord has none); a
-GROUP resource gets the consumer-group settings kcoord honours (the node's, as no group sets its
-own yet). Configs cannot be altered here yet: broker entries are read-only.
+GROUP resource, named or not, gets Kafka 4.4's group configs but its internal ones: the group's
+own value (source GROUP_CONFIG), else the node setting it defaults from, else Kafka's default.
+Broker entries are read-only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.config import KAFKA_NAMES, NodeConfig
 from cluster.dispatch import RequestContext
+from cluster.group_configs import GROUP_KEYS
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Catalog, Identity, Registers
 
@@ -31,7 +33,7 @@ class Needs(Registers, Identity, Catalog, Protocol):
 API_KEY = 32
 TOPIC, BROKER, GROUP = 2, 4, 32  # ConfigResource types
 # ConfigSource
-TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT = 1, 4, 5
+TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 4, 5, 8
 # ConfigType
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
 LONG_MAX = str((1 << 63) - 1)
@@ -85,10 +87,6 @@ TOPIC_KEYS = (
     TopicKey("segment.ms", LONG, "604800000"),
     TopicKey("unclean.leader.election.enable", BOOLEAN, "false"),
 )
-# A consumer group's configs (KIP-848) that kcoord honours: no group sets its own yet, so each is
-# the node's group.consumer.* setting, as Kafka describes a group without overrides.
-GROUP_KEYS = (("consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
-              ("consumer.session.timeout.ms", "group_consumer_session_timeout_ms"))
 _TYPES = {bool: BOOLEAN, int: LONG, float: DOUBLE, str: STRING}
 _NODE_DEFAULTS = NodeConfig()
 
@@ -138,11 +136,22 @@ def topic_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
     return out
 
 
-def group_entries(config: NodeConfig) -> list[Entry]:
+def group_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
+    """(name, value, source, type, sensitive, synonyms) of every group config Kafka describes,
+    synonyms first the group's own value, then the node setting, then Kafka's default."""
     out: list[Entry] = []
-    for name, field in GROUP_KEYS:
-        value = _text(getattr(config, field))
-        out.append((name, value, DEFAULT, INT, False, [(name, value, DEFAULT)]))
+    for key in GROUP_KEYS:
+        if key.internal:
+            continue
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key.name in overrides:
+            synonyms.append((key.name, overrides[key.name], GROUP_CONFIG))
+        if key.field is not None:
+            value, source = _setting(config, key.field)
+            synonyms.append((key.synonym or key.name, value, source))
+        else:
+            synonyms.append((key.synonym or key.name, key.default, DEFAULT))
+        out.append((key.name, synonyms[0][1], synonyms[0][2], key.type, False, synonyms))
     return out
 
 
@@ -208,7 +217,7 @@ def _describe(node: Needs, res: Any, ctx: RequestContext | None) -> tuple[ErrorC
     if res.resource_type == GROUP:
         if not allowed(ResourceType.GROUP, res.resource_name):
             return ErrorCode.group_authorization_failed, None, []
-        return ErrorCode.none, None, group_entries(node.config)
+        return ErrorCode.none, None, group_entries(node.config, node.metadata.group_configs.get(res.resource_name, {}))
     return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}", []
 
 

@@ -2,9 +2,11 @@
 describes and alters them (DescribeConfigs and IncrementalAlterConfigs through the Admin client).
 
 ``describe --topic T`` (or ``--broker ID``, ``--group G``) prints every config with its value and
-source; ``--all`` includes the defaults, otherwise only what was set. ``alter --topic T
+source; ``--all`` includes the defaults, otherwise only what was set. ``alter --topic T|--group G
 [--add-config K=V[,K=V...]] [--delete-config K[,K...]] [--append-config K=V] [--subtract-config
-K=V]`` changes a topic's overrides in one request, which the cluster applies whole or not at all.
+K=V]`` changes a topic's or a group's configs in one request, which the cluster applies whole or
+not at all (a group's: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``,
+within the nodes' bounds, from the group's next heartbeat).
 Exit status 1 on an error.
 """
 
@@ -27,9 +29,11 @@ def add_parser(subparsers: Any) -> None:
     add_common(d)
     _entity(d)
     d.add_argument("--all", action="store_true", help="the defaults too")
-    a = sub.add_parser("alter", help="set, delete, append to or subtract from a topic's configs")
+    a = sub.add_parser("alter", help="set, delete, append to or subtract from a topic's or a group's configs")
     add_common(a)
-    a.add_argument("--topic", required=True)
+    which = a.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--group")
     a.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]")
     a.add_argument("--delete-config", action="append", default=[], metavar="K[,K]")
     a.add_argument("--append-config", action="append", default=[], metavar="K=V", help="to a list config")
@@ -78,7 +82,8 @@ def _alter(args: argparse.Namespace, adm: Any, t: float) -> None:
         raise ToolError("nothing to alter: give --add-config, --delete-config, --append-config or --subtract-config")
     res = _resource(args, incremental_configs=entries)
     adm.incremental_alter_configs([res], request_timeout=t)[res].result(t)
-    print(f"Completed updating config for topic {args.topic}.")
+    print(f"Completed updating config for group {args.group}." if args.group is not None
+          else f"Completed updating config for topic {args.topic}.")
 
 
 def _describe(args: argparse.Namespace, adm: Any, t: float) -> None:

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """One cluster for the module (each test has its own topic and group); the SIGKILL test is last."""
     yield from running_cluster(tmp_path_factory.mktemp("cluster"), request,
-                               settings={"group.consumer.heartbeat.interval.ms": 500})
+                               settings={"group.consumer.heartbeat.interval.ms": 500,
+                                         "group.consumer.min.heartbeat.interval.ms": 500})
 
 
 @pytest.fixture

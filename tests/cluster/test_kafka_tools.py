@@ -2,7 +2,7 @@
 Central into the cache outside the repository) against a 3-node cluster, as an operator runs them:
 ``kafka-topics`` creates, describes (DescribeTopicPartitions and DescribeConfigs), grows
 (CreatePartitions) and lists topics; ``kafka-configs`` alters and describes a topic's configs
-(IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
+and a consumer group's (IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
 ``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-metadata-quorum``
 describes the metadata group's voters (DescribeQuorum); ``kafka-delete-records``
 moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
@@ -75,6 +75,12 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
                         "tools-t")
         assert "cleanup.policy=compact" in configs and "max.message.bytes=64000" in configs, configs
         assert "retention.ms=3600000" not in configs, configs
+        _tool(cp, "ConfigCommand", *boot, "--alter", "--entity-type", "groups", "--entity-name", "tools-g",
+              "--add-config", "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000")
+        configs = _tool(cp, "ConfigCommand", *boot, "--describe", "--entity-type", "groups", "--entity-name",
+                        "tools-g")
+        assert "consumer.session.timeout.ms=50000" in configs and "consumer.heartbeat.interval.ms=6000" in configs, \
+            configs
         _tool(cp, "LeaderElectionCommand", *boot, "--election-type", "preferred", "--all-topic-partitions")
         dirs = _tool(cp, "LogDirsCommand", *boot, "--describe", "--topic-list", "tools-t")
         report = json.loads(next(line for line in dirs.splitlines() if line.startswith("{")))

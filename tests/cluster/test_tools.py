@@ -388,6 +388,17 @@ def test_topics_alter_and_configs_describe_alter(node: NodeProcess, capsys: pyte
     assert "retention.ms" in out and "segment.bytes" in out
     rc, out, err = tool(capsys, bs, "configs", "alter", "--topic", name, "--add-config", "retention.ms=soon")
     assert rc == 1 and "INVALID_CONFIG" in err
+    group = f"g-{uuid.uuid4().hex[:8]}"  # a group's own configs (KIP-848)
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--group", group, "--add-config",
+                        "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000")
+    assert rc == 0 and f"Completed updating config for group {group}." in out, err
+    rc, out, err = tool(capsys, bs, "configs", "describe", "--group", group)
+    rows = {r[0]: r[1:] for r in (line.split() for line in out.splitlines()) if r and "." in r[0]}
+    assert rc == 0 and rows == {"consumer.heartbeat.interval.ms": ["6000", "GROUP_CONFIG"],
+                                "consumer.session.timeout.ms": ["50000", "GROUP_CONFIG"]}, (out, err)
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--group", group, "--add-config",
+                        "consumer.session.timeout.ms=1000")  # below group.consumer.min.session.timeout.ms
+    assert rc == 1 and "INVALID_CONFIG" in err
 
 
 # ------------------------------------------------------------------ status

@@ -487,9 +487,8 @@ def a_member_joining_with_another_protocol_type(s: Session) -> None:
         protocols=(m.JoinGroupRequestProtocol(name="default", metadata=b"\x00"),)), to=coord)
 
 
-@scenario
-def a_group_deleted_once_its_last_member_left(s: Session) -> None:
-    group = f"{s.name}-g"
+def _joined_left_and_deleted(s: Session, group: str) -> str:
+    """A member joins ``group``, syncs and leaves; the group is deleted. Its coordinator."""
     coord, joined = _joined(s, group)
     _sync(s, group, joined, coord, b"\x00")
     leave = req_mod(13, 3)
@@ -498,6 +497,184 @@ def a_group_deleted_once_its_last_member_left(s: Session) -> None:
     dl = req_mod(42, 2)
     s.ask_settled("delete", 42, 2, dl.DeleteGroupsRequest(groups_names=(group,)), to=coord,
                   done=lambda r: int(r.results[0].error_code) == 0)
+    return coord
+
+
+@scenario
+def a_group_deleted_once_its_last_member_left(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = _joined_left_and_deleted(s, group)
     dg = req_mod(15, 5)
     s.ask("describe_deleted", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False),
           to=coord)
+
+
+# ---------------------------------------------------------------- a group's own configs (KIP-848)
+
+GROUP_RESOURCE = 32
+
+
+def _describe_group_configs(s: Session, label: str, group: str, keys: tuple[str, ...] | None = None,
+                            synonyms: bool = True, expect: dict[str, str] | None = None, to: str | None = None) -> Any:
+    """DescribeConfigs of a group; ``expect``: once the node asked shows these values (Kafka's
+    brokers learn of a change a moment after the controller acknowledged it)."""
+    m = req_mod(32, 4)
+
+    def shows(r: Any) -> bool:
+        values = {c.name: c.value for c in r.results[0].configs}
+        return all(values.get(k) == v for k, v in (expect or {}).items())
+
+    return s.ask_settled(label, 32, 4, m.DescribeConfigsRequest(resources=(m.DescribeConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=keys),),
+        include_synonyms=synonyms, include_documentation=False), to=to, done=shows)
+
+
+def _alter_group_configs(s: Session, label: str, group: str, ops: tuple[tuple[str, int, str | None], ...],
+                         validate_only: bool = False) -> Any:
+    m = req_mod(44, 1)
+    return s.ask(label, 44, 1, m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configs=tuple(
+            m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),),
+        validate_only=validate_only))
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@scenario
+def a_group_described_before_any_config_is_set(s: Session) -> None:
+    group = f"{s.name}-g"
+    _describe_group_configs(s, "all", group)
+    _describe_group_configs(s, "two", group, ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                            synonyms=False)
+    _describe_group_configs(s, "unknown_key", group, ("no.such.key",))
+
+
+@scenario
+def a_group_config_set_described_and_deleted(s: Session) -> None:
+    group = f"{s.name}-g"
+    _alter_group_configs(s, "validate_only", group, (("consumer.session.timeout.ms", SET, "50000"),),
+                         validate_only=True)
+    _describe_group_configs(s, "after_validate_only", group, ("consumer.session.timeout.ms",))
+    _alter_group_configs(s, "set", group, (("consumer.session.timeout.ms", SET, "50000"),
+                                           ("consumer.heartbeat.interval.ms", SET, "6000")))
+    _describe_group_configs(s, "after_set", group, expect={"consumer.session.timeout.ms": "50000",
+                                                           "consumer.heartbeat.interval.ms": "6000"})
+    _alter_group_configs(s, "set_one_more", group, (("consumer.assignment.interval.ms", SET, "2000"),))
+    _describe_group_configs(s, "after_set_one_more", group, ("consumer.session.timeout.ms",
+                                                             "consumer.assignment.interval.ms"),
+                            expect={"consumer.assignment.interval.ms": "2000"})
+    _alter_group_configs(s, "delete", group, (("consumer.session.timeout.ms", DELETE, None),))
+    _describe_group_configs(s, "after_delete", group, ("consumer.session.timeout.ms",
+                                                       "consumer.heartbeat.interval.ms"),
+                            expect={"consumer.session.timeout.ms": "45000"})
+    _alter_group_configs(s, "delete_unset", group, (("consumer.session.timeout.ms", DELETE, None),))
+
+
+@scenario
+def group_configs_refused(s: Session) -> None:
+    group = f"{s.name}-g"
+    for label, ops in (
+            ("session_below_min", (("consumer.session.timeout.ms", SET, "44999"),)),
+            ("session_above_max", (("consumer.session.timeout.ms", SET, "60001"),)),
+            ("heartbeat_below_min", (("consumer.heartbeat.interval.ms", SET, "4999"),)),
+            ("heartbeat_above_max", (("consumer.heartbeat.interval.ms", SET, "15001"),)),
+            ("not_a_number", (("consumer.session.timeout.ms", SET, "soon"),)),
+            ("unknown_key", (("consumer.sesion.timeout.ms", SET, "50000"),)),
+            ("a_topic_key", (("retention.ms", SET, "1000"),)),
+            ("append_to_an_int", (("consumer.heartbeat.interval.ms", APPEND, "6000"),)),
+            ("set_without_a_value", (("consumer.heartbeat.interval.ms", SET, None),)),
+            ("a_key_twice", (("consumer.heartbeat.interval.ms", SET, "6000"),
+                             ("consumer.heartbeat.interval.ms", SET, "7000"))),
+            ("one_good_one_bad", (("consumer.heartbeat.interval.ms", SET, "6000"),
+                                  ("consumer.session.timeout.ms", SET, "1"))),
+            ("assignment_interval_negative", (("consumer.assignment.interval.ms", SET, "-1"),)),
+            ("bad_boolean", (("consumer.assignor.offload.enable", SET, "maybe"),)),
+            ("assignment_interval_above_max", (("consumer.assignment.interval.ms", SET, "15001"),)),
+            ("share_assignment_interval_above_max", (("share.assignment.interval.ms", SET, "15001"),)),
+            ("streams_assignment_interval_above_max", (("streams.assignment.interval.ms", SET, "15001"),)),
+            ("streams_session_below_min", (("streams.session.timeout.ms", SET, "44999"),)),
+            ("share_heartbeat_above_max", (("share.heartbeat.interval.ms", SET, "15001"),)),
+            ("record_locks_above_max", (("share.partition.max.record.locks", SET, "4001"),)),
+            ("lock_duration_below_min", (("share.record.lock.duration.ms", SET, "14999"),)),
+            ("offset_reset_by_duration", (("share.auto.offset.reset", SET, "by_duration:PT1H"),)),
+            ("offset_reset_by_bad_duration", (("share.auto.offset.reset", SET, "by_duration:an hour"),)),
+            ("subtract_from_tags", (("streams.rack.aware.assignment.tags", SUBTRACT, "zone"),)),
+            ("standby_replicas_above_max", (("streams.num.standby.replicas", SET, "3"),)),
+            ("delivery_count_above_max", (("share.delivery.count.limit", SET, "11"),)),
+            ("isolation_level_unknown", (("share.isolation.level", SET, "read_some"),)),
+            ("offset_reset_unknown", (("share.auto.offset.reset", SET, "middle"),)),
+            ("session_not_above_heartbeat", (("consumer.session.timeout.ms", SET, "45000"),
+                                             ("consumer.heartbeat.interval.ms", SET, "15000"))),
+    ):
+        _alter_group_configs(s, label, group, ops)
+    _describe_group_configs(s, "after", group, ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"))
+
+
+@scenario
+def group_configs_of_other_group_types(s: Session) -> None:
+    group = f"{s.name}-g"
+    _alter_group_configs(s, "share_and_streams", group, (("share.record.lock.duration.ms", SET, "15000"),
+                                                         ("streams.num.standby.replicas", SET, "1")))
+    _alter_group_configs(s, "share_lock_too_short", group, (("share.record.lock.duration.ms", SET, "999"),))
+    _describe_group_configs(s, "after", group, ("share.record.lock.duration.ms", "streams.num.standby.replicas"),
+                            expect={"share.record.lock.duration.ms": "15000"})
+
+
+def _settled_at(s: Session, label: str, group: str, node: str, heartbeat_ms: str) -> None:
+    """Until node ``node`` knows the group's heartbeat interval (a change reaches each node of
+    either cluster a moment after it is acknowledged)."""
+    m = req_mod(32, 4)
+    s.ask_settled(label, 32, 4, m.DescribeConfigsRequest(resources=(m.DescribeConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=("consumer.heartbeat.interval.ms",)),),
+        include_synonyms=False, include_documentation=False), to=node,
+        done=lambda r: bool(r.results[0].configs) and r.results[0].configs[0].value == heartbeat_ms)
+
+
+@scenario
+def a_group_heartbeat_interval_set_for_the_group(s: Session) -> None:
+    import uuid as _uuid
+
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic, 1)
+    _alter_group_configs(s, "set", group, (("consumer.heartbeat.interval.ms", SET, "7000"),))
+    coord = s.coordinator(group)
+    _wait_for_leaders(s, topic, at=coord)
+    _settled_at(s, "at_the_coordinator", group, coord, "7000")
+    member = str(_uuid.uuid4())
+    s.symbols.of("member", member)
+    joined = _cg_beat(s, "join", group, member, 0, (topic,), coord)
+    _alter_group_configs(s, "set_again", group, (("consumer.heartbeat.interval.ms", SET, "8000"),))
+    _settled_at(s, "again_at_the_coordinator", group, coord, "8000")
+    m = req_mod(68, 1)
+    s.ask_settled("beat", 68, 1, m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=joined.member_epoch, instance_id=None, rack_id=None,
+        rebalance_timeout=30000 * MS, subscribed_topic_names=None, subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=None), to=coord,
+        done=lambda r: int(r.heartbeat_interval.total_seconds() * 1000) == 8000)
+    _cg_beat(s, "leave", group, member, -1, None, coord)
+
+
+@scenario
+def group_configs_by_alter_configs_and_of_a_deleted_group(s: Session) -> None:
+    group = f"{s.name}-g"
+    m = req_mod(33, 2)
+    s.ask("alter_configs", 33, 2, m.AlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configs=(
+            m.AlterableConfig(name="consumer.heartbeat.interval.ms", value="6000"),)),), validate_only=False))
+    _describe_group_configs(s, "after_alter_configs", group, ("consumer.heartbeat.interval.ms",
+                                                              "consumer.session.timeout.ms"),
+                            expect={"consumer.heartbeat.interval.ms": "6000"})
+    _alter_group_configs(s, "set_tags", group, (("streams.rack.aware.assignment.tags", SET, "zone,rack"),))
+    _describe_group_configs(s, "after_set_tags", group, ("streams.rack.aware.assignment.tags",),
+                            expect={"streams.rack.aware.assignment.tags": "zone,rack"})
+    _alter_group_configs(s, "append_to_tags", group, (("streams.rack.aware.assignment.tags", APPEND, "zone"),))
+    _describe_group_configs(s, "after_append", group, ("streams.rack.aware.assignment.tags",))
+    _alter_group_configs(s, "set_assignor", group, (("streams.assignor.name", SET, "mine"),))
+    _alter_group_configs(s, "set_dlq", group, (("errors.deadletterqueue.topic.name", SET, "dlq"),
+                                               ("share.isolation.level", SET, "read_committed")))
+    _describe_group_configs(s, "after_more", group, ("streams.assignor.name", "errors.deadletterqueue.topic.name",
+                                                     "share.isolation.level"),
+                            expect={"errors.deadletterqueue.topic.name": "dlq"})
+    _joined_left_and_deleted(s, group)
+    _describe_group_configs(s, "after_delete", group, ("consumer.heartbeat.interval.ms",))

@@ -66,7 +66,7 @@ def test_groups_start_with_the_nodes_of_their_creation_and_a_joiner_counts_itsel
 
 def test_adding_a_node_waits_for_every_node_to_read_it() -> None:
     assert record_version(AddNode(3, "h", 1, 2)) == 4 and record_version(RemoveNode(3)) == 5
-    assert record_version(AddNode(3, "h", 1, 2, observer=True)) == record_version(PromoteNode(3)) == 6 == METADATA_VERSION - 1
+    assert record_version(AddNode(3, "h", 1, 2, observer=True)) == record_version(PromoteNode(3)) == 6 < METADATA_VERSION
     state = _fold(InitCluster("id", 16))
     assert "upgrade every node" in str(version_refusal(state, [0, 1, 2], 4))  # none registered: release 0.1
 

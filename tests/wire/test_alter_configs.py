@@ -87,7 +87,7 @@ def test_what_kafka_refuses_changes_nothing(bootstrap: str) -> None:
         res(2, "alt-e", ("retention.ms", 0, None), ("retention.ms", 1, None)),  # named twice, and alt-e twice
         res(4, "0", ("log.retention.ms", 0, "1")),  # node settings are static
         res(4, ""),  # an empty alteration of them is fine
-        res(32, "g", ("consumer.session.timeout.ms", 0, "50000")),
+        res(32, "g", ("consumer.session.timeout.ms", 0, "30000")),  # below group.consumer.min.session.timeout.ms
     )))
     codes = [(r.resource_name, r.error_code) for r in resp.responses]
     assert codes == [("no-such-topic", ErrorCode.unknown_topic_or_partition), ("alt-e", ErrorCode.invalid_request),
