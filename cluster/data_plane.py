@@ -410,6 +410,17 @@ class PartitionStore:
     def _max_message(self, topic_configs: dict[str, str]) -> int:
         return int(topic_configs.get("max.message.bytes", self.config.message_max_bytes))
 
+    def reconfigure_defaults(self, config: Any, topic_configs: dict[str, dict[str, str]]) -> None:
+        """The node's dynamic settings changed (``cluster/broker_configs.py``): every open partition
+        takes its topic's settings again, over the new defaults."""
+        self.config = config
+        for (name, _), part in self._parts.items():
+            configs = topic_configs.get(name, {})
+            part.data.reconfigure(**self._settings(configs))
+            part.max_message_bytes = self._max_message(configs)
+        log.info("event=log_defaults_reconfigured retention_ms=%d retention_bytes=%d segment_bytes=%d",
+                 config.log_retention_ms, config.log_retention_bytes, config.log_segment_bytes)
+
     def reconfigure(self, topic: str, topic_configs: dict[str, str]) -> None:
         """A topic's configs altered: its open partitions follow from their next append, fetch or
         retention run on."""

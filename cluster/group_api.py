@@ -28,8 +28,10 @@ def group_config(node_config: NodeConfig,
         own = overrides(group_id)
         if not own or (SESSION not in own and HEARTBEAT not in own):
             return None
-        return dataclasses.replace(cfg.consumer, session_timeout_ms=effective(own, SESSION, lim),
-                                   heartbeat_interval_ms=effective(own, HEARTBEAT, lim))
+        session, heartbeat = effective(own, SESSION, lim), effective(own, HEARTBEAT, lim)
+        if session <= heartbeat:  # clamped to bounds narrowed since: members would be fenced between beats
+            return None
+        return dataclasses.replace(cfg.consumer, session_timeout_ms=session, heartbeat_interval_ms=heartbeat)
 
     cfg = GroupConfig(
         min_session_timeout_ms=node_config.group_min_session_timeout_ms,

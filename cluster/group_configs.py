@@ -16,16 +16,18 @@ described, for the group types that will read them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cluster.config import NodeConfig
+from cluster.java_values import parse_bool, parse_long, trim
 from cluster.topic_configs import APPEND, DELETE, SUBTRACT, ConfigError, Op, check_ops
 
 # ConfigType (DescribeConfigs)
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,41 +110,50 @@ def limits(*, session_ms: int, min_session_ms: int, max_session_ms: int, heartbe
             "consumer.heartbeat.interval.ms": (heartbeat_ms, min_heartbeat_ms, max_heartbeat_ms)}
 
 
-def _parsed_int(key: GroupKey, value: str) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: Not a number of "
-                                            f"type {'LONG' if key.type == LONG else 'INT'}") from None
-    if not -(INT_MAX + 1) <= number <= (LONG_MAX if key.type == LONG else INT_MAX):
-        raise ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: out of range")
-    if key.floor is not None and number < key.floor:
-        raise ConfigError("invalid_config", f"Invalid value {number} for configuration {key.name}: Value must be at "
-                                            f"least {key.floor}")
-    return number
+MAX_VALUE_CHARS = 1024  # a string's (a topic name is at most 249)
+MAX_GROUPS = 10_000  # groups with configs of their own: bounds the metadata's state record (a few MB)
+# an ISO-8601 duration as Java's Duration.parse reads it, not negative
+_DURATION = re.compile(r"P(?:[0-9]+D)?(?:T(?:[0-9]+H)?(?:[0-9]+M)?(?:[0-9]+(?:\.[0-9]{1,9})?S)?)?", re.IGNORECASE)
 
 
-def _check_value(key: GroupKey, value: str) -> None:
+def _bad(key: GroupKey, value: str, why: str) -> ConfigError:
+    return ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: {why}")
+
+
+def canonical(key: GroupKey, value: str) -> str:
+    """``value`` as Kafka describes it once parsed (``ConfigDef.convertToString``); ConfigError
+    (INVALID_CONFIG) for a value the key does not take."""
     if key.type in (INT, LONG):
-        _parsed_int(key, value)
-    elif key.type == BOOLEAN:
-        if value.strip().lower() not in ("true", "false"):
-            raise ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: Expected value "
-                                                "to be either true or false")
-    elif key.choices and value not in key.choices:
-        raise ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: must be one "
-                                            f"of: {', '.join(key.choices)}")
-    elif key.name == "share.auto.offset.reset" and not _offset_reset(value):
-        raise ConfigError("invalid_config", f"Invalid value {value} for configuration {key.name}: must be latest, "
-                                            "earliest or by_duration:<ISO-8601 duration>")
+        number = parse_long(value)
+        if number is None:
+            raise _bad(key, value, f"Not a number of type {'LONG' if key.type == LONG else 'INT'}")
+        if not (LONG_MIN if key.type == LONG else -(INT_MAX + 1)) <= number <= (
+                LONG_MAX if key.type == LONG else INT_MAX):
+            raise _bad(key, value, "out of range")
+        if key.floor is not None and number < key.floor:
+            raise _bad(key, value, f"Value must be at least {key.floor}")
+        return str(number)
+    if key.type == BOOLEAN:
+        flag = parse_bool(value)
+        if flag is None:
+            raise _bad(key, value, "Expected value to be either true or false")
+        return "true" if flag else "false"
+    text = trim(value)
+    if len(text) > MAX_VALUE_CHARS:
+        raise _bad(key, value[:40] + "...", f"longer than {MAX_VALUE_CHARS} characters")
+    if key.choices and text not in key.choices:
+        raise _bad(key, value, f"must be one of: {', '.join(key.choices)}")
+    if key.name == "share.auto.offset.reset" and not _offset_reset(text):
+        raise _bad(key, value, "must be latest, earliest or by_duration:<ISO-8601 duration, not negative>")
+    return text
 
 
-def _offset_reset(value: str) -> bool:
-    v = value.strip().lower()
+def _offset_reset(text: str) -> bool:
+    v = text.lower() if text.isascii() else text
     if v in ("latest", "earliest"):
         return True
     duration = v.removeprefix("by_duration:")
-    return duration != v and duration.startswith("p") and not duration.startswith("-") and len(duration) > 1
+    return duration != v and len(duration) > 1 and duration[-1:] != "t" and bool(_DURATION.fullmatch(duration))
 
 
 def altered(current: Mapping[str, str], ops: list[Op], lim: Limits, *, replace: bool = False) -> dict[str, str]:
@@ -160,18 +171,18 @@ def altered(current: Mapping[str, str], ops: list[Op], lim: Limits, *, replace: 
         if op == DELETE:
             out.pop(name, None)
         else:
-            out[name] = value or ""
+            out[name] = canonical(key, value or "")
     changed = {k for k, v in out.items() if current.get(k) != v} if not replace else set(out)
     for name in sorted(changed):  # an override the group has already stays, valid or not by today's bounds
-        _check_value(BY_NAME[name], out[name])
         if name in lim:
-            number, (_, lo, hi) = int(out[name].strip()), lim[name]
+            number, (_, lo, hi) = int(out[name]), lim[name]
             if number < lo:
                 raise ConfigError("invalid_config", f"{name} must be greater than or equal to {lo}")
             if number > hi:
                 raise ConfigError("invalid_config", f"{name} must be less than or equal to {hi}")
-    for session, heartbeat in PAIRS:
-        if changed & {session, heartbeat} and effective(out, session, lim) <= effective(out, heartbeat, lim):
+    touched = {name for name, _, _ in ops} | (set(current) if replace else set())
+    for session, heartbeat in PAIRS:  # a deletion too may leave the session at or below the interval
+        if touched & {session, heartbeat} and effective(out, session, lim) <= effective(out, heartbeat, lim):
             raise ConfigError("invalid_config", f"{session} must be greater than {heartbeat}")
     return out
 
@@ -179,14 +190,10 @@ def altered(current: Mapping[str, str], ops: list[Op], lim: Limits, *, replace: 
 def effective(overrides: Mapping[str, str], name: str, lim: Limits) -> int:
     """A numeric key's value for a group: its override clamped to the node's bounds (Kafka's
     ``GroupConfig.evaluate``), else the node's."""
-    node, lo, hi = lim.get(name, (int(BY_NAME[name].default), -(LONG_MAX + 1), LONG_MAX))
+    node, lo, hi = lim.get(name, (int(BY_NAME[name].default), LONG_MIN, LONG_MAX))
     raw = overrides.get(name)
-    if raw is None:
-        return node
-    try:
-        return min(max(int(raw.strip()), lo), hi)
-    except ValueError:
-        return node  # not a number: refused when set, so only from a hand-made record
+    number = None if raw is None else parse_long(raw)
+    return node if number is None else min(max(number, lo), hi)  # None: unset, or a hand-made record's
 
 
 def node_limits(config: NodeConfig) -> dict[str, tuple[int, int, int]]:

@@ -158,6 +158,16 @@ def with_scram(current: frozenset[ScramRow], change: list[ScramRow]) -> frozense
     return frozenset(rows.values())
 
 
+def _with(layers: dict[str, dict[str, str]], name: str, configs: dict[str, str]) -> dict[str, dict[str, str]]:
+    """``layers`` with ``name``'s configs replaced (none: forgotten), as a new dict (readers keep theirs)."""
+    changed = dict(layers)
+    if configs:
+        changed[name] = dict(configs)
+    else:
+        changed.pop(name, None)
+    return changed
+
+
 class ClusterMetadata:
     def __init__(self, data_dir: str, *, offsets_partitions: int, txn_partitions: int = 8) -> None:
         self.data_dir = data_dir
@@ -168,6 +178,8 @@ class ClusterMetadata:
         self.scram: frozenset[ScramRow] = frozenset()  # likewise
         # each group's own configs (group -> key -> value); replaced whole on every change too
         self.group_configs: dict[str, dict[str, str]] = {}
+        # the nodes' dynamic settings ("": the cluster's; a node id: that node's), likewise
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.next_producer_id_block = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as fh:
@@ -187,6 +199,8 @@ class ClusterMetadata:
             self.scram = frozenset(scram_row(x) for x in doc.get("scram", ()))
             self.group_configs = {str(g): {str(k): str(v) for k, v in c.items()}
                                   for g, c in doc.get("group_configs", {}).items()}
+            self.broker_configs = {str(b): {str(k): str(v) for k, v in c.items()}
+                                   for b, c in doc.get("broker_configs", {}).items()}
             if "transaction_partitions" not in doc:
                 self.save()
             for name, t in doc.get("topics", {}).items():
@@ -218,6 +232,7 @@ class ClusterMetadata:
             "acls": [list(x) for x in sorted(self.acls)],
             "scram": [list(x) for x in sorted(self.scram)],
             "group_configs": self.group_configs,
+            "broker_configs": self.broker_configs,
         }
         write_durably(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)  # it holds SCRAM keys
 
@@ -263,12 +278,12 @@ class ClusterMetadata:
 
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         """Single node: a group's own configs (none: forgotten), kept on disk."""
-        changed = dict(self.group_configs)
-        if configs:
-            changed[group] = dict(configs)
-        else:
-            changed.pop(group, None)
-        self.group_configs = changed
+        self.group_configs = _with(self.group_configs, group, configs)
+        self.save()
+
+    def set_broker_configs(self, broker: str, configs: dict[str, str]) -> None:
+        """Single node: its own ("0") or the cluster's ("") dynamic settings, kept on disk."""
+        self.broker_configs = _with(self.broker_configs, broker, configs)
         self.save()
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:

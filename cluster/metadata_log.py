@@ -19,12 +19,13 @@ a release from before registrations, which reads versions up to 3.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import msgpack
 
-from cluster import group_configs
+from cluster import broker_configs, group_configs
 from cluster.metadata import (
     AclRow,
     ScramRow,
@@ -48,7 +49,8 @@ from cluster.topic_configs import ConfigError, altered
 # state record that holds observers (an older build would promote them at once).
 # Version 7: no record of its own. A node that reads it stamps batches with its leader's Raft term
 # and keeps leader epochs, so once every node does, clients are told epochs (``EXACT_EPOCHS``).
-# Version 8: a group's own configs (``AlterGroupConfigs``), and a state record that holds them.
+# Version 8: a group's own configs (``AlterGroupConfigs``), the nodes' dynamic settings
+# (``AlterBrokerConfigs``), and a state record that holds them.
 METADATA_VERSION = 8
 EXACT_EPOCHS = 7
 WRITES = 1
@@ -57,7 +59,7 @@ V3_KINDS = frozenset({"voter"})
 V4_KINDS = frozenset({"add_node"})
 V5_KINDS = frozenset({"remove_node"})
 V6_KINDS = frozenset({"promote_node"})
-V8_KINDS = frozenset({"group_configs"})
+V8_KINDS = frozenset({"group_configs", "broker_configs"})
 UNREGISTERED_READS = 3  # what a node that registered no ``reads`` reads: release 0.1's METADATA_VERSION
 
 
@@ -140,6 +142,17 @@ class AlterGroupConfigs:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterBrokerConfigs:
+    """IncrementalAlterConfigs / AlterConfigs (``replace``) on a BROKER resource: the dynamic
+    settings of node ``broker`` ("": the cluster's, every node's default), folded by
+    ``cluster/broker_configs.py``."""
+
+    broker: str
+    ops: list[list[Any]] = field(default_factory=list)  # [key, operation, value]
+    replace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CreatePartitions:
     """CreatePartitions: the topic grows to ``count`` partitions; the new ones get Raft slots of
     their own after every slot taken (a topic's first partitions keep theirs)."""
@@ -206,12 +219,14 @@ class GrantPidBlock:
 
 
 Change = (InitCluster | CreateTopic | DeleteTopic | ChangeAcls | ChangeScram | RegisterEndpoints | GrantPidBlock
-          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode | PromoteNode | AlterGroupConfigs)
+          | AlterTopicConfigs | CreatePartitions | SetVoter | AddNode | RemoveNode | PromoteNode | AlterGroupConfigs
+          | AlterBrokerConfigs)
 KIND_OF: dict[type, str] = {InitCluster: "init", CreateTopic: "create", DeleteTopic: "delete", ChangeAcls: "acls",
                             ChangeScram: "scram", RegisterEndpoints: "endpoints", GrantPidBlock: "pid_block",
                             AlterTopicConfigs: "topic_configs", CreatePartitions: "partitions",
                             SetVoter: "voter", AddNode: "add_node", RemoveNode: "remove_node",
-                            PromoteNode: "promote_node", AlterGroupConfigs: "group_configs"}
+                            PromoteNode: "promote_node", AlterGroupConfigs: "group_configs",
+                            AlterBrokerConfigs: "broker_configs"}
 CLASS_OF: dict[str, type] = {kind: cls for cls, kind in KIND_OF.items()}
 KINDS = frozenset({"state", *CLASS_OF})
 
@@ -243,7 +258,10 @@ def version_refusal(state: dict[str, Any], nodes: list[int], version: int) -> st
               if (reads := int((state.get("reads") or {}).get(n, [None, UNREGISTERED_READS])[1])) < version}
     if not behind:
         return None
-    listed = ", ".join(f"node {n} reads up to version {r}" for n, r in sorted(behind.items()))
+    registered = state.get("reads") or {}
+    listed = ", ".join(f"node {n} reads up to version {r}" + ("" if n in registered else " (it registered none: a "
+                                                              "release from before registrations, or starting)")
+                       for n, r in sorted(behind.items()))
     return (f"this change needs metadata record version {version}, and {listed}: "
             f"upgrade every node to this release first")
 
@@ -277,7 +295,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
                              "next_pid_block": PID_BASE, "pid_grants": {}, "endpoints": {}, "refused": {},
                              "seq": 0, "applied": {}, "results": {}, "voters": {}, "voters_version": 0,
                              "retired": [], "reads": {}, "added_nodes": [], "original_nodes": None,
-                             "removed_nodes": [], "observers": [], "group_configs": {}}
+                             "removed_nodes": [], "observers": [], "group_configs": {},
+                             "broker_configs": {}}
     acls: set[AclRow] = set()
     scram: frozenset[ScramRow] = frozenset()
     partitions = 0  # of every topic in state["topics"], for the max_partitions bound
@@ -306,8 +325,9 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             state["original_nodes"] = None if original is None else [int(x) for x in original]
             state["removed_nodes"] = [int(x) for x in op.get("removed_nodes") or ()]
             state["observers"] = [int(x) for x in op.get("observers") or ()]
-            state["group_configs"] = {str(g): {str(k): str(v) for k, v in c.items()}
-                                      for g, c in (op.get("group_configs") or {}).items()}
+            for layered in ("group_configs", "broker_configs"):
+                state[layered] = {str(g): {str(k): str(v) for k, v in c.items()}
+                                  for g, c in (op.get(layered) or {}).items()}
             partitions = sum(int(t["partitions"]) for t in state["topics"].values())
             acls = {acl_row(x) for x in op.get("acls") or ()}
             scram = frozenset(scram_row(x) for x in op.get("scram") or ())
@@ -379,6 +399,8 @@ def fold_metadata(payloads: list[bytes]) -> dict[str, Any]:
             result = _alter_topic_configs(state["topics"], rec)
         elif isinstance(rec, AlterGroupConfigs):
             result = _alter_group_configs(state["group_configs"], rec)
+        elif isinstance(rec, AlterBrokerConfigs):
+            result = _alter_broker_configs(state["broker_configs"], rec)
         elif isinstance(rec, CreatePartitions):
             result = _create_partitions(state, partitions, rec)
             if result[0] == "none":
@@ -441,7 +463,7 @@ def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list
     topic = topics.get(rec.name)
     if topic is None or topic["topic_id"] != rec.topic_id:
         return list(UNKNOWN_TOPIC)
-    ops = [(str(k), int(o), None if v is None else str(v)) for k, o, v in rec.ops]
+    ops = _ops(rec.ops)
     try:
         topic["configs"] = altered(dict(topic["configs"]), ops, replace=bool(rec.replace),
                                    message_max_bytes=int(rec.max_message_bytes))
@@ -453,16 +475,39 @@ def _alter_topic_configs(topics: dict[str, Any], rec: AlterTopicConfigs) -> list
 def _alter_group_configs(configs: dict[str, dict[str, str]], rec: AlterGroupConfigs) -> list[str | None]:
     """Apply a config alteration to a group's committed overrides; ["none"], or an error's name
     and message (the result invalid: nothing applied). A group left with none is forgotten."""
-    ops = [(str(k), int(o), None if v is None else str(v)) for k, o, v in rec.ops]
+    if rec.group == "":
+        return ["invalid_request", "Default group resources are not allowed."]
+    if rec.group not in configs and len(configs) >= group_configs.MAX_GROUPS:
+        return ["policy_violation", f"kcoord keeps configs of their own for at most {group_configs.MAX_GROUPS} "
+                                    "groups; delete some first"]
     limits = {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in rec.limits.items()}
+    return _alter_layer(configs, rec.group, lambda current: group_configs.altered(
+        current, _ops(rec.ops), limits, replace=bool(rec.replace)))
+
+
+def _alter_broker_configs(configs: dict[str, dict[str, str]], rec: AlterBrokerConfigs) -> list[str | None]:
+    """Apply a change of a node's (or the cluster's) dynamic settings; ["none"], or an error's
+    name and message (nothing applied). A resource left with none is forgotten."""
+    return _alter_layer(configs, rec.broker, lambda current: broker_configs.altered(
+        current, _ops(rec.ops), replace=bool(rec.replace)))
+
+
+def _ops(ops: list[list[Any]]) -> list[tuple[str, int, str | None]]:
+    return [(str(k), int(o), None if v is None else str(v)) for k, o, v in ops]
+
+
+def _alter_layer(configs: dict[str, dict[str, str]], name: str,
+                 alter: Callable[[dict[str, str]], dict[str, str]]) -> list[str | None]:
+    """``name``'s configs replaced by ``alter``'s result (none left: forgotten); ["none"], or the
+    refusal's error name and message (nothing applied)."""
     try:
-        now = group_configs.altered(configs.get(rec.group, {}), ops, limits, replace=bool(rec.replace))
+        now = alter(configs.get(name, {}))
     except ConfigError as e:
         return [e.code, str(e)]
     if now:
-        configs[rec.group] = now
+        configs[name] = now
     else:
-        configs.pop(rec.group, None)
+        configs.pop(name, None)
     return ["none", None]
 
 
@@ -603,7 +648,7 @@ def compact_metadata(payloads: list[bytes]) -> list[bytes]:
     state = fold_metadata(payloads)
     grown = any(t.get("more") for t in state["topics"].values())
     listed = any(t.get("nodes") is not None for t in state["topics"].values())  # first voters named (version 5 reads)
-    version = (8 if state["group_configs"] else 6 if state["observers"] else 5 if state["removed_nodes"] or listed else 4 if state["added_nodes"]
+    version = (8 if state["group_configs"] or state["broker_configs"] else 6 if state["observers"] else 5 if state["removed_nodes"] or listed else 4 if state["added_nodes"]
                else 3 if state["voters"] else 2 if grown else WRITES)
     return [metadata_op(op="state", **state, v=version)]
 

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cluster import bootstrap, data_dir, link_control, metrics
+from cluster import bootstrap, broker_configs, data_dir, link_control, metrics
 from cluster.bootstrap import JOIN_DOOR
 from cluster.broker_info import BrokerInfo
 from cluster.config import MAX_NODES, NodeConfig, Peer
@@ -45,6 +45,7 @@ from cluster.metadata_log import (
     EXACT_EPOCHS,
     METADATA_VERSION,
     AddNode,
+    AlterBrokerConfigs,
     AlterGroupConfigs,
     AlterTopicConfigs,
     Change,
@@ -158,6 +159,8 @@ class RaftCluster:
         cfg = self.config = config
         self.metadata = metadata
         self.partitions = partitions
+        self._dynamic: dict[str, dict[str, str]] = {}  # the dynamic settings the partitions were given
+        self.metadata.broker_configs = {}  # the metadata log's, once folded (not a copy left in the file)
         self._on_fatal = on_fatal  # the node stops with this exit code
         # The nodes: those of ``peers`` and those added through the metadata log (cluster/nodes.py).
         # ``peers`` is the cluster now (this node too while it joins), in node-id order.
@@ -602,6 +605,12 @@ class RaftCluster:
             self.metadata.scram = scram
         if state["group_configs"] != self.metadata.group_configs:
             self.metadata.group_configs = dict(state["group_configs"])
+        if state["broker_configs"] != self._dynamic:  # before partitions open below, with these defaults
+            self._dynamic = self.metadata.broker_configs = dict(state["broker_configs"])
+            self.partitions.reconfigure_defaults(
+                broker_configs.effective(self.config, self._dynamic.get("", {}),
+                                         self._dynamic.get(str(self.me.node_id), {})),
+                {name: t.configs for name, t in topics.items()})
         wanted = {(name, p): partition_slot(t, p) for name, t in state["topics"].items() for p in range(t["partitions"])}
         # A topic deleted and created again under its name is a new incarnation (a new slot):
         # the old one's partitions go, with their Raft directories, even if the name stayed.
@@ -1181,6 +1190,11 @@ class RaftCluster:
         result = await self._change(AlterTopicConfigs(topic.name, str(topic.topic_id), [list(o) for o in ops],
                                                       replace, self.config.message_max_bytes))
         return list(result)
+
+    async def alter_broker_configs(self, broker: str, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter a node's (or the cluster's) dynamic settings through the metadata log; ["none"] or
+        an error's name and message, as the change was folded (``AlterBrokerConfigs``)."""
+        return list(await self._change(AlterBrokerConfigs(broker, [list(o) for o in ops], replace)))
 
     async def alter_group_configs(self, group: str, ops: list[Op], replace: bool) -> list[str | None]:
         """Alter a group's own configs through the metadata log; ["none"] or an error's name and

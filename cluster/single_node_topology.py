@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable
 
-from cluster import group_configs
+from cluster import broker_configs, group_configs
 from cluster.broker_info import BrokerInfo
 from cluster.config import NodeConfig, Peer
 from cluster.data_plane import DataPartition, PartitionStore
@@ -45,7 +45,14 @@ class SingleNodeTopology:
         self._offsets_logs: dict[int, LocalLog] = {}
         self._txn_logs: dict[int, LocalLog] = {}
 
+    def _apply_dynamic(self) -> None:
+        bc = self.metadata.broker_configs
+        self.partitions.reconfigure_defaults(
+            broker_configs.effective(self.config, bc.get("", {}), bc.get(str(self.config.node_id), {})),
+            {name: t.configs for name, t in self.metadata.topics.items()})
+
     async def start(self) -> None:
+        self._apply_dynamic()
         for t in list(self.metadata.topics.values()):
             for p in range(t.partitions):
                 self.partitions.open(t.name, p, t.configs)
@@ -183,6 +190,15 @@ class SingleNodeTopology:
         except ConfigError as e:
             return [e.code, str(e)]
         self.metadata.set_group_configs(group, configs)
+        return ["none", None]
+
+    async def alter_broker_configs(self, broker: str, ops: list[Op], replace: bool) -> list[str | None]:
+        try:
+            configs = broker_configs.altered(self.metadata.broker_configs.get(broker, {}), ops, replace=replace)
+        except ConfigError as e:
+            return [e.code, str(e)]
+        self.metadata.set_broker_configs(broker, configs)
+        self._apply_dynamic()
         return ["none", None]
 
     async def allocate_producer_id_block(self) -> int:

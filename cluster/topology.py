@@ -141,6 +141,12 @@ class Topology(Protocol):
         Kafka error and its message (nothing applied)."""
         ...
 
+    async def alter_broker_configs(self, broker: str, ops: list[Op], replace: bool) -> list[str | None]:
+        """Alter node ``broker``'s dynamic settings ("": every node's default) in one step of the
+        cluster's metadata (``cluster/broker_configs.py``), applied live by the nodes they concern:
+        ["none"], or the name of the Kafka error and its message (nothing applied)."""
+        ...
+
     async def remove_node(self, node_id: int, directory: str | None) -> tuple[str, str | None]:
         """RemoveRaftVoter: take node ``node_id`` out of the cluster (only if its voting replica is
         ``directory``, when given): ("none", None) once the metadata log records it (each Raft

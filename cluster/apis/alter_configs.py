@@ -8,8 +8,8 @@ is INVALID_REQUEST; an unknown key, a bad value, or APPEND/SUBTRACT on a key tha
 INVALID_CONFIG, and nothing of that resource is applied; ``validate_only`` answers as if applied
 and changes nothing. AlterConfigs replaces the topic's whole override set. A GROUP resource's
 configs (``cluster/group_configs.py``) change the same way, through the metadata log, and its
-coordinator reads them at the group's next heartbeat. kcoord's node settings are static: altering
-a BROKER resource is refused (INVALID_CONFIG) naming the keys, an empty alteration succeeds.
+coordinator reads them at the group's next heartbeat; so do a BROKER resource's (the node's own,
+or "" for the cluster's), whose log defaults every node applies live (``cluster/broker_configs.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from cluster import group_configs
+from cluster import broker_configs, group_configs
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.apis.configs import BROKER, GROUP, TOPIC
 from cluster.dispatch import RequestContext
@@ -65,11 +65,16 @@ async def _alter(node: Needs, ctx: RequestContext | None, res: Any, ops: list[Op
         if res.resource_name not in ("", str(node.node_id)):
             return (ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received "
                     f"{res.resource_name}")
-        return _static(ops, "kcoord's node settings are static (set them in the node's configuration)")
+        broker = res.resource_name
+        return await _checked_then_committed(
+            lambda: broker_configs.altered(node.metadata.broker_configs.get(broker, {}), ops, replace=replace),
+            lambda: node.topology.alter_broker_configs(broker, ops, replace), validate_only)
     if res.resource_type == GROUP:
         if not allowed(ResourceType.GROUP, res.resource_name):
             return ErrorCode.group_authorization_failed, None
         group = res.resource_name
+        if group == "":
+            return ErrorCode.invalid_request, "Default group resources are not allowed."
         return await _checked_then_committed(
             lambda: group_configs.altered(node.metadata.group_configs.get(group, {}), ops, node_limits(node.config),
                                           replace=replace),
@@ -92,12 +97,6 @@ async def _checked_then_committed(check: Callable[[], object], commit: Callable[
     except (ReplicationError, TimeoutError) as e:
         return ErrorCode.not_controller, f"metadata not available: {e}"
     return OK if code == "none" else (ErrorCode[str(code)], message)
-
-
-def _static(ops: list[Op], why: str) -> Result:
-    if not ops:
-        return OK
-    return ErrorCode.invalid_config, f"Cannot update these configs dynamically: {sorted(k for k, _, _ in ops)}: {why}"
 
 
 def _response(api_key: int, request: Any, results: list[tuple[Any, Result]]) -> Any:

@@ -4,10 +4,10 @@ the node's settings or Kafka's), and a node's own settings under their Kafka nam
 Kafka's rules (``ConfigHelper``): every key is returned when a resource names none; an entry's
 source is its first synonym's (the topic override, then the broker setting it defaults from,
 then Kafka's default); a password's value is null and marked sensitive; a BROKER resource names
-the node asked (its id, or "" for the cluster-wide dynamic defaults, of which kcoord has none); a
+the node asked (its id, its dynamic values first; or "" for the cluster-wide dynamic ones); a
 GROUP resource, named or not, gets Kafka 4.4's group configs but its internal ones: the group's
 own value (source GROUP_CONFIG), else the node setting it defaults from, else Kafka's default.
-Broker entries are read-only.
+Broker entries are read-only but for the dynamic ones.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
+from cluster.broker_configs import DYNAMIC
 from cluster.config import KAFKA_NAMES, NodeConfig
 from cluster.dispatch import RequestContext
 from cluster.group_configs import GROUP_KEYS
@@ -33,7 +34,7 @@ class Needs(Registers, Identity, Catalog, Protocol):
 API_KEY = 32
 TOPIC, BROKER, GROUP = 2, 4, 32  # ConfigResource types
 # ConfigSource
-TOPIC_OVERRIDE, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 4, 5, 8
+TOPIC_OVERRIDE, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
 # ConfigType
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
 LONG_MAX = str((1 << 63) - 1)
@@ -54,7 +55,7 @@ TOPIC_KEYS = (
     TopicKey("compression.lz4.level", INT, "9"),
     TopicKey("compression.type", STRING, "producer"),
     TopicKey("compression.zstd.level", INT, "3"),
-    TopicKey("delete.retention.ms", LONG, "86400000"),
+    TopicKey("delete.retention.ms", LONG, "86400000", "log_cleaner_delete_retention_ms"),
     TopicKey("errors.deadletterqueue.group.enable", BOOLEAN, "false"),
     TopicKey("file.delete.delay.ms", LONG, "60000"),
     TopicKey("flush.messages", LONG, LONG_MAX, "log_flush_interval_messages"),
@@ -64,14 +65,14 @@ TOPIC_KEYS = (
     TopicKey("leader.replication.throttled.replicas", LIST, ""),
     TopicKey("local.retention.bytes", LONG, "-2"),
     TopicKey("local.retention.ms", LONG, "-2"),
-    TopicKey("max.compaction.lag.ms", LONG, LONG_MAX),
+    TopicKey("max.compaction.lag.ms", LONG, LONG_MAX, "log_cleaner_max_compaction_lag_ms"),
     TopicKey("max.decompressed.message.bytes", INT, "2147483639"),
     TopicKey("max.message.bytes", INT, "1048588", "message_max_bytes"),
     TopicKey("message.timestamp.after.max.ms", LONG, "3600000"),
     TopicKey("message.timestamp.before.max.ms", LONG, LONG_MAX),
     TopicKey("message.timestamp.type", STRING, "CreateTime"),
-    TopicKey("min.cleanable.dirty.ratio", DOUBLE, "0.5"),
-    TopicKey("min.compaction.lag.ms", LONG, "0"),
+    TopicKey("min.cleanable.dirty.ratio", DOUBLE, "0.5", "log_cleaner_min_cleanable_ratio"),
+    TopicKey("min.compaction.lag.ms", LONG, "0", "log_cleaner_min_compaction_lag_ms"),
     TopicKey("min.insync.replicas", INT, "1"),
     TopicKey("preallocate", BOOLEAN, "false"),
     TopicKey("remote.copy.lag.bytes", LONG, "-1"),
@@ -84,7 +85,7 @@ TOPIC_KEYS = (
     TopicKey("segment.bytes", INT, "1073741824", "log_segment_bytes"),
     TopicKey("segment.index.bytes", INT, "10485760"),
     TopicKey("segment.jitter.ms", LONG, "0"),
-    TopicKey("segment.ms", LONG, "604800000"),
+    TopicKey("segment.ms", LONG, "604800000", "log_roll_ms"),
     TopicKey("unclean.leader.election.enable", BOOLEAN, "false"),
 )
 _TYPES = {bool: BOOLEAN, int: LONG, float: DOUBLE, str: STRING}
@@ -116,19 +117,42 @@ def _setting(config: NodeConfig, field: str, *, topic: bool = False) -> tuple[st
 
 
 Entry = tuple[str, str | None, int, int, bool, list[tuple[str, str | None, int]]]
+Synonym = tuple[str, str | None, int]
 
 
-def topic_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
+@dataclass(frozen=True, slots=True)
+class Dynamic:
+    """The node's dynamic settings (``cluster/broker_configs.py``): its own, and the cluster's."""
+
+    own: dict[str, str]
+    cluster: dict[str, str]
+
+
+NO_DYNAMIC = Dynamic({}, {})
+
+
+def _node_synonyms(config: NodeConfig, field: str, dynamic: Dynamic, *, topic: bool = False) -> list[Synonym]:
+    """A node setting's values in Kafka's order: the node's dynamic one, the cluster's, then its
+    configuration's (or the default)."""
+    name = KAFKA_NAMES[field]
+    out: list[Synonym] = []
+    if name in DYNAMIC:
+        out += [(name, layer[name], source) for layer, source in ((dynamic.own, DYNAMIC_BROKER),
+                                                                  (dynamic.cluster, DYNAMIC_DEFAULT)) if name in layer]
+    value, source = _setting(config, field, topic=topic)
+    return [*out, (name, value, source)]
+
+
+def topic_entries(config: NodeConfig, overrides: dict[str, str], dynamic: Dynamic = NO_DYNAMIC) -> list[Entry]:
     """(name, value, source, type, sensitive, synonyms) of every topic config, synonyms first
-    the override, then the broker setting, then Kafka's default."""
+    the override, then the node's settings (dynamic, then configured), then Kafka's default."""
     out: list[Entry] = []
     for key in TOPIC_KEYS:
-        synonyms: list[tuple[str, str | None, int]] = []
+        synonyms: list[Synonym] = []
         if key.name in overrides:
             synonyms.append((key.name, overrides[key.name], TOPIC_OVERRIDE))
         if key.broker is not None:
-            value, source = _setting(config, key.broker, topic=True)
-            synonyms.append((KAFKA_NAMES[key.broker], value, source))
+            synonyms += _node_synonyms(config, key.broker, dynamic, topic=True)
         else:
             synonyms.append((key.name, key.default, DEFAULT))
         name, value, source = key.name, synonyms[0][1], synonyms[0][2]
@@ -155,18 +179,31 @@ def group_entries(config: NodeConfig, overrides: dict[str, str]) -> list[Entry]:
     return out
 
 
-def broker_entries(config: NodeConfig) -> list[Entry]:
-    """Every node setting that has a Kafka name; passwords and secrets hidden."""
+def broker_entries(config: NodeConfig, dynamic: Dynamic = NO_DYNAMIC) -> list[Entry]:
+    """Every node setting that has a Kafka name, its dynamic values first; passwords and secrets
+    hidden."""
     out: list[Entry] = []
     by_field = {f.name: f for f in dataclasses.fields(config)}
     for field, kafka in sorted(KAFKA_NAMES.items(), key=lambda kv: kv[1]):
         if field not in by_field:
             continue
-        value, source = _setting(config, field)
         secret = "password" in kafka or "secret" in field
         kind = PASSWORD if secret else _TYPES.get(type(getattr(config, field)), LIST)
-        out.append((kafka, None if secret else value, source, kind, secret, [(kafka, None if secret else value, source)]))
+        synonyms = [(n, None if secret else v, s) for n, v, s in _node_synonyms(config, field, dynamic)]
+        out.append((kafka, synonyms[0][1], synonyms[0][2], kind, secret, synonyms))
     return out
+
+
+def cluster_entries(config: NodeConfig, dynamic: Dynamic) -> list[Entry]:
+    """The cluster-wide dynamic settings (the BROKER resource named "")."""
+    by_kafka = {kafka: field for field, kafka in KAFKA_NAMES.items()}
+    return [(name, value, DYNAMIC_DEFAULT, _TYPES.get(type(getattr(config, by_kafka[name])), LIST), False,
+             [(name, value, DYNAMIC_DEFAULT)]) for name, value in sorted(dynamic.cluster.items()) if name in DYNAMIC]
+
+
+def dynamic_of(node: Needs) -> Dynamic:
+    layers = node.metadata.broker_configs
+    return Dynamic(layers.get(str(node.node_id), {}), layers.get("", {}))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -183,7 +220,8 @@ def build(node: Needs, request: Any, *, error: ErrorCode | None = None,
         code, message, entries = _describe(node, res, ctx) if error is None else (error, None, [])
         wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
         configs = tuple(
-            mk(m.DescribeConfigsResourceResult, name=name, value=value, read_only=res.resource_type == BROKER,
+            mk(m.DescribeConfigsResourceResult, name=name, value=value,
+               read_only=res.resource_type == BROKER and name not in DYNAMIC,
                config_source=source, is_sensitive=sensitive, config_type=kind, documentation=None,
                is_default=source == DEFAULT,
                synonyms=tuple(mk(m.DescribeConfigsSynonym, name=n, value=sv, source=s) for n, sv, s in synonyms)
@@ -204,16 +242,17 @@ def _describe(node: Needs, res: Any, ctx: RequestContext | None) -> tuple[ErrorC
         topic = node.topic(res.resource_name)
         if topic is None and not node.is_internal_topic(res.resource_name):
             return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
-        return ErrorCode.none, None, topic_entries(node.config, dict(topic.configs) if topic is not None else {})
+        return ErrorCode.none, None, topic_entries(node.config, dict(topic.configs) if topic is not None else {},
+                                                   dynamic_of(node))
     if res.resource_type == BROKER:
         if not allowed(ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.cluster_authorization_failed, None, []
         if res.resource_name == "":
-            return ErrorCode.none, None, []  # cluster-wide dynamic defaults: none here
+            return ErrorCode.none, None, cluster_entries(node.config, dynamic_of(node))
         if res.resource_name != str(node.node_id):
             return (ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received "
                     f"{res.resource_name}", [])
-        return ErrorCode.none, None, broker_entries(node.config)
+        return ErrorCode.none, None, broker_entries(node.config, dynamic_of(node))
     if res.resource_type == GROUP:
         if not allowed(ResourceType.GROUP, res.resource_name):
             return ErrorCode.group_authorization_failed, None, []

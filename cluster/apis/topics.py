@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
-from cluster.apis.configs import Entry, topic_entries
+from cluster.apis.configs import Entry, dynamic_of, topic_entries
 from cluster.dispatch import RequestContext
 from cluster.metadata import (
     PartitionLimitError,
@@ -155,7 +155,7 @@ async def build_create(node: Needs, request: Any, *, error: ErrorCode | None = N
             continue
         granted += partitions
         requested = {c.name: c.value for c in t.configs}
-        configs: list[Entry] | None = topic_entries(node.config, requested)
+        configs: list[Entry] | None = topic_entries(node.config, requested, dynamic_of(node))
         configs_error, shown, rf = ErrorCode.none, partitions, len(node.topology.replica_ids())
         if not _allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name):  # created, not described
             configs, configs_error, shown, rf = None, ErrorCode.topic_authorization_failed, -1, -1

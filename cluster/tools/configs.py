@@ -2,11 +2,15 @@
 describes and alters them (DescribeConfigs and IncrementalAlterConfigs through the Admin client).
 
 ``describe --topic T`` (or ``--broker ID``, ``--group G``) prints every config with its value and
-source; ``--all`` includes the defaults, otherwise only what was set. ``alter --topic T|--group G
-[--add-config K=V[,K=V...]] [--delete-config K[,K...]] [--append-config K=V] [--subtract-config
-K=V]`` changes a topic's or a group's configs in one request, which the cluster applies whole or
-not at all (a group's: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``,
-within the nodes' bounds, from the group's next heartbeat).
+source; ``--all`` includes the defaults, otherwise only what was set. ``alter --topic T|--group
+G|--broker ID [--add-config K=V[,K=V...]] [--delete-config K[,K...]] [--append-config K=V]
+[--subtract-config K=V]`` changes a topic's, a group's or a node's configs in one request, which
+the cluster applies whole or not at all (a group's: ``consumer.session.timeout.ms`` and
+``consumer.heartbeat.interval.ms``, within the nodes' bounds, from the group's next heartbeat; a
+node's: its log defaults, ``log.retention.ms``, ``log.roll.ms`` and the others of
+``cluster/broker_configs.py``). The cluster-wide defaults (a BROKER resource named "") are not
+reachable through confluent-kafka's admin client: ``kafka-configs.sh --entity-type brokers
+--entity-default`` sets them.
 Exit status 1 on an error.
 """
 
@@ -29,11 +33,10 @@ def add_parser(subparsers: Any) -> None:
     add_common(d)
     _entity(d)
     d.add_argument("--all", action="store_true", help="the defaults too")
-    a = sub.add_parser("alter", help="set, delete, append to or subtract from a topic's or a group's configs")
+    a = sub.add_parser("alter", help="set, delete, append to or subtract from a topic's, a group's or the nodes' "
+                                     "configs")
     add_common(a)
-    which = a.add_mutually_exclusive_group(required=True)
-    which.add_argument("--topic")
-    which.add_argument("--group")
+    _entity(a)
     a.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]")
     a.add_argument("--delete-config", action="append", default=[], metavar="K[,K]")
     a.add_argument("--append-config", action="append", default=[], metavar="K=V", help="to a list config")
@@ -82,8 +85,9 @@ def _alter(args: argparse.Namespace, adm: Any, t: float) -> None:
         raise ToolError("nothing to alter: give --add-config, --delete-config, --append-config or --subtract-config")
     res = _resource(args, incremental_configs=entries)
     adm.incremental_alter_configs([res], request_timeout=t)[res].result(t)
-    print(f"Completed updating config for group {args.group}." if args.group is not None
-          else f"Completed updating config for topic {args.topic}.")
+    what = (f"group {args.group}" if args.group is not None else f"broker {args.broker}" if args.broker is not None
+            else f"topic {args.topic}")
+    print(f"Completed updating config for {what}.")
 
 
 def _describe(args: argparse.Namespace, adm: Any, t: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,21 @@ def wait_for(cond: Callable[[], object], timeout: float, what: str, *, every: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(every)
+
+
+def alter_configs(address: str, resource_type: int, name: str, *ops: tuple[str, int, str | None]) -> Any:
+    """IncrementalAlterConfigs of one resource at ``address``, NOT_CONTROLLER retried as clients
+    retry it (a change waits until every node has registered the metadata versions it reads, a
+    moment after it starts): the resource's answer."""
+    from cluster.apis.common import req_mod
+    from tests.wire.raw import ask
+
+    m = req_mod(44, 1)
+    for _ in range(50):
+        r = ask(address, 44, 1, m.IncrementalAlterConfigsRequest(validate_only=False, resources=(
+            m.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=tuple(
+                m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),)))
+        if r.responses[0].error_code.name != "not_controller":
+            break
+        time.sleep(0.2)
+    return r.responses[0]

@@ -2,7 +2,7 @@
 Central into the cache outside the repository) against a 3-node cluster, as an operator runs them:
 ``kafka-topics`` creates, describes (DescribeTopicPartitions and DescribeConfigs), grows
 (CreatePartitions) and lists topics; ``kafka-configs`` alters and describes a topic's configs
-and a consumer group's (IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
+a consumer group's and the nodes' dynamic log defaults (IncrementalAlterConfigs); ``kafka-leader-election`` runs a preferred election (ElectLeaders);
 ``kafka-log-dirs`` describes every node's directory (DescribeLogDirs); ``kafka-metadata-quorum``
 describes the metadata group's voters (DescribeQuorum); ``kafka-delete-records``
 moves a partition's log start (DeleteRecords), which every replica keeps: the partition's next
@@ -81,6 +81,10 @@ def test_the_kafka_tools_create_describe_grow_and_configure_a_topic(tmp_path: Pa
                         "tools-g")
         assert "consumer.session.timeout.ms=50000" in configs and "consumer.heartbeat.interval.ms=6000" in configs, \
             configs
+        _tool(cp, "ConfigCommand", *boot, "--alter", "--entity-type", "brokers", "--entity-default",
+              "--add-config", "log.retention.ms=3600000")
+        configs = _tool(cp, "ConfigCommand", *boot, "--describe", "--entity-type", "brokers", "--entity-default")
+        assert "log.retention.ms=3600000" in configs, configs
         _tool(cp, "LeaderElectionCommand", *boot, "--election-type", "preferred", "--all-topic-partitions")
         dirs = _tool(cp, "LogDirsCommand", *boot, "--describe", "--topic-list", "tools-t")
         report = json.loads(next(line for line in dirs.splitlines() if line.startswith("{")))

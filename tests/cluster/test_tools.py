@@ -399,6 +399,13 @@ def test_topics_alter_and_configs_describe_alter(node: NodeProcess, capsys: pyte
     rc, out, err = tool(capsys, bs, "configs", "alter", "--group", group, "--add-config",
                         "consumer.session.timeout.ms=1000")  # below group.consumer.min.session.timeout.ms
     assert rc == 1 and "INVALID_CONFIG" in err
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--broker", "0", "--add-config", "log.retention.ms=3600000")
+    assert rc == 0 and "Completed updating config for broker 0." in out, err
+    rc, out, err = tool(capsys, bs, "configs", "describe", "--broker", "0")
+    rows = {r[0]: r[1:] for r in (line.split() for line in out.splitlines()) if r and "." in r[0]}
+    assert rc == 0 and rows["log.retention.ms"] == ["3600000", "DYNAMIC_BROKER_CONFIG"], out
+    rc, out, err = tool(capsys, bs, "configs", "alter", "--broker", "0", "--add-config", "log.retention.check.interval.ms=1")
+    assert rc == 1 and "INVALID_REQUEST" in err
 
 
 # ------------------------------------------------------------------ status

@@ -678,3 +678,69 @@ def group_configs_by_alter_configs_and_of_a_deleted_group(s: Session) -> None:
                             expect={"errors.deadletterqueue.topic.name": "dlq"})
     _joined_left_and_deleted(s, group)
     _describe_group_configs(s, "after_delete", group, ("consumer.heartbeat.interval.ms",))
+
+
+# ---------------------------------------------------------------- a node's dynamic log defaults
+
+BROKER_RESOURCE, TOPIC_RESOURCE = 4, 2
+
+
+def _alter_broker(s: Session, label: str, broker: str, ops: tuple[tuple[str, int, str | None], ...]) -> Any:
+    m = req_mod(44, 1)
+    return s.ask(label, 44, 1, m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=BROKER_RESOURCE, resource_name=broker, configs=tuple(
+            m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),), validate_only=False))
+
+
+def _describe(s: Session, label: str, rtype: int, name: str, keys: tuple[str, ...],
+              expect: dict[str, str | None] | None = None) -> Any:
+    """Without synonyms: Kafka names ``log.retention.hours`` among them, kcoord has no such setting."""
+    m = req_mod(32, 4)
+
+    def shows(r: Any) -> bool:
+        values = {c.name: c.value for c in r.results[0].configs}
+        return all(values.get(k) == v for k, v in (expect or {}).items())
+
+    return s.ask_settled(label, 32, 4, m.DescribeConfigsRequest(resources=(m.DescribeConfigsResource(
+        resource_type=rtype, resource_name=name, configuration_keys=keys),),
+        include_synonyms=False, include_documentation=False), done=shows)
+
+
+@scenario
+def a_nodes_log_defaults_altered_for_the_cluster_and_for_one_node(s: Session) -> None:
+    topic = f"{s.name}-t"
+    _create_topic(s, topic)
+    keys = ("log.retention.ms", "log.cleaner.delete.retention.ms")
+    _alter_broker(s, "cluster_default", "", (("log.retention.ms", SET, "3600000"),
+                                             ("log.cleaner.delete.retention.ms", SET, "60000")))
+    _describe(s, "cluster_defaults", BROKER_RESOURCE, "", keys, expect={"log.retention.ms": "3600000"})
+    _describe(s, "node_0", BROKER_RESOURCE, "0", keys, expect={"log.retention.ms": "3600000"})
+    _describe(s, "topic", TOPIC_RESOURCE, topic, ("retention.ms", "delete.retention.ms"),
+              expect={"retention.ms": "3600000"})
+    _alter_broker(s, "node_0_own", "0", (("log.retention.ms", SET, "7200000"),))
+    _describe(s, "node_0_after", BROKER_RESOURCE, "0", keys, expect={"log.retention.ms": "7200000"})
+    _describe(s, "topic_after", TOPIC_RESOURCE, topic, ("retention.ms",), expect={"retention.ms": "7200000"})
+    _alter_broker(s, "node_0_deleted", "0", (("log.retention.ms", DELETE, None),))
+    _alter_broker(s, "cluster_default_deleted", "", (("log.retention.ms", DELETE, None),
+                                                     ("log.cleaner.delete.retention.ms", DELETE, None)))
+    _describe(s, "node_0_at_last", BROKER_RESOURCE, "0", ("log.cleaner.delete.retention.ms",),
+              expect={"log.cleaner.delete.retention.ms": "86400000"})
+
+
+@scenario
+def a_nodes_log_defaults_refused(s: Session) -> None:
+    for label, broker, ops in (
+            ("not_dynamic", "0", (("log.retention.check.interval.ms", SET, "1000"),)),
+            ("unknown", "0", (("no.such.config", SET, "1"),)),
+            ("segment_too_small", "0", (("log.segment.bytes", SET, "1000"),)),
+            ("ratio_above_one", "", (("log.cleaner.min.cleanable.ratio", SET, "2"),)),
+            ("not_a_number", "", (("log.retention.ms", SET, "soon"),)),
+            ("retention_below_minus_one", "", (("log.retention.bytes", SET, "-2"),)),
+            ("append_to_a_long", "", (("log.retention.ms", APPEND, "1"),)),
+            ("another_node", "1", (("log.retention.ms", SET, "3600000"),)),
+    ):
+        _alter_broker(s, label, broker, ops)
+    _describe(s, "after", BROKER_RESOURCE, "", ("log.retention.ms",))
+    # what either server took (a name it does not know, a negative retention) goes again
+    _alter_broker(s, "cleared", "", (("log.retention.bytes", DELETE, None),))
+    _alter_broker(s, "cleared_node_0", "0", (("no.such.config", DELETE, None),))

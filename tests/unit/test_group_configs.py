@@ -169,3 +169,39 @@ def test_a_node_setting_outside_its_bounds_is_refused_at_start_as_kafka_refuses_
     with pytest.raises(SettingError, match="group_consumer_max_session_timeout_ms"):
         NodeConfig(group_consumer_min_session_timeout_ms=50_000, group_consumer_max_session_timeout_ms=46_000).validate()
     NodeConfig(group_consumer_heartbeat_interval_ms=500, group_consumer_min_heartbeat_interval_ms=500).validate()
+
+
+def test_values_parse_as_javas_do_and_are_kept_as_kafka_describes_them() -> None:
+    assert gc.altered({}, [(SESSION, SET, " +50000\t")], LIMITS) == {SESSION: "50000"}
+    assert gc.altered({}, [("consumer.assignor.offload.enable", SET, "TRUE")], LIMITS) == {
+        "consumer.assignor.offload.enable": "true"}
+    assert gc.altered({}, [("share.isolation.level", SET, " read_committed ")], LIMITS) == {
+        "share.isolation.level": "read_committed"}
+    for odd in ("50_000", "\xa050000", "\U0001e4f5\U0001e4f0\U0001e4f0\U0001e4f0\U0001e4f0", "5e4", "0x10"):
+        with pytest.raises(ConfigError):
+            gc.altered({}, [(SESSION, SET, odd)], LIMITS)
+    for duration in ("by_duration:Pxyz", "by_duration:PT-5S", "by_duration:P", "by_duration:PT"):
+        with pytest.raises(ConfigError):
+            gc.altered({}, [("share.auto.offset.reset", SET, duration)], LIMITS)
+    assert gc.altered({}, [("share.auto.offset.reset", SET, "by_duration:P1DT2H30M")], LIMITS)
+
+
+def test_deleting_one_of_the_pair_is_checked_too_and_a_clamped_pair_that_crosses_is_not_used() -> None:
+    wide = gc.limits(session_ms=45_000, min_session_ms=45_000, max_session_ms=60_000, heartbeat_ms=5_000,
+                     min_heartbeat_ms=5_000, max_heartbeat_ms=50_000)
+    both = gc.altered({}, [(SESSION, SET, "60000"), (HEARTBEAT, SET, "50000")], wide)
+    with pytest.raises(ConfigError, match="must be greater than"):
+        gc.altered(both, [(SESSION, DELETE, None)], wide)  # the node's 45 s would be below 50 s
+    own: dict[str, dict[str, str]] = {"g": both}
+    node = NodeConfig(group_consumer_max_heartbeat_interval_ms=50_000, group_consumer_max_session_timeout_ms=45_000)
+    assert group_config(node, own.get).consumer_of("g").heartbeat_interval_ms == 5_000  # 45 s <= 50 s: the node's
+
+
+def test_a_default_group_resource_and_too_many_groups_are_refused_where_folded() -> None:
+    state = fold_metadata(_log(_alter("", (SESSION, SET, "50000"))))
+    assert state["group_configs"] == {} and state["results"]["x0"][0] == "invalid_request"
+    full = {f"g{i}": {SESSION: "50000"} for i in range(gc.MAX_GROUPS)}
+    from cluster.metadata_log import _alter_group_configs
+
+    assert _alter_group_configs(full, _alter("one-more", (SESSION, SET, "50000")))[0] == "policy_violation"
+    assert _alter_group_configs(full, _alter("g1", (HEARTBEAT, SET, "6000")))[0] == "none"  # one it has

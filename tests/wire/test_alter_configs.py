@@ -85,12 +85,12 @@ def test_what_kafka_refuses_changes_nothing(bootstrap: str) -> None:
         res(2, "no-such-topic", ("retention.ms", 0, "1")),
         res(2, "alt-e", ("retention.ms", 2, "1")),  # APPEND to a LONG
         res(2, "alt-e", ("retention.ms", 0, None), ("retention.ms", 1, None)),  # named twice, and alt-e twice
-        res(4, "0", ("log.retention.ms", 0, "1")),  # node settings are static
+        res(4, "0", ("log.retention.check.interval.ms", 0, "1")),  # a node setting that is not dynamic
         res(4, ""),  # an empty alteration of them is fine
         res(32, "g", ("consumer.session.timeout.ms", 0, "30000")),  # below group.consumer.min.session.timeout.ms
     )))
     codes = [(r.resource_name, r.error_code) for r in resp.responses]
     assert codes == [("no-such-topic", ErrorCode.unknown_topic_or_partition), ("alt-e", ErrorCode.invalid_request),
-                     ("alt-e", ErrorCode.invalid_request), ("0", ErrorCode.invalid_config), ("", ErrorCode.none),
+                     ("alt-e", ErrorCode.invalid_request), ("0", ErrorCode.invalid_request), ("", ErrorCode.none),
                      ("g", ErrorCode.invalid_config)], codes
     assert _described(admin, "alt-e")["retention.ms"].value == "3600000"
