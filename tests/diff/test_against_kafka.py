@@ -37,6 +37,10 @@ KNOWN[("existing_28_v0", "existing.topics")] = (
     "TxnOffsetCommit v0 with a producer id the transaction does not have: Kafka 4.4 answers "
     "INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING from one run to the next; kcoord answers the "
     "latter, as both do from v1")
+for _label in ("unknown.", "cleared_node_0."):
+    KNOWN[("a_nodes_log_defaults_refused", _label)] = (
+        "a BROKER config name kcoord does not read (a plugin's, or one of Kafka's it does not honour): Kafka keeps "
+        "it, kcoord refuses it (INVALID_REQUEST) rather than report a change that never happens")
 for _kind in ("minimal", "existing"):
     KNOWN[(f"{_kind}_3_v12", f"{_kind}.")] = (
         "a Metadata topic with neither a name nor an id: Kafka 4.4 fails the whole request (UNKNOWN_SERVER_ERROR, "
