@@ -89,17 +89,39 @@ def _java() -> str:
     return java
 
 
-def _properties(i: int, ports: list[int], controller_ports: list[int], log_dir: Path) -> str:
+# A secured peer's SASL users (PLAIN) and super users: the PLAINTEXT listener's ANONYMOUS (its
+# brokers' own traffic, and the admin requests of a test) and admin.
+SASL_USERS = {"admin": "a-secret", "alice": "b-secret", "bob": "c-secret"}
+SUPER_USERS = "User:ANONYMOUS;User:admin"
+
+
+def _secured(sasl_port: int) -> list[str]:
+    """A SASL_PLAINTEXT listener with PLAIN users, and Kafka's StandardAuthorizer."""
+    users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+    return [
+        "sasl.enabled.mechanisms=PLAIN",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        f"required {users};",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        f"super.users={SUPER_USERS}",
+    ]
+
+
+def _properties(i: int, ports: list[int], controller_ports: list[int], log_dir: Path,
+                sasl_ports: list[int] | None = None) -> str:
     voters = ",".join(f"{j}@127.0.0.1:{p}" for j, p in enumerate(controller_ports))
+    sasl = f",SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}" if sasl_ports else ""
     return "\n".join([
         "process.roles=broker,controller",
         f"node.id={i}",
         f"controller.quorum.voters={voters}",
-        f"listeners=PLAINTEXT://127.0.0.1:{ports[i]},CONTROLLER://127.0.0.1:{controller_ports[i]}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports[i]}",
+        f"listeners=PLAINTEXT://127.0.0.1:{ports[i]}{sasl},CONTROLLER://127.0.0.1:{controller_ports[i]}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports[i]}{sasl}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        + (",SASL_PLAINTEXT:SASL_PLAINTEXT" if sasl_ports else ""),
+        *(_secured(sasl_ports[i]) if sasl_ports else []),
         f"log.dirs={log_dir}",
         f"offsets.topic.replication.factor={len(ports)}",
         f"transaction.state.log.replication.factor={len(ports)}",
@@ -115,9 +137,12 @@ def _jvm(libs: Path, log4j: Path) -> list[str]:
             f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{libs}/*"]
 
 
-def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 120.0) -> list[Started]:
+def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 120.0,
+                sasl_ports: list[int] | None = None) -> list[Started]:
     """Start ``nodes`` combined-role KRaft brokers; returns one ``Started`` per broker, each with the
-    whole cluster's bootstrap. Stopped with SIGKILL: the data is a temporary directory."""
+    whole cluster's bootstrap. Stopped with SIGKILL: the data is a temporary directory. With
+    ``sasl_ports`` (one per broker), each has a SASL_PLAINTEXT listener there too and an authorizer
+    (``SASL_USERS``, ``SUPER_USERS``)."""
     libs = kafka_libs(version)
     tmp = Path(tempfile.mkdtemp(prefix="kcoord-bench-kafka-"))
     ports = [free_port() for _ in range(nodes)]
@@ -127,7 +152,7 @@ def start_kafka(nodes: int = 3, version: str = KAFKA_VERSION, timeout: float = 1
     configs = []
     for i in range(nodes):
         cfg = tmp / f"server-{i}.properties"
-        cfg.write_text(_properties(i, ports, controller_ports, tmp / f"data-{i}"))
+        cfg.write_text(_properties(i, ports, controller_ports, tmp / f"data-{i}", sasl_ports))
         configs.append(cfg)
     log4j = tmp / "log4j2.properties"
     log4j.write_text(LOG4J2)

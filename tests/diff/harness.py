@@ -99,23 +99,47 @@ def flatten(obj: Any, symbols: Symbols, path: str = "", kind: str | None = None)
 class Session:
     """One scenario's requests against one server: any node, or the coordinator of a group."""
 
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, sasl: str | None = None) -> None:
         self.bootstrap = bootstrap.split(",")[0]
+        self.sasl = sasl  # a SASL_PLAINTEXT listener's address (a secured pair of servers), else None
         self.name = name  # the scenario's: its groups and topics are named after it
         self.symbols = Symbols()
         self.answers: dict[str, Any] = {}
         self._conns: dict[str, RawConn] = {}
+        self._own: list[RawConn] = []  # connections opened for one principal (``connect``)
 
     def conn(self, address: str) -> RawConn:
         if address not in self._conns:
             self._conns[address] = RawConn(address, timeout=30.0)
         return self._conns[address]
 
+    def connect(self, address: str) -> RawConn:
+        """A connection of its own (closed with the session), e.g. to authenticate as someone."""
+        conn = RawConn(address, timeout=30.0)
+        self._own.append(conn)
+        return conn
+
+    def login(self, label: str, user: str, password: str, address: str | None = None) -> RawConn:
+        """A connection to the SASL listener (``address``, or the session's), authenticated as
+        ``user`` with PLAIN; the handshake and authentication answers recorded under ``label``."""
+        from cluster.apis.common import req_mod
+
+        assert self.sasl is not None, "a secured scenario: the session has a SASL listener"
+        conn = self.connect(address or self.sasl)
+        self.ask(f"{label}.handshake", 17, 1, req_mod(17, 1).SaslHandshakeRequest(mechanism="PLAIN"), via=conn)
+        self.ask(f"{label}.authenticate", 36, 2, req_mod(36, 2).SaslAuthenticateRequest(
+            auth_bytes=f"\0{user}\0{password}".encode()), via=conn)
+        return conn
+
     def ask(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None,
-            only: Callable[[Any], Any] | None = None) -> Any:
-        """Send ``body``; record its answer under ``label`` (flattened; ``only(answer)`` of it, when
-        given: what concerns this scenario of an answer about the whole server) and return it."""
-        resp = self.conn(to or self.bootstrap).call(api_key, version, body)
+            only: Callable[[Any], Any] | None = None, via: RawConn | None = None) -> Any:
+        """Send ``body`` (on ``via``, else to ``to`` or the bootstrap node); record its answer under
+        ``label`` (flattened; ``only(answer)`` of it, when given: what concerns this scenario of an
+        answer about the whole server) and return it."""
+        try:
+            resp = (via or self.conn(to or self.bootstrap)).call(api_key, version, body)
+        except (ConnectionError, OSError):
+            resp = None  # closed by the server
         kept = resp if resp is None or only is None else only(resp)
         self.answers.update({f"{label}.{k}" if k else label: v
                              for k, v in flatten(kept, self.symbols).items()} if kept is not None
@@ -123,7 +147,8 @@ class Session:
         return resp
 
     def ask_settled(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None,
-                    tries: int = 50, done: Callable[[Any], bool] = lambda _resp: True) -> Any:
+                    tries: int = 50, done: Callable[[Any], bool] = lambda _resp: True,
+                    via: RawConn | None = None) -> Any:
         """``ask``, first waiting out the retriable answers a server gives while it warms up
         (a coordinator loading or not yet there), and until ``done`` (Kafka 4 answers some reads
         from its last committed state, a moment behind the write just acknowledged): only the
@@ -131,12 +156,12 @@ class Session:
         import time
 
         for _ in range(tries):
-            resp = self.conn(to or self.bootstrap).call(api_key, version, body)
+            resp = (via or self.conn(to or self.bootstrap)).call(api_key, version, body)
             codes = {v for k, v in flatten(resp, Symbols()).items() if k.endswith("error_code")}
             if not codes & RETRIABLE and done(resp):
                 break
             time.sleep(0.2)
-        return self.ask(label, api_key, version, body, to=to)
+        return self.ask(label, api_key, version, body, to=to, via=via)
 
     def coordinator(self, key: str, key_type: int = 0) -> str:
         """The address of ``key``'s coordinator (asked, not recorded), waiting out a load."""
@@ -160,12 +185,13 @@ class Session:
         raise AssertionError(f"no coordinator for {key}")
 
     def close(self) -> None:
-        for c in self._conns.values():
+        for c in [*self._conns.values(), *self._own]:
             c.close()
 
 
 Scenario = Callable[[Session], None]
 SCENARIOS: dict[str, Scenario] = {}
+SECURED: dict[str, Scenario] = {}  # run against a pair of servers with SASL users and an authorizer
 
 
 def scenario(fn: Scenario) -> Scenario:
@@ -173,8 +199,13 @@ def scenario(fn: Scenario) -> Scenario:
     return fn
 
 
-def run(fn: Scenario, bootstrap: str, name: str) -> dict[str, Any]:
-    s = Session(bootstrap, name)
+def secured_scenario(fn: Scenario) -> Scenario:
+    SECURED[fn.__name__] = fn
+    return fn
+
+
+def run(fn: Scenario, bootstrap: str, name: str, sasl: str | None = None) -> dict[str, Any]:
+    s = Session(bootstrap, name, sasl)
     try:
         fn(s)
     finally:
