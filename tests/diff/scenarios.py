@@ -50,18 +50,18 @@ def _leader(s: Session, topic: str, partition: int = 0) -> str:
 
 
 def _join(s: Session, label: str, group: str, member_id: str = "", version: int = 5, to: str | None = None,
-          instance: str | None = None) -> Any:
+          instance: str | None = None, rebalance_ms: int = 10000, via: Any = None) -> Any:
     m = req_mod(11, version)
     fields: dict[str, Any] = {"group_id": group, "session_timeout": 10000 * MS, "member_id": member_id,
                               "protocol_type": "consumer",
                               "protocols": (m.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),)}
     if version >= 1:
-        fields["rebalance_timeout"] = 10000 * MS
+        fields["rebalance_timeout"] = rebalance_ms * MS
     if version >= 5:
         fields["group_instance_id"] = instance
     if version >= 8:
         fields["reason"] = None
-    return s.ask(label, 11, version, m.JoinGroupRequest(**fields), to=to)
+    return s.ask(label, 11, version, m.JoinGroupRequest(**fields), to=to, via=via)
 
 
 def _joined(s: Session, group: str) -> tuple[str, Any]:
@@ -122,6 +122,22 @@ def join_sync_heartbeat_leave(s: Session) -> None:
         leave.MemberIdentity(member_id=joined.member_id, group_instance_id=None),)), to=coord)
     s.ask("leave_again", 13, 3, leave.LeaveGroupRequest(group_id=group, members=(
         leave.MemberIdentity(member_id=joined.member_id, group_instance_id=None),)), to=coord)
+
+
+@scenario
+def a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_removed(s: Session) -> None:
+    group = f"{s.name}-g"
+    coord = s.coordinator(group)
+    first = _join(s, "a_asked", group, to=coord, rebalance_ms=2000)
+    a = _join(s, "a_joined", group, member_id=first.member_id, to=coord, rebalance_ms=2000)
+    _sync(s, group, a, coord, b"\x00")
+    other = s.connect(coord)
+    asked = _join(s, "b_asked", group, via=other, rebalance_ms=2000)
+    # answered once the rebalance ends: a never rejoined, so after 2 s it is out and b leads alone
+    _join(s, "b_joined", group, member_id=asked.member_id, via=other, rebalance_ms=2000)
+    hb = req_mod(12, 3)
+    s.ask("a_heartbeat", 12, 3, hb.HeartbeatRequest(group_id=group, generation_id=a.generation_id,
+                                                    member_id=a.member_id, group_instance_id=None), to=coord)
 
 
 @scenario
@@ -344,6 +360,21 @@ def a_transaction_adds_a_partition_and_commits(s: Session) -> None:
     _add_partitions(s, "add_again", tid, init.producer_id, init.producer_epoch, topic, coord)
     _end_txn(s, "commit", tid, init.producer_id, init.producer_epoch, True, coord)
     _end_txn(s, "commit_again", tid, init.producer_id, init.producer_epoch, True, coord)
+
+
+@scenario
+def a_new_producer_of_an_open_transaction_aborts_it(s: Session) -> None:
+    topic, tid = f"{s.name}-t", f"{s.name}-tx"
+    _create_topic(s, topic)
+    coord = s.coordinator(tid, key_type=1)
+    init = _init_txn(s, "init", tid, coord)
+    _add_partitions(s, "add", tid, init.producer_id, init.producer_epoch, topic, coord)
+    m = req_mod(22, 4)
+    body = m.InitProducerIdRequest(transactional_id=tid, transaction_timeout=60000 * MS, producer_id=-1,
+                                   producer_epoch=-1)
+    s.ask("init_while_open", 22, 4, body, to=coord)  # the open transaction is aborted first
+    s.ask_settled("init_once_aborted", 22, 4, body, to=coord, done=lambda r: int(r.error_code) == 0)
+    _end_txn(s, "old_producer_commits", tid, init.producer_id, init.producer_epoch, True, coord)
 
 
 @scenario
