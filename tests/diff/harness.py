@@ -141,10 +141,15 @@ class Session:
         except (ConnectionError, OSError):
             resp = None  # closed by the server
         kept = resp if resp is None or only is None else only(resp)
-        self.answers.update({f"{label}.{k}" if k else label: v
-                             for k, v in flatten(kept, self.symbols).items()} if kept is not None
-                            else {label: "<closed>"})
+        if kept is None:
+            self.answers[label] = "<closed>"
+        else:
+            self.record(label, kept)
         return resp
+
+    def record(self, label: str, resp: Any) -> None:
+        """Record an answer got otherwise (a scenario's own loop) under ``label``."""
+        self.answers.update({f"{label}.{k}" if k else label: v for k, v in flatten(resp, self.symbols).items()})
 
     def ask_settled(self, label: str, api_key: int, version: int, body: Any, *, to: str | None = None,
                     tries: int = 50, done: Callable[[Any], bool] = lambda _resp: True,

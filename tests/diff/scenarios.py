@@ -450,6 +450,49 @@ def a_consumer_group_member_joins_beats_and_leaves(s: Session) -> None:
     _cg_beat(s, "beat_after_leaving", group, member, joined.member_epoch, None, coord)
 
 
+def _owned_beat(s: Session, label: str, group: str, member: str, epoch: int, owned: Any, to: str) -> Any:
+    """A heartbeat that reports the partitions the member owns (its assignment, as it took it)."""
+    m = req_mod(68, 1)
+    parts = tuple(m.TopicPartitions(topic_id=t.topic_id, partitions=tuple(t.partitions)) for t in owned)
+    return s.ask(label, 68, 1, m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout=-1 * MS, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=parts), to=to)
+
+
+@scenario
+def a_second_consumer_group_member_gets_partitions_the_first_revokes(s: Session) -> None:
+    import time
+    import uuid as _uuid
+
+    topic, group = f"{s.name}-t", f"{s.name}-g"
+    _create_topic(s, topic, 2)
+    coord = s.coordinator(group)
+    _wait_for_leaders(s, topic, at=coord)
+    a, b = str(_uuid.uuid4()), str(_uuid.uuid4())
+    s.symbols.of("member", a)
+    s.symbols.of("member", b)
+    joined = _cg_beat(s, "a_joins", group, a, 0, (topic,), coord)
+    stable = _owned_beat(s, "a_owns_both", group, a, joined.member_epoch, joined.assignment.topic_partitions, coord)
+    b_joined = _cg_beat(s, "b_joins", group, b, 0, (topic,), coord)  # nothing yet: a still owns both
+    time.sleep(1.5)  # past Kafka 4.3+'s assignment interval (1 s), which batches new targets
+    told = _owned_beat(s, "a_told_to_revoke", group, a, stable.member_epoch,
+                       joined.assignment.topic_partitions, coord)
+    kept = told.assignment.topic_partitions if told.assignment is not None else ()
+    _owned_beat(s, "a_revoked", group, a, told.member_epoch, kept, coord)
+    m, epoch = req_mod(68, 1), b_joined.member_epoch
+    for _ in range(50):  # b heartbeats at the epoch it was last given until the freed partition is its
+        got = s.conn(coord).call(68, 1, m.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=b, member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout=-1 * MS, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=()))
+        epoch = got.member_epoch if int(got.error_code) == 0 else epoch
+        if got.assignment is not None or int(got.error_code) != 0:
+            break
+        time.sleep(0.2)
+    s.record("b_gets_the_other", got)
+
+
 @scenario
 def a_consumer_group_heartbeat_without_a_member_id(s: Session) -> None:
     group = f"{s.name}-g"

@@ -28,9 +28,12 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 # The generated scenarios' (tests/diff/generated.py): each API's minimal request, its names not
 # existing (minimal_) or existing (existing_)
-for _scenario, _label in [(sc, label) for sc in ("a_consumer_group_member_joins_beats_and_leaves",
-                                                    "a_group_heartbeat_interval_set_for_the_group")
-                          for label in ("join.member_epoch", "beat.member_epoch")]:
+for _scenario, _label in [*((sc, label) for sc in ("a_consumer_group_member_joins_beats_and_leaves",
+                                                     "a_group_heartbeat_interval_set_for_the_group")
+                            for label in ("join.member_epoch", "beat.member_epoch")),
+                          *(("a_second_consumer_group_member_gets_partitions_the_first_revokes", f"{label}.member_epoch")
+                            for label in ("a_joins", "a_owns_both", "b_joins", "a_told_to_revoke", "a_revoked",
+                                          "b_gets_the_other"))]:
     KNOWN[(_scenario, _label)] = (
         "a new consumer group starts at group epoch 0 here, as in Kafka before 4.3; Kafka 4.3+ starts it at 1, "
         "so its first member's epoch is 2 there and 1 here (clients echo what the coordinator sent)")
