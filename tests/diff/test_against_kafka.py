@@ -75,8 +75,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     kafka = start_kafka(3)
     # kcoord with the Kafka peer's settings (bench/kafka_peer.py) where they change an answer
     cluster = Cluster(tmp_path_factory.mktemp("diff"), settings={"group.initial.rebalance.delay.ms": 0,
-                                                                "auto.create.topics.enable": "false"}).start()
-    try:
+                                                                "auto.create.topics.enable": "false"})
+    try:  # from here: Kafka's brokers stop even if kcoord's nodes do not start
+        cluster.start()
         yield {"kafka": kafka[0].bootstrap, "kcoord": cluster.bootstrap}
     finally:
         for k in kafka:
@@ -94,15 +95,15 @@ def secured_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     from cluster.tools.local_cluster import free_port
 
     kafka_sasl = [free_port() for _ in range(3)]
-    kafka = start_kafka(3, sasl_ports=kafka_sasl)
-    # kcoord's nodes talk to each other over SSL with their certificates (it refuses an authorizer
-    # otherwise); clients use a PLAINTEXT listener (ANONYMOUS, a super user, as on Kafka's side)
-    # and a SASL_PLAINTEXT one
     tmp = tmp_path_factory.mktemp("diff-secured")
     ca = trustme.CA(organization_name="kcoord diff")
     ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
     ca.issue_cert("127.0.0.1", common_name="kcoord-node").private_key_and_cert_chain_pem.write_to_path(
         str(tmp / "node.pem"))
+    kafka = start_kafka(3, sasl_ports=kafka_sasl)
+    # kcoord's nodes talk to each other over SSL with their certificates (it refuses an authorizer
+    # otherwise); clients use a PLAINTEXT listener (ANONYMOUS, a super user, as on Kafka's side)
+    # and a SASL_PLAINTEXT one
     cluster = Cluster(tmp / "cluster", settings={
         "group.initial.rebalance.delay.ms": 0, "auto.create.topics.enable": "false",
         "sasl.enabled.mechanisms": "PLAIN", "sasl_users": ",".join(f"{u}:{p}" for u, p in SASL_USERS.items()),
@@ -114,8 +115,8 @@ def secured_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     plain, sasl = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
     cluster.per_node = {i: {"listeners": f"SSL://127.0.0.1:{n.kafka_port},CLIENTS://127.0.0.1:{plain[i]},"
                                          f"SASL_PLAINTEXT://127.0.0.1:{sasl[i]}"} for i, n in enumerate(cluster.layout)}
-    cluster.start()
-    try:
+    try:  # from here: Kafka's brokers stop even if kcoord's nodes do not start
+        cluster.start()
         yield {"kafka": (kafka[0].bootstrap, f"127.0.0.1:{kafka_sasl[0]}"),
                "kcoord": (f"127.0.0.1:{plain[0]}", f"127.0.0.1:{sasl[0]}")}
     finally:
