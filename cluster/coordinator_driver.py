@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cluster import metrics
+from cluster.logfmt import fmt_fields
 from cluster.shard_driver import AppendErrors, EntryRefused, ShardDriver
 from coordinator import commands as c
 from coordinator.codec import EntryTooLarge, decode_batch, encode_batches
 from coordinator.config import GroupConfig
 from coordinator.errors import ErrorCode
 from coordinator.image import DurableImage
-from coordinator.runtime import CoordinatorRuntime, GroupsObserved
+from coordinator.runtime import CoordinatorRuntime, GroupEvents, GroupsObserved
 from replication.api import CoordinatorLog
 
 log = logging.getLogger("kcoord.coordinator")
@@ -65,6 +66,10 @@ class CoordinatorDriver(ShardDriver[CoordinatorRuntime, c.Request, c.Response]):
         return isinstance(response, (c.JoinGroupResponse, c.SyncGroupResponse, c.LeaveGroupResponse))
 
     def _on_effect(self, effect: Any) -> bool:
+        if isinstance(effect, GroupEvents):
+            for event, fields in effect.events:
+                self.log.info("event=%s partition=%d %s", event, effect.partition, fmt_fields(fields))
+            return False
         if not isinstance(effect, GroupsObserved):
             raise TypeError(f"no driver step for {type(effect).__name__}")
         self.counts.observe(effect.partition, effect.groups, effect.reset)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
+from collections.abc import Iterable
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+-]+")
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -17,6 +21,12 @@ class KeyValueFormatter(logging.Formatter):
         if record.exc_info:
             line += " exc=" + repr(self.formatException(record.exc_info))
         return line
+
+
+def fmt_fields(fields: Iterable[tuple[str, object]]) -> str:
+    """``k=v`` pairs; a value that is not plain (a client's group id with spaces, quotes or a
+    newline) is quoted, so one event stays one line."""
+    return " ".join(f"{k}={v}" if _PLAIN.fullmatch(str(v)) else f"{k}={str(v)!r}" for k, v in fields)
 
 
 def setup_logging(level: str = "INFO") -> None:

@@ -257,6 +257,8 @@ class ClassicGroupHandlers:
                     self.reschedule_heartbeat(group, m)
         self.timers.cancel(sync_key(group.group_id))
         group.pending_sync_members.clear()
+        self.w.note("group_rebalance", group=group.group_id, state=group.state.name, generation=group.generation_id,
+                    members=len(group.members), reason=reason)
         is_initial = group.is_in(S.EMPTY)
         if is_initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -301,6 +303,8 @@ class ClassicGroupHandlers:
                            group.group_id)
             return
         group.init_next_generation(self.w.now)
+        self.w.note("group_generation", group=group.group_id, generation=group.generation_id,
+                    members=len(group.members))
         if group.is_in(S.EMPTY):
             self.w.write(Record(GroupMetadataKey(group.group_id), group.to_record_value()))
             return
@@ -359,6 +363,8 @@ class ClassicGroupHandlers:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
+        self.w.note("member_expired", group=group.group_id, member=member_id,
+                    session_timeout_ms=member.session_timeout_ms)
         self._remove_member_and_update_group(group, member, f"session of {member_id} expired")
 
     def expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
@@ -516,8 +522,9 @@ class ClassicGroupHandlers:
 
     def describe_group(self, req: c.DescribeGroupsRequest) -> c.DescribeGroupsResponse:
         group = self.groups.get(req.group_id)
-        if group is None:
-            return c.DescribeGroupsResponse(E.NONE, req.group_id, state="Dead", found=False)
+        if group is None or group.is_in(S.DEAD):
+            return c.DescribeGroupsResponse(E.GROUP_ID_NOT_FOUND, req.group_id, state="Dead",
+                                            error_message=f"Group {req.group_id} not found.")
         stable = group.is_in(S.STABLE)
         members = tuple(
             c.DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -526,8 +533,7 @@ class ClassicGroupHandlers:
         )
         return c.DescribeGroupsResponse(
             E.NONE, req.group_id, state=group.state.value, protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "", members=members,
-            found=not group.is_in(S.DEAD))
+            protocol_data=(group.protocol_name or "") if stable else "", members=members)
 
     def list_groups(self, req: c.ListGroupsRequest) -> c.ListGroupsResponse:
         states = {s.strip().lower() for s in req.states_filter}

@@ -206,7 +206,8 @@ class DescribeGroupsResponse:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
-    found: bool = False
+    # Kafka's v6 answer: GROUP_ID_NOT_FOUND and why (the API layer answers NONE below v6)
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,8 +405,7 @@ REQUESTS: Mapping[type, RequestKind] = {
     OffsetCommitRequest: RequestKind(False, _commit_error),
     TxnOffsetCommitRequest: RequestKind(False, _commit_error),
     OffsetFetchRequest: RequestKind(True, lambda r, e: OffsetFetchResponse(e)),
-    DescribeGroupsRequest: RequestKind(True, lambda r, e: DescribeGroupsResponse(e, r.group_id, state="",
-                                                                                  found=False)),
+    DescribeGroupsRequest: RequestKind(True, lambda r, e: DescribeGroupsResponse(e, r.group_id, state="")),
     ListGroupsRequest: RequestKind(True, lambda r, e: ListGroupsResponse(e)),
     DeleteGroupsRequest: RequestKind(False, lambda r, e: DeleteGroupsResponse(tuple((g, e) for g in r.group_ids))),
     OffsetDeleteRequest: RequestKind(False, lambda r, e: OffsetDeleteResponse(e)),

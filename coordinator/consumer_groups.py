@@ -130,12 +130,16 @@ class ConsumerGroupHandlers:
                                     group.group_id, member_id, (member.assignment.epoch,))
 
     def session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            self.w.note("member_expired", group=group_id, member=member_id, reason="session timeout")
         self.fence(group_id, member_id)
 
     def rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is not None and member.assignment.epoch == epoch:
+            self.w.note("member_expired", group=group_id, member=member_id, reason="rebalance timeout")
             self.fence(group_id, member_id)
 
     def fence(self, group_id: str, member_id: str, downgrade: bool = True) -> None:

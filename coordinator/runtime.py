@@ -21,7 +21,8 @@ from .group_census import GroupView
 from .image import DurableImage
 from .shard import GroupCoordinatorShard
 
-__all__ = ["Append", "ContextState", "CoordinatorRuntime", "Effect", "GroupsObserved", "Reload", "Respond"]
+__all__ = ["Append", "ContextState", "CoordinatorRuntime", "Effect", "GroupEvents", "GroupsObserved", "Reload",
+           "Respond"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,16 @@ class GroupsObserved:
     reset: bool = False
 
 
-Effect = Append | Respond | Reload | GroupsObserved
+@dataclass(frozen=True, slots=True)
+class GroupEvents:
+    """What happened to groups of ``partition`` that an operator reads in the log: each an event
+    name and its fields (a rebalance and its reason, a member removed)."""
+
+    partition: int
+    events: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]
+
+
+Effect = Append | Respond | Reload | GroupsObserved | GroupEvents
 
 
 class CoordinatorRuntime(ShardRuntime[GroupCoordinatorShard, c.Request, ErrorCode]):
@@ -72,11 +82,14 @@ class CoordinatorRuntime(ShardRuntime[GroupCoordinatorShard, c.Request, ErrorCod
         return map_append_error(error)
 
     def _observed(self, partition: int, shard: GroupCoordinatorShard, loaded: bool) -> list[Any]:
+        notes = shard.w.take_notes()
+        effects: list[Any] = [GroupEvents(partition, tuple(notes))] if notes else []
         if loaded:
-            return [GroupsObserved(partition, tuple(shard.census.everything(shard.groups, shard.consumer_groups)),
-                                   reset=True)]
+            return [*effects, GroupsObserved(partition, tuple(shard.census.everything(shard.groups,
+                                                                                      shard.consumer_groups)),
+                                             reset=True)]
         views = shard.census.changes(shard.groups, shard.consumer_groups)
-        return [GroupsObserved(partition, tuple(views))] if views else []
+        return [*effects, GroupsObserved(partition, tuple(views))] if views else effects
 
     def _dropped(self, partition: int, shard: GroupCoordinatorShard | None) -> list[Any]:
         if shard is not None:

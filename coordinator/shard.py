@@ -200,6 +200,11 @@ class GroupCoordinatorShard:
         self.w.respond(token, self.offset_handlers.offset_delete(request))
 
     def _on_describe(self, request: c.DescribeGroupsRequest, token: Token) -> None:
+        if request.group_id in self.consumer_groups:
+            self.w.respond(token, c.DescribeGroupsResponse(
+                ErrorCode.GROUP_ID_NOT_FOUND, request.group_id, state="Dead",
+                error_message=f"Group {request.group_id} is not a classic group."))
+            return
         self.w.respond(token, self.classic.describe_group(request))
 
     def _on_list(self, request: c.ListGroupsRequest, token: Token) -> None:

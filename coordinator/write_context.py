@@ -26,6 +26,9 @@ class WriteContext:
         self.timers = timers
         self.now = 0
         self._out = Result()
+        # What an operator should read in the log (a rebalance and its reason, a member expired):
+        # (event, fields); kept across steps until the runtime takes them.
+        self.notes: list[tuple[str, tuple[tuple[str, object], ...]]] = []
 
     def begin(self, now_ms: int) -> None:
         self._out = Result()
@@ -42,6 +45,13 @@ class WriteContext:
 
     def respond(self, token: Token, response: c.Response) -> None:
         self._out.completions.append((token, response))
+
+    def note(self, event: str, **fields: object) -> None:
+        self.notes.append((event, tuple(fields.items())))
+
+    def take_notes(self) -> list[tuple[str, tuple[tuple[str, object], ...]]]:
+        notes, self.notes = self.notes, []
+        return notes
 
     def write(self, record: Record) -> None:
         self._out.records.append(record)

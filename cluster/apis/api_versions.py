@@ -1,4 +1,4 @@
-"""ApiVersions (18) v0–4, answered from the registry."""
+"""ApiVersions (18) v0–4, answered from the registry and, from v3 on, with the node's features."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from cluster import features
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
 from cluster.services import Registers, Registrar
@@ -25,7 +26,15 @@ def build_response(registry: Registrar, version: int, error: ErrorCode) -> Any:
     keys = tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in registry.advertised())
     if error is ErrorCode.invalid_request:
         keys = ()
-    return mk(m.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=ZERO)
+    if version < 3 or error is not ErrorCode.none:
+        return mk(m.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=ZERO)
+    return mk(m.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=ZERO,
+              supported_features=tuple(m.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                                       for n, lo, hi in features.supported(version)),
+              finalized_features_epoch=features.FINALIZED_EPOCH,
+              finalized_features=tuple(m.FinalizedFeatureKey(name=n, min_version_level=level,
+                                                             max_version_level=level)
+                                       for n, level in features.finalized()))
 
 
 def unsupported_version_response(registry: Registrar) -> Any:

@@ -54,7 +54,7 @@ RANGES = {
     LEAVE_GROUP: (0, 5),
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
-    DESCRIBE_GROUPS: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
@@ -495,6 +495,13 @@ class GroupApi:
         group_cls = cls(mod, "DescribedGroup")
         answers = await asyncio.gather(*(self._describe_one(ctx, g) for g in req.groups))
         with_ops = bool(getattr(req, "include_authorized_operations", False))
+        v6 = version_of(req) >= 6  # a group that is not there (or not classic) is an error from v6 on
+
+        def error(a: c.DescribeGroupsResponse) -> ErrorCode:
+            return ErrorCode.NONE if a.error is ErrorCode.GROUP_ID_NOT_FOUND and not v6 else a.error
+
+        def message(a: c.DescribeGroupsResponse) -> dict[str, Any]:
+            return {"error_message": a.error_message} if v6 else {}
 
         def ops(g: str, a: c.DescribeGroupsResponse) -> int:
             if not with_ops or a.error is not ErrorCode.NONE:
@@ -502,8 +509,8 @@ class GroupApi:
             return self.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, g)
 
         return mk(cls(mod, "DescribeGroupsResponse"), throttle_time=ZERO, groups=tuple(
-            mk(group_cls, error_code=kerr(a.error), group_id=g, group_state=a.state, protocol_type=a.protocol_type,
-               protocol_data=a.protocol_data, authorized_operations=ops(g, a), members=tuple(
+            mk(group_cls, error_code=kerr(error(a)), group_id=g, group_state=a.state, protocol_type=a.protocol_type,
+               protocol_data=a.protocol_data, authorized_operations=ops(g, a), **message(a), members=tuple(
                    mk(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
                       client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                       member_assignment=m.assignment) for m in a.members))

@@ -29,7 +29,7 @@ from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
 from kio.static.primitive import i32
 
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster, wait_for
-from tests.cluster.test_rolling_upgrade import PARTITIONS, Load, offsets_leaders
+from tests.cluster.test_rolling_upgrade import PARTITIONS, Load, group_story, offsets_leaders
 from tests.wire.raw import ask
 
 pytestmark = pytest.mark.cluster
@@ -137,7 +137,7 @@ def test_a_node_joins_under_load_and_takes_its_share_of_leadership(tmp_path: Pat
                  for tp in survivors.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
         lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
-        load.check_no_rebalance(assignments_before, generation)
+        load.check_no_rebalance(assignments_before, generation, lambda: group_story(c, group, survivors))
         print(f"node 3 joined and led its share in {took:.1f}s ({learners} groups); node {gone} removed, the others "
               f"led its share in {shrink_took:.1f}s; {len(load.produced)} produces, {len(load.acked_commits)} commits, "
               f"{len(load.errors)} commit errors; commits/s steady {steady:.0f}, while joining {during:.0f}, after "
@@ -238,7 +238,7 @@ def test_three_nodes_grow_to_five_and_shrink_to_three_one_at_a_time_under_load(t
                  for tp in admin.list_consumer_group_offsets([req])[group].result(timeout=30).topic_partitions}
         lost = [(p, o) for p, o in load.acked_commits if o > final.get(p, -1)]
         assert not lost, f"acknowledged commits lost: {lost[:5]}"
-        load.check_no_rebalance(assignments_before, generation)
+        load.check_no_rebalance(assignments_before, generation, lambda: group_story(c, group, admin))
         failed = False
     finally:
         if load is not None:

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.release import RELEASE
 from cluster.tools.local_cluster import REPO_ROOT
+from coordinator.partitioner import partition_for
 from tests.cluster.cluster_harness import FAST_LEADER_BALANCE, Cluster, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -123,14 +125,16 @@ class Load:
             time.sleep(3)
         return before, self.group_log.generation()
 
-    def check_no_rebalance(self, assignments: int, generation: int) -> None:
+    def check_no_rebalance(self, assignments: int, generation: int, coordinators: Callable[[], str]) -> None:
         """The group kept ``generation``: no rebalance since. A consumer that rejoined on its own
         into the same generation (librdkafka does on some client-side events) reassigns only
-        itself, not the group; it is reported, with librdkafka's reason."""
+        itself, not the group; it is reported, with librdkafka's reason. ``coordinators``: what
+        the nodes logged of the group, told when it did rebalance."""
         extra = self.assigned_during[assignments:]
         assert generation >= 0 and self.group_log.generation() == generation, (
             f"the group rebalanced: generation {generation} -> {self.group_log.generation()} "
-            f"({self.assignments - assignments} assignments: {extra}); librdkafka: {self.group_log.lines[-30:]}")
+            f"({self.assignments - assignments} assignments: {extra}); coordinators:\n{coordinators()}\n"
+            f"librdkafka: {self.group_log.lines[-30:]}")
         if extra:
             print(f"a consumer rejoined generation {generation} on its own: {extra}; librdkafka: "
                   f"{[ln for ln in self.group_log.lines if 'REJOIN' in ln or 'fail' in ln.lower()][-10:]}")
@@ -190,6 +194,19 @@ def offsets_leaders(admin: AdminClient) -> Counter[int]:
     return Counter(p.leader for p in md.topics["__consumer_offsets"].partitions.values())
 
 
+def group_story(c: Cluster, group: str, admin: AdminClient) -> str:
+    """Each node's log lines about ``group`` and its coordinator partition's leadership."""
+    try:
+        p = partition_for(group, len(admin.list_topics("__consumer_offsets", timeout=10)
+                                     .topics["__consumer_offsets"].partitions))
+    except KafkaException as e:
+        return f"(no metadata: {e})"
+    wanted = (f"group={group}", f"partition=__consumer_offsets-{p} ", f"partition={p} ")
+    out = [f"node {i}: {ln}" for i in range(c.n) for ln in c.log_text(i).splitlines()
+           if any(w in ln + " " for w in wanted)]
+    return "\n".join(out[-80:])
+
+
 def started_releases(c: Cluster, i: int) -> list[str]:
     """The release each start of node ``i`` logged ("" for a build that logged none)."""
     return [m.group(1) or "" for m in re.finditer(r"event=node_started [^\n]*?(?:release=(\S+))?$",
@@ -236,7 +253,7 @@ def test_a_cluster_of_the_previous_release_upgrades_one_node_at_a_time_under_loa
         assert load.produced, "nothing was produced"
         missing = load.produced - load.consumed
         assert not missing, f"{len(missing)} acknowledged produces were not consumed: {sorted(missing)[:5]}"
-        load.check_no_rebalance(assignments_before, generation)
+        load.check_no_rebalance(assignments_before, generation, lambda: group_story(c, group, admin))
         req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
         final = {tp.partition: tp.offset
                  for tp in admin.list_consumer_group_offsets([req])[group].result(timeout=15).topic_partitions}

@@ -65,8 +65,8 @@ def test_describe_group_stable() -> None:
     h = Harness()
     leader, follower = h.join_stable("g", 2)
     d = describe(h, "g")
-    assert (d.error, d.state, d.protocol_type, d.protocol_data, d.found) == (
-        E.NONE, "Stable", "consumer", "range", True)
+    assert (d.error, d.state, d.protocol_type, d.protocol_data, d.error_message) == (
+        E.NONE, "Stable", "consumer", "range", None)
     assert [(m.member_id, m.client_id, m.client_host, m.metadata, m.assignment) for m in d.members] == [
         (leader, "client", "/127.0.0.1", b"range-meta", leader.encode()),
         (follower, "client", "/127.0.0.1", b"range-meta", follower.encode()),
@@ -91,17 +91,17 @@ def test_describe_groups_group_id_not_found() -> None:
     """testDescribeGroupsGroupIdNotFoundException"""
     h = Harness()
     d = describe(h, "unknown")
-    assert (d.error, d.group_id, d.state, d.protocol_type, d.protocol_data, d.members, d.found) == (
-        E.NONE, "unknown", "Dead", "", "", (), False)
+    assert (d.error, d.group_id, d.state, d.protocol_type, d.protocol_data, d.members, d.error_message) == (
+        E.GROUP_ID_NOT_FOUND, "unknown", "Dead", "", "", (), "Group unknown not found.")
 
 
 def test_describe_dead_group() -> None:
-    """testDescribeGroupsGroupIdNotFoundException (a Dead group is reported as Dead, not found)"""
+    """testDescribeGroupsGroupIdNotFoundException (a Dead group is not found)"""
     h = Harness()
     h.join_stable("g", 1)
     h.group("g").transition_to(S.DEAD, h.now)
     d = describe(h, "g")
-    assert (d.state, d.found) == ("Dead", False)
+    assert (d.error, d.state, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Dead", "Group g not found.")
 
 
 def test_describe_simple_group() -> None:
@@ -109,7 +109,7 @@ def test_describe_simple_group() -> None:
     h = Harness()
     h.commit("simple", {("t", 0): 5})
     d = describe(h, "simple")
-    assert (d.error, d.state, d.protocol_type, d.members, d.found) == (E.NONE, "Empty", "", (), True)
+    assert (d.error, d.state, d.protocol_type, d.members, d.error_message) == (E.NONE, "Empty", "", (), None)
 
 
 def test_classic_group_delete() -> None:
@@ -126,7 +126,7 @@ def test_classic_group_delete() -> None:
         [offset_tombstone("g", "foo", 0), offset_tombstone("g", "foo", 1), offset_tombstone("g", "bar", 0)],
         key=repr)
     assert "g" not in h.shard.groups and "g" not in h.shard.offsets
-    assert describe(h, "g").found is False
+    assert describe(h, "g").error is E.GROUP_ID_NOT_FOUND
     assert h.fetch("g", {"foo": [0]}) == {("foo", 0): -1}
 
 

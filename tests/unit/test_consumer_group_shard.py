@@ -170,7 +170,9 @@ def test_list_describe_and_delete_see_consumer_groups() -> None:
         ("g", "consumer", "consumer"), ("classic", "classic", "consumer")}
     assert [g.group_id for g in h.call(c.ListGroupsRequest(types_filter=("Consumer",))).groups] == ["g"]
     assert [g.group_id for g in h.call(c.ListGroupsRequest(types_filter=("classic",))).groups] == ["classic"]
-    assert h.call(c.DescribeGroupsRequest("g")).found is False  # DescribeGroups never describes them
+    described = h.call(c.DescribeGroupsRequest("g"))  # DescribeGroups never describes them
+    assert (described.error, described.state, described.error_message) == (
+        E.GROUP_ID_NOT_FOUND, "Dead", "Group g is not a classic group.")
 
     described = h.call(c.ConsumerGroupDescribeRequest("g", TOPICS))
     assert (described.error, described.state, described.group_epoch, described.assignment_epoch,

@@ -13,7 +13,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
-from coordinator.runtime import ContextState
+from coordinator.runtime import ContextState, CoordinatorRuntime, GroupEvents
 from coordinator.shard import GroupCoordinatorShard
 
 from .harness import TEST_CONFIG, Harness
@@ -209,3 +209,22 @@ def test_load_from_a_prereplayed_image_equals_a_full_replay() -> None:
         assert len(shard.timers) == len(full.timers) == 3
         assert [shard.timers.get(k) for k in keys] == [full.timers.get(k) for k in keys]
         assert result.records == full_result.records
+
+
+def test_a_member_that_stops_heartbeating_is_logged_with_the_rebalance_it_starts() -> None:
+    """What an operator reads when a group rebalances: the member that expired (and its session
+    timeout), the rebalance with its reason, then the new generation."""
+    rt = CoordinatorRuntime(TEST_CONFIG)
+    rt.begin_load(0, 1)
+    loaded = rt.complete_load(0, 1, [_stable_record()], 5_000)
+    assert not [e for e in loaded if isinstance(e, GroupEvents)], "loading a stable group is not an event"
+    effects = rt.advance(5_000 + 8_000)  # neither member heartbeat within its 8 s session
+    events = [(name, dict(fields)) for e in effects if isinstance(e, GroupEvents) for name, fields in e.events]
+    assert all(isinstance(e, GroupEvents) and e.partition == 0 for e in effects if isinstance(e, GroupEvents))
+    names = [name for name, _ in events]
+    assert names[:2] == ["member_expired", "group_rebalance"], events
+    assert events[0][1] == {"group": "g", "member": events[0][1]["member"], "session_timeout_ms": 8_000}
+    assert events[1][1]["reason"] == f"session of {events[0][1]['member']} expired"
+    assert (events[1][1]["state"], events[1][1]["generation"]) == ("STABLE", 7)
+    assert names.count("member_expired") == 2 and names[-1] == "group_generation"
+    assert events[-1][1] == {"group": "g", "generation": 8, "members": 0}

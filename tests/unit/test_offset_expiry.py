@@ -37,7 +37,7 @@ def test_simple_group_offsets_expire_by_commit_timestamp() -> None:
     h.sleep(30_000)  # check at t=130000: foo-1 expires and the now offset-less Empty group is deleted
     assert h.log[n:] == [offset_tombstone("s", "foo", 1), group_tombstone("s")]
     assert "s" not in h.shard.groups
-    assert describe(h, "s").found is False
+    assert describe(h, "s").error is ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_empty_group_offsets_expire_by_state_timestamp() -> None:
@@ -152,7 +152,7 @@ def test_empty_group_without_offsets_is_deleted() -> None:
     h.sleep(INTERVAL)
     assert h.log[n:] == [group_tombstone("g")]
     assert "g" not in h.shard.groups
-    assert describe(h, "g").found is False
+    assert describe(h, "g").error is ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_non_empty_group_without_offsets_is_kept() -> None:
