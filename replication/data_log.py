@@ -39,12 +39,13 @@ from typing import Any
 import msgpack
 
 from replication import segment_swap
-from replication.compacted import DEFAULT_POLICY, cleanup_policies
+from replication.compacted import DEFAULT_POLICY, cleanup_policies, plain_records
 from replication.durable import append_at, fsync_dir, renamed, sync, write_durably
 from replication.failstop import EXIT_CORRUPT, fail_stop
 from replication.leader_epochs import LeaderEpochs, restamp, term_of
 from replication.log_cleaner import CleanStats
 from replication.record_batch import (
+    ATTR_TIMESTAMP_TYPE,
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -53,6 +54,7 @@ from replication.record_batch import (
     BatchHeader,
     InvalidBatchError,
     crc32c,
+    decode_body,
     decode_records,
     iter_batches,
     parse_header,
@@ -71,6 +73,8 @@ TERMS_FILE = "leader-epochs-are-terms"  # every batch's partitionLeaderEpoch is 
 CLEANED_TO_FILE = "cleaner-offset"  # how far compaction has cleaned (Kafka's cleaner-offset-checkpoint)
 HORIZON_FILE = "cleaner-horizon"  # when the next kept delete's horizon passes (a pass is due then)
 LONG_MAX = (1 << 63) - 1
+# a compressed batch inflated to find its record of the largest timestamp: at most this much
+MAX_TIMESTAMP_SEARCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -978,12 +982,29 @@ class DataLog:
         return None
 
     def _max_timestamp_unlocked(self) -> tuple[int, int] | None:
-        """``(timestamp, offset)`` of the batch holding the largest timestamp."""
-        best: tuple[int, int] | None = None
+        """``(timestamp, offset)`` of the record with the largest timestamp (the first, if several
+        share it), as Kafka answers ListOffsets MAX_TIMESTAMP: in a LogAppendTime batch, where
+        every record has the batch's time, its last offset."""
+        best: _Segment | None = None
         for seg in self._segments:
-            if seg.size and (best is None or seg.max_timestamp > best[0]):
-                best = (seg.max_timestamp, seg.max_timestamp_offset)
-        return best
+            if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        ts = best.max_timestamp
+        for pos, hdr in best.iter_headers(best.max_timestamp_offset):
+            if hdr.max_timestamp != ts:
+                continue
+            if hdr.attributes & ATTR_TIMESTAMP_TYPE:
+                return ts, hdr.last_offset
+            records = plain_records(hdr, best.read_at(pos, hdr.size), MAX_TIMESTAMP_SEARCH_BYTES)
+            try:
+                found = next((r.offset for r in decode_body(hdr, records) if r.timestamp == ts), None) \
+                    if records is not None else None
+            except (InvalidBatchError, IndexError):
+                found = None
+            return ts, found if found is not None else hdr.base_offset  # unreadable: the batch's start
+        return ts, best.max_timestamp_offset
 
 
     # -- locked entry points (the Raft ticker applies while the event loop reads) -------------

@@ -1,5 +1,5 @@
 """Fetch (1) v4–12 (consumer fetches; no fetch sessions: session_id 0 = full fetches)
-and ListOffsets (2) v1–7.
+and ListOffsets (2) v1–11.
 
 Isolation: a read_committed Fetch (isolation level 1) reads up to the partition's last stable
 offset and is told the aborted transactions its data overlaps (the consumer drops their
@@ -35,6 +35,13 @@ LIST_OFFSETS_KEY = 2
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4  # KIP-405: the first offset on local disk (all of it: no tiered storage here)
+LATEST_TIERED = -5  # the last offset in tiered storage: none
+EARLIEST_PENDING_UPLOAD = -6  # the first offset not yet uploaded to tiered storage: none
+# each special timestamp from the ListOffsets version that introduced it; before that version, or
+# an unknown one, is UNSUPPORTED_VERSION (Kafka 4.4's answer)
+SPECIAL_FROM = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                EARLIEST_PENDING_UPLOAD: 11}
 
 
 def epoch_error(current: int | None, leader_epoch: int) -> ErrorCode | None:
@@ -218,7 +225,8 @@ def _lo_part(m: Any, index: int, code: ErrorCode, ts: int = -1, offset: int = -1
 
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
-    m = resp_mod(LIST_OFFSETS_KEY, ctx.api_version)
+    version = ctx.api_version
+    m = resp_mod(LIST_OFFSETS_KEY, version)
     committed = int(getattr(request, "isolation_level", 0)) == 1
     seen = Counter((t.name, int(p.partition_index)) for t in request.topics for p in t.partitions)
     answered: set[tuple[str, int]] = set()
@@ -251,9 +259,11 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             ts = int(p.timestamp)
             # what a consumer of this isolation level can read: lookups by timestamp stop there too
             latest = part.last_stable_offset() if committed else data.high_watermark
-            if ts == LATEST:
+            if ts < 0 and SPECIAL_FROM.get(ts, 1 << 15) > version:
+                parts.append(_lo_part(m, p.partition_index, ErrorCode.unsupported_version))
+            elif ts == LATEST:
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, latest, epoch))
-            elif ts == EARLIEST:
+            elif ts in (EARLIEST, EARLIEST_LOCAL):
                 start = data.log_start_offset
                 parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, start, part.epoch_at(start)))
             elif ts == MAX_TIMESTAMP:
@@ -263,8 +273,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 else:
                     parts.append(_lo_part(m, p.partition_index, ErrorCode.none, found[0], found[1],
                                           part.epoch_at(found[1])))
-            elif ts < 0:
-                parts.append(_lo_part(m, p.partition_index, ErrorCode.invalid_request))
+            elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+                parts.append(_lo_part(m, p.partition_index, ErrorCode.none, -1, -1, -1))
             else:
                 hit = data.offset_for_timestamp(ts)
                 if hit is None or hit[1] >= latest:
@@ -285,4 +295,4 @@ def build_list_offsets_error(request: Any, code: ErrorCode) -> Any:
 
 def register(node: Needs) -> None:
     node.registry.register(FETCH_KEY, 4, 12, handle_fetch, error_response=build_fetch_error)
-    node.registry.register(LIST_OFFSETS_KEY, 1, 7, handle_list_offsets, error_response=build_list_offsets_error)
+    node.registry.register(LIST_OFFSETS_KEY, 1, 11, handle_list_offsets, error_response=build_list_offsets_error)

@@ -1,4 +1,4 @@
-"""Metadata (3) v0–12: brokers, cluster id, controller, topics/partitions/leaders; and
+"""Metadata (3) v0–13: brokers, cluster id, controller, topics/partitions/leaders; and
 DescribeCluster (60) v0–2, the same view of the brokers without the topics."""
 
 from __future__ import annotations
@@ -143,9 +143,11 @@ def build(node: Needs, request: Any, *, error: ErrorCode | None = None, listener
                 topics.append(_topic(m, node, name, ErrorCode.leader_not_available))
             else:
                 topics.append(_topic(m, node, name, ErrorCode.unknown_topic_or_partition))
+    # v13's top-level error is KIP-1102's REBOOTSTRAP_REQUIRED, for a client whose bootstrap names a
+    # node of another cluster: never said here (each node answers for its own cluster)
     return mk(m.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=node.cluster_id,
               controller_id=node.topology.controller_id(), topics=tuple(topics),
-              cluster_authorized_operations=access.cluster_bits())
+              cluster_authorized_operations=access.cluster_bits(), error_code=ErrorCode.none)
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
@@ -238,6 +240,6 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
 
 
 def register(node: Needs) -> None:
-    node.registry.register(API_KEY, 0, 12, handle, error_response=lambda req, code: build(node, req, error=code))
+    node.registry.register(API_KEY, 0, 13, handle, error_response=lambda req, code: build(node, req, error=code))
     node.registry.register(DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster,
                            error_response=lambda req, code: build_describe_cluster(node, req, error=code))

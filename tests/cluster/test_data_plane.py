@@ -157,6 +157,39 @@ def test_list_offsets_earliest_latest_and_by_time(bootstrap) -> None:
     c.close()
 
 
+def test_list_offsets_special_timestamps_from_the_version_that_brought_each(bootstrap) -> None:
+    """As Kafka 4.4 without tiered storage: EARLIEST_LOCAL (-4, v8+) is the log start, LATEST_TIERED
+    (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+) are no offset; before its version, or
+    unknown, a special timestamp is UNSUPPORTED_VERSION."""
+    from confluent_kafka import Producer
+
+    from cluster.apis.common import mk, req_mod
+    from tests.wire.raw import ask
+
+    create_topic(bootstrap, "special", 1)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(5):
+        p.produce("special", value=b"%d" % i, timestamp=1000 + i)
+    assert p.flush(10) == 0
+
+    def offsets(version: int, timestamp: int) -> tuple[int, int, int, int]:
+        m = req_mod(2, version)
+        r = ask(bootstrap, 2, version, mk(m.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+                                          timeout=datetime.timedelta(seconds=1), topics=(m.ListOffsetsTopic(
+            name="special", partitions=(mk(m.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1,
+                                           timestamp=timestamp),)),)))
+        part = r.topics[0].partitions[0]
+        return int(part.error_code), int(part.timestamp), int(part.offset), int(part.leader_epoch)
+
+    unsupported = (int(ErrorCode.unsupported_version), -1, -1, -1)
+    nothing = (0, -1, -1, -1)
+    assert offsets(11, -1)[:3] == (0, -1, 5) and offsets(11, -3)[:3] == (0, 1004, 4)
+    assert offsets(8, -4)[:3] == offsets(11, -4)[:3] == (0, -1, 0) == offsets(11, -2)[:3]
+    assert offsets(9, -5) == offsets(11, -6) == nothing
+    assert offsets(6, -3) == offsets(7, -4) == offsets(8, -5) == offsets(10, -6) == unsupported
+    assert offsets(11, -7) == offsets(7, -100) == unsupported
+
+
 def test_restart_keeps_data(kcoord_node) -> None:
     from confluent_kafka import Producer
 

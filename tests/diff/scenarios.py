@@ -7,7 +7,7 @@ import datetime
 import uuid
 from typing import Any
 
-from cluster.apis.common import req_mod
+from cluster.apis.common import mk, req_mod
 from tests.diff.harness import Session, scenario
 from tests.wire.raw import api_versions_v0
 
@@ -187,17 +187,25 @@ def offsets_of_a_group_never_seen(s: Session) -> None:
                                                require_stable=False), to=s.coordinator(group))
 
 
-@scenario
-def describe_and_delete_groups(s: Session) -> None:
+def _describe_a_group_and_an_unknown_one(s: Session, version: int) -> tuple[str, str, str]:
+    """(group, unknown group, the group's coordinator), both described at ``version``."""
     group, gone = f"{s.name}-g", f"{s.name}-never"
     coord, joined = _joined(s, group)
     # synced first: Kafka 4 describes a group as its last committed records say, so a group still
     # completing its rebalance reads differently from one moment to the next there
     _sync(s, group, joined, coord, b"\x00\x01")
-    dg = req_mod(15, 5)
-    s.ask("describe", 15, 5, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False), to=coord)
-    s.ask("describe_unknown", 15, 5, dg.DescribeGroupsRequest(groups=(gone,), include_authorized_operations=False),
+    dg = req_mod(15, version)
+    s.ask("describe", 15, version, dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False),
+          to=coord)
+    s.ask("describe_unknown", 15, version, dg.DescribeGroupsRequest(groups=(gone,),
+                                                                    include_authorized_operations=False),
           to=s.coordinator(gone))
+    return group, gone, coord
+
+
+@scenario
+def describe_and_delete_groups(s: Session) -> None:
+    group, gone, coord = _describe_a_group_and_an_unknown_one(s, 5)
     dl = req_mod(42, 2)
     s.ask("delete_non_empty", 42, 2, dl.DeleteGroupsRequest(groups_names=(group,)), to=coord)
     s.ask("delete_unknown", 42, 2, dl.DeleteGroupsRequest(groups_names=(gone,)), to=s.coordinator(gone))
@@ -250,6 +258,27 @@ def offsets_of_an_empty_topic(s: Session) -> None:
             m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),
             m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2))),)),
         to=_leader(s, topic))
+
+
+@scenario
+def special_timestamps_by_version(s: Session) -> None:
+    """Each special timestamp at the version that introduced it and the one before; an unknown one."""
+    topic = f"{s.name}-t"
+    _create_topic(s, topic)
+    for version, timestamps in ((7, (-3, -4, -7)), (8, (-4, -5)), (9, (-5, -6)), (10, (-6,)),
+                                (11, (-4, -5, -6, -7))):
+        m = req_mod(2, version)
+        for timestamp in timestamps:
+            s.ask(f"v{version}_{-timestamp}", 2, version, mk(m.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+                  timeout=1000 * MS, topics=(m.ListOffsetsTopic(name=topic, partitions=(mk(
+                      m.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),)),
+                  to=_leader(s, topic))
+
+
+@scenario
+def describe_groups_v6_not_found(s: Session) -> None:
+    """v6 names a group that is not there (or not classic) GROUP_ID_NOT_FOUND, with a message."""
+    _describe_a_group_and_an_unknown_one(s, 6)
 
 
 def _commit(s: Session, label: str, group: str, topic: str, offset: int, *, generation: int = -1, member: str = "",
@@ -446,6 +475,10 @@ def a_consumer_group_member_joins_beats_and_leaves(s: Session) -> None:
     _cg_beat(s, "beat", group, member, joined.member_epoch, None, coord)
     _cg_beat(s, "beat_with_a_future_epoch", group, member, joined.member_epoch + 5, None, coord)
     _cg_beat(s, "beat_as_an_unknown_member", group, str(_uuid.uuid4()), 1, None, coord)
+    for version in (5, 6):  # DescribeGroups describes classic groups only: v6 says so
+        dg = req_mod(15, version)
+        s.ask(f"describe_groups_v{version}", 15, version,
+              dg.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False), to=coord)
     _cg_beat(s, "leave", group, member, -1, None, coord)
     _cg_beat(s, "beat_after_leaving", group, member, joined.member_epoch, None, coord)
 

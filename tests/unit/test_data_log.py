@@ -294,3 +294,24 @@ def test_after_a_power_loss_a_hole_ends_the_log_even_with_valid_batches_after_it
     kept = log2.read(0, 1 << 30)
     assert kept == good[:middle]
     assert put(log2, 1) == log2.log_end_offset - 1
+
+
+@pytest.mark.parametrize("codec", [0, 1, 4])
+def test_max_timestamp_names_the_record_that_has_it(tmp_path, codec: int) -> None:
+    """ListOffsets MAX_TIMESTAMP as Kafka 4.4 answers it: the offset of the (first) record with the
+    largest timestamp, not its batch's start, in a compressed batch too; a LogAppendTime batch's
+    records all have its time: its last offset."""
+    from replication.record_batch import ATTR_TIMESTAMP_TYPE
+    from tests.unit.test_cleanup_policy import _compressed
+
+    log = DataLog(str(tmp_path / "p"))
+    assert log.max_timestamp() is None
+    put(log, 3, ts=500)
+    batch = build_batch([(b"k", b"v")] * 4, timestamps=[1000, 1004, 1002, 1004])
+    log.append(assign_offsets(_compressed(batch, codec) if codec else batch, log.log_end_offset, 1))
+    assert log.max_timestamp() == (1004, 4)
+    put(log, 2, ts=900)  # later, but not larger
+    assert log.max_timestamp() == (1004, 4)
+    appended = build_batch([(b"k", b"v")] * 3, timestamp=2000, attributes=ATTR_TIMESTAMP_TYPE)
+    log.append(assign_offsets(appended, log.log_end_offset, 1))
+    assert log.max_timestamp() == (2000, 11)

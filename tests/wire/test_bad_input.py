@@ -156,7 +156,7 @@ def test_api_versions_advertises_registered(kcoord_node) -> None:
     assert err == 0
     got = {k: (lo, hi) for k, lo, hi in apis}
     assert got[0] == (0, 9)  # Produce: v0–2 advertised for librdkafka, rejected
-    assert got[1] == (4, 12) and got[2] == (1, 7) and got[3] == (0, 12)
+    assert got[1] == (4, 12) and got[2] == (1, 11) and got[3] == (0, 13)
     assert got[10] == (0, 6) and got[22] == (0, 4)
     # transaction protocol version 1: AddPartitionsToTxn goes to v4, the nodes' own verification
     # batches (KIP-890 part 1; clients send v3 at most), EndTxn and TxnOffsetCommit stop before v5

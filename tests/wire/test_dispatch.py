@@ -81,7 +81,7 @@ def test_api_versions_advertises_exactly_the_registry() -> None:
                                                                 client_software_version="1.0")), CONN))
     resp = decode(18, 3, out)
     assert resp.error_code == ErrorCode.none
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(3, 0, 12), (18, 0, 4), (60, 0, 2)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(3, 0, 13), (18, 0, 4), (60, 0, 2)]
     bad = asyncio.run(d.handle(frame(18, 3, ApiVersionsRequest(client_software_name="-bad-",
                                                                 client_software_version="1.0")), CONN))
     assert decode(18, 3, bad).error_code == ErrorCode.invalid_request
