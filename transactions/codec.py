@@ -1,9 +1,10 @@
 """Byte encoding of ``__transaction_state`` records, bit-compatible with Kafka's.
 
 Key: int16 version 0, then the transactional id (int16-length string). Value: int16 version,
-then the fields; written as v0 (what Kafka writes below transaction version 1), read as v0
-or v1 (flexible: compact encodings and tagged fields, whose tags are skipped). A null value
-is a tombstone.
+then the fields; written as v0 (what Kafka writes below transaction version 1) unless a
+transaction version 2 field is set, then as v1 (flexible: compact encodings and Kafka's tagged
+fields 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion; other tags are
+skipped). A null value is a tombstone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, state
 _TIMES = struct.Struct(">qq")  # last update, start
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -35,6 +37,8 @@ def encode_value(value: TxnValue | None) -> bytes | None:
         return None
     if value.state is TxnState.EMPTY and value.partitions:
         raise ValueError("an Empty transaction has no partitions")  # Kafka refuses it too
+    if value.previous_producer_id >= 0 or value.next_producer_id >= 0 or value.client_version > 0:
+        return _encode_flexible(value)
     out = [_I16.pack(0), _HEAD.pack(value.producer_id, value.producer_epoch, value.timeout_ms, value.state)]
     if value.state is TxnState.EMPTY:
         out.append(_I32.pack(-1))
@@ -48,6 +52,39 @@ def encode_value(value: TxnValue | None) -> bytes | None:
             out += [_I16.pack(len(raw)), raw, _I32.pack(len(parts)), struct.pack(f">{len(parts)}i", *parts)]
     out.append(_TIMES.pack(value.last_update_ms, value.start_ms))
     return b"".join(out)
+
+
+def _encode_flexible(value: TxnValue) -> bytes:
+    out = [_I16.pack(1), _HEAD.pack(value.producer_id, value.producer_epoch, value.timeout_ms, value.state)]
+    if value.state is TxnState.EMPTY:
+        out.append(_uvarint(0))  # null
+    else:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, p in sorted(value.partitions):
+            by_topic[topic].append(p)
+        out.append(_uvarint(len(by_topic) + 1))
+        for topic, parts in by_topic.items():
+            raw = topic.encode()
+            out += [_uvarint(len(raw) + 1), raw, _uvarint(len(parts) + 1), struct.pack(f">{len(parts)}i", *parts),
+                    _uvarint(0)]
+    out.append(_TIMES.pack(value.last_update_ms, value.start_ms))
+    tags = [(tag, raw) for tag, raw, default in (
+        (0, _I64.pack(value.previous_producer_id), value.previous_producer_id == -1),
+        (1, _I64.pack(value.next_producer_id), value.next_producer_id == -1),
+        (2, _I16.pack(value.client_version), value.client_version == 0)) if not default]
+    out.append(_uvarint(len(tags)))
+    for tag, raw in tags:
+        out += [_uvarint(tag), _uvarint(len(raw)), raw]
+    return b"".join(out)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:
@@ -85,10 +122,11 @@ def _decode_value(data: bytes) -> TxnValue:
             r.skip_tags()
     last_update, start = _TIMES.unpack_from(data, r.pos)
     r.pos += _TIMES.size
-    if flexible:
-        r.skip_tags()  # previous/next producer id, client transaction version: not used at TV1
+    tags = r.tags() if flexible else {}
+    previous, following = (_I64.unpack(tags[t])[0] if len(tags.get(t, b"")) == 8 else -1 for t in (0, 1))
+    version = _I16.unpack(tags[2])[0] if len(tags.get(2, b"")) == 2 else 0
     return TxnValue(pid, epoch, timeout, state, frozenset(parts) if state is not TxnState.EMPTY else frozenset(),
-                    last_update, start)
+                    last_update, start, previous, following, version)
 
 
 class _Reader:
@@ -132,6 +170,11 @@ class _Reader:
                 raise TxnRecordDecodeError("varint too long")
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        found = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            found[tag] = self._take(self.uvarint())
+        return found

@@ -35,6 +35,7 @@ class AddPartitions:
     producer_id: int
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
+    version: int = 1  # 2: added by a partition leader for a client that sent no AddPartitionsToTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +67,15 @@ class EndTxn:
     producer_id: int
     producer_epoch: int
     commit: bool
+    version: int = 1  # the client's transaction version: 2 (EndTxn v5+) bumps the epoch at every end
+    fresh_producer_id: int = -1  # an unused id, for an end whose bump exhausts the epoch (-1: none at hand)
 
 
 @dataclass(frozen=True, slots=True)
 class EndTxnResponse:
     error: TxnError
+    producer_id: int = -1  # version 2: the producer's id and epoch for its next transaction
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,7 @@ class WriteMarkers:
     producer_epoch: int
     commit: bool
     partitions: tuple[TopicPartition, ...]
+    version: int = 1  # 2: the epoch is the transaction's bumped one (above its data's)
 
 
 Request = InitProducerId | AddPartitions | VerifyPartitions | EndTxn | DescribeTransactions | ListTransactions

@@ -69,9 +69,11 @@ class TransactionShard:
             self.txns.pop(tid, None)
             return
         if md is None:
-            self.txns[tid] = TxnMetadata(value)
+            md = self.txns[tid] = TxnMetadata(value)
         else:
             md.value = value
+        if value.previous_producer_id >= 0:
+            md.previous_producer_id = value.previous_producer_id
         self._arm(tid, value)
 
     def durable_view(self) -> dict[str, TxnValue]:
@@ -103,7 +105,7 @@ class TransactionShard:
         elif isinstance(request, c.VerifyPartitions):
             response = self._verify(request)
         elif isinstance(request, c.EndTxn):
-            response = c.EndTxnResponse(self._end_txn(request))
+            response = self._end_txn_v2(request) if request.version >= 2 else c.EndTxnResponse(self._end_txn(request))
         elif isinstance(request, c.DescribeTransactions):
             response = self._describe(request)
         else:
@@ -122,7 +124,11 @@ class TransactionShard:
         if (md is not None and md.value.state is want and md.value.producer_id == producer_id
                 and md.value.producer_epoch == producer_epoch):
             done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-            self._write(transactional_id, replace(md.value, state=done, partitions=frozenset(),
+            v = md.value
+            if v.client_version >= 2 and v.next_producer_id >= 0:
+                # the epoch ran out: the producer goes on as the new id, from epoch 0
+                v = replace(v, producer_id=v.next_producer_id, producer_epoch=0, previous_producer_id=v.producer_id)
+            self._write(transactional_id, replace(v, state=done, partitions=frozenset(), next_producer_id=-1,
                                                 last_update_ms=self._now))
         return self._take()
 
@@ -204,7 +210,8 @@ class TransactionShard:
             return E.NONE
         start = v.start_ms if v.state is S.ONGOING else self._now
         self._write(r.transactional_id, replace(v, state=S.ONGOING, partitions=v.partitions | added,
-                                              start_ms=start, last_update_ms=self._now))
+                                              start_ms=start, last_update_ms=self._now,
+                                              client_version=_added_version(v, r.version)))
         return E.NONE
 
     def _verify(self, r: c.VerifyPartitions) -> c.AddPartitionsResponse:
@@ -233,6 +240,51 @@ class TransactionShard:
             return E.CONCURRENT_TRANSACTIONS
         return E.INVALID_TXN_STATE
 
+    def _end_txn_v2(self, r: c.EndTxn) -> c.EndTxnResponse:
+        """EndTxn of transaction version 2 (Kafka's table): every end bumps the epoch, so the
+        request's epoch tells a new end (the stored epoch) from a retry of the last one (one
+        below it, or the last epoch of the id before a rotation). An abort with nothing open is
+        an end too: it bumps the epoch."""
+        tid = r.transactional_id
+        if not tid:
+            return c.EndTxnResponse(E.INVALID_REQUEST)
+        md = self.txns.get(tid)
+        if md is None:
+            return c.EndTxnResponse(E.INVALID_PRODUCER_ID_MAPPING)
+        v = md.value
+        retry_on_overflow = (md.previous_producer_id == r.producer_id and r.producer_epoch == MAX_EPOCH - 1
+                             and v.producer_epoch == 0)
+        retry_on_bump = v.producer_epoch == r.producer_epoch + 1
+        if v.state in PREPARING:
+            valid = retry_on_bump
+        elif v.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or r.producer_epoch == v.producer_epoch
+        else:
+            valid = r.producer_epoch == v.producer_epoch
+        retry = retry_on_bump or retry_on_overflow
+        if v.producer_id != r.producer_id and not retry_on_overflow:
+            return c.EndTxnResponse(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return c.EndTxnResponse(E.PRODUCER_FENCED)
+        done, deciding = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if r.commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        if v.state is S.ONGOING or (not r.commit and not retry and v.state in IDLE):
+            next_pid = -1
+            if epoch_exhausted(v.producer_epoch):
+                if r.fresh_producer_id < 0:
+                    return c.EndTxnResponse(E.COORDINATOR_LOAD_IN_PROGRESS)  # retried once an id is at hand
+                next_pid = r.fresh_producer_id
+            start = v.start_ms if v.state is S.ONGOING else self._now  # an abort of nothing starts now
+            decided = self._decide(tid, replace(v, producer_epoch=v.producer_epoch + 1, next_producer_id=next_pid,
+                                                client_version=2, start_ms=start), r.commit)
+            if next_pid >= 0:
+                return c.EndTxnResponse(E.NONE, next_pid, 0)
+            return c.EndTxnResponse(E.NONE, decided.producer_id, decided.producer_epoch)
+        if v.state is done and retry:
+            return c.EndTxnResponse(E.NONE, v.producer_id, v.producer_epoch)
+        if v.state is deciding:
+            return c.EndTxnResponse(E.CONCURRENT_TRANSACTIONS)
+        return c.EndTxnResponse(E.INVALID_TXN_STATE)
+
     def _producer(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[TxnValue | None, TxnError]:
         """The id's state if the request comes from its current producer, else why not (Kafka's
         order: the id, the producer id, then the epoch)."""
@@ -249,15 +301,19 @@ class TransactionShard:
         """Abort the open transaction at the next epoch, so its producer is fenced (Kafka's
         PrepareEpochFence path, taken by InitProducerId and by the transaction timeout)."""
         v = md.value
-        epoch = v.producer_epoch if v.producer_epoch >= MAX_EPOCH else v.producer_epoch + 1
+        # Version 2: the fence and the end's own bump, so the fenced producer's epoch is not one
+        # below the stored one (which would read as a retry of this end, and be let through).
+        bumps = 2 if v.client_version >= 2 else 1
+        epoch = min(v.producer_epoch + bumps, MAX_EPOCH)
         self._decide(tid, replace(v, producer_epoch=epoch), commit=False)
         md.last_epoch = -1
 
-    def _decide(self, tid: str, v: TxnValue, commit: bool) -> None:
+    def _decide(self, tid: str, v: TxnValue, commit: bool) -> TxnValue:
         state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         value = replace(v, state=state, last_update_ms=self._now)
         self._write(tid, value)
         self._out.markers.append(_markers(tid, value))
+        return value
 
     # ================================================================ reads
 
@@ -319,10 +375,17 @@ class TransactionShard:
             heapq.heappush(self._deadlines, (v.last_update_ms + self.config.id_expiration_ms, tid))
 
 
+def _added_version(v: TxnValue, version: int) -> int:
+    """The client version of a transaction a partition is added to: a new one takes the adding
+    request's (2, or 0 for version 1, written as before); an open one keeps the highest seen."""
+    asked = 2 if version >= 2 else 0
+    return max(v.client_version, asked) if v.state is S.ONGOING else asked
+
+
 def _is_open(v: TxnValue | None) -> bool:
     return v is not None and (v.state is S.ONGOING or v.state in PREPARING)
 
 
 def _markers(tid: str, v: TxnValue) -> c.WriteMarkers:
     return c.WriteMarkers(tid, v.producer_id, v.producer_epoch, v.state is S.PREPARE_COMMIT,
-                          tuple(sorted(v.partitions)))
+                          tuple(sorted(v.partitions)), 2 if v.client_version >= 2 else 1)

@@ -3,6 +3,8 @@ TransactionMetadataTest and TransactionStateManagerTest, restated for a pure sha
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from transactions import commands as c
@@ -444,3 +446,130 @@ def test_producer_fenced_is_downgraded_for_old_request_versions() -> None:
     assert for_version(E.PRODUCER_FENCED, 1, fenced_since=2) is E.INVALID_PRODUCER_EPOCH
     assert for_version(E.PRODUCER_FENCED, 2, fenced_since=2) is E.PRODUCER_FENCED
     assert for_version(E.CONCURRENT_TRANSACTIONS, 0, fenced_since=2) is E.CONCURRENT_TRANSACTIONS
+
+
+# ---------------------------------------------------------------- transaction version 2 (KIP-890 part 2)
+
+def _end2(h: Harness, pid: int, epoch: int, commit: bool, fresh: int = -1) -> tuple[c.EndTxnResponse, Result]:
+    r, out = h.ask(c.EndTxn(TID, pid, epoch, commit, version=2, fresh_producer_id=fresh))
+    assert isinstance(r, c.EndTxnResponse)
+    return r, out
+
+
+def _add2(h: Harness, pid: int, epoch: int, *tps: tuple[str, int]) -> TxnError:
+    r, _ = h.ask(c.AddPartitions(TID, pid, epoch, tps or (TP,), version=2))
+    assert isinstance(r, c.AddPartitionsResponse)
+    return r.error
+
+
+def _complete(h: Harness, out: Result) -> None:
+    (m,) = out.markers
+    h.markers_done(m)
+
+
+def test_v2_end_bumps_the_epoch_and_answers_the_new_one(h: Harness) -> None:
+    """testBumpTransactionalEpochWithTV2Enabled: the decision is written at the next epoch, its
+    markers carry that epoch (version 2), and the producer is told it for its next transaction."""
+    r = h.init()
+    pid = r.producer_id
+    assert _add2(h, pid, 0) is E.NONE and h.state().client_version == 2
+    resp, out = _end2(h, pid, 0, True)
+    assert (resp.error, resp.producer_id, resp.producer_epoch) == (E.NONE, pid, 1)
+    assert h.state().state is S.PREPARE_COMMIT and h.state().producer_epoch == 1
+    assert out.markers == [c.WriteMarkers(TID, pid, 1, True, (TP,), 2)]
+    _complete(h, out)
+    assert (h.state().state, h.state().producer_epoch) == (S.COMPLETE_COMMIT, 1)
+    assert _add2(h, pid, 0) is E.PRODUCER_FENCED  # the old epoch is done with
+    assert _add2(h, pid, 1) is E.NONE
+
+
+def test_end_txn_when_status_is_complete_commit_and_result_is_commit_in_v2(h: Harness) -> None:
+    """testEndTxnWhenStatusIsCompleteCommitAndResultIsCommitInV2: a retry (the epoch before the
+    bump) is answered NONE with the current id and epoch; the same epoch again is not a retry."""
+    pid = h.init().producer_id
+    _add2(h, pid, 0)
+    _, out = _end2(h, pid, 0, True)
+    retry, _ = _end2(h, pid, 0, True)  # while the markers are written
+    assert retry.error is E.CONCURRENT_TRANSACTIONS
+    _complete(h, out)
+    retry, _ = _end2(h, pid, 0, True)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (E.NONE, pid, 1)
+    assert _end2(h, pid, 1, True)[0].error is E.INVALID_TXN_STATE  # a new commit of nothing
+    assert _end2(h, pid, 0, False)[0].error is E.INVALID_TXN_STATE  # an abort retry of a commit
+
+
+# (state reached, result, retry?) -> error, as Kafka's table for version 2 (EB: an epoch bump, NONE)
+_V2_TABLE = [
+    ("empty", False, True, E.PRODUCER_FENCED), ("empty", False, False, E.NONE),
+    ("empty", True, True, E.PRODUCER_FENCED), ("empty", True, False, E.INVALID_TXN_STATE),
+    ("abort", False, True, E.NONE), ("abort", False, False, E.NONE),
+    ("abort", True, True, E.INVALID_TXN_STATE), ("abort", True, False, E.INVALID_TXN_STATE),
+    ("commit", False, True, E.INVALID_TXN_STATE), ("commit", False, False, E.NONE),
+    ("commit", True, True, E.NONE), ("commit", True, False, E.INVALID_TXN_STATE),
+]
+
+
+@pytest.mark.parametrize(("reached", "commit", "retry", "expected"), _V2_TABLE)
+def test_v2_end_txn_table(h: Harness, reached: str, commit: bool, retry: bool, expected: TxnError) -> None:
+    pid = h.init().producer_id
+    epoch = 0
+    if reached != "empty":
+        _add2(h, pid, 0)
+        _, out = _end2(h, pid, 0, reached == "commit")
+        _complete(h, out)
+        epoch = 1
+    asked = epoch - 1 if retry else epoch
+    before = h.state()
+    resp, out = _end2(h, pid, asked, commit)
+    assert resp.error is expected
+    if expected is E.NONE and not retry:  # an epoch bump: an abort of nothing open
+        assert h.state().state is S.PREPARE_ABORT and h.state().producer_epoch == epoch + 1
+        assert (resp.producer_id, resp.producer_epoch) == (pid, epoch + 1)
+        assert out.markers == [c.WriteMarkers(TID, pid, epoch + 1, False, (), 2)]
+        assert h.state().start_ms == h.now  # testTransitFromEmptyToPrepareAbortInV2
+    elif expected is E.NONE:
+        assert (resp.producer_id, resp.producer_epoch) == (pid, epoch) and h.state() == before
+    else:
+        assert not out.records and (resp.producer_id, resp.producer_epoch) == (-1, -1)
+
+
+def test_epoch_bump_on_end_txn_overflow(h: Harness) -> None:
+    """testEpochBumpOnEndTxnOverflow: an end at the last usable epoch goes to the reserved one
+    with a new producer id waiting; once complete the producer is the new id at epoch 0, and a
+    retry of that end (the old id's last epoch) is answered with it (retryOnOverflow)."""
+    h.init(fresh=7)
+    h.shard.txns[TID].value = replace(h.state(), producer_epoch=MAX_EPOCH - 1)
+    h.log.append(TxnRecord(TID, h.state()))
+    assert _add2(h, 7, MAX_EPOCH - 1) is E.NONE
+    assert _end2(h, 7, MAX_EPOCH - 1, True)[0].error is E.COORDINATOR_LOAD_IN_PROGRESS  # no id at hand: retried
+    resp, out = _end2(h, 7, MAX_EPOCH - 1, True, fresh=8)
+    assert (resp.error, resp.producer_id, resp.producer_epoch) == (E.NONE, 8, 0)
+    assert (h.state().producer_id, h.state().producer_epoch, h.state().next_producer_id) == (7, MAX_EPOCH, 8)
+    assert out.markers == [c.WriteMarkers(TID, 7, MAX_EPOCH, True, (TP,), 2)]
+    _complete(h, out)
+    v = h.state()
+    assert (v.state, v.producer_id, v.producer_epoch, v.previous_producer_id, v.next_producer_id) == (
+        S.COMPLETE_COMMIT, 8, 0, 7, -1)
+    retry, _ = _end2(h, 7, MAX_EPOCH - 1, True)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (E.NONE, 8, 0)
+    assert _add2(h, 8, 0) is E.NONE and _add2(h, 7, MAX_EPOCH - 1) is E.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_a_version_2_producer_fenced_by_timeout_cannot_pass_for_a_retry(h: Harness) -> None:
+    """A timed-out version 2 transaction is aborted two epochs up (the fence and the end's own
+    bump): the fenced producer's end is not one below the stored epoch, so it is fenced, not
+    answered as a retry of the abort."""
+    pid = h.init(timeout_ms=1000).producer_id
+    _add2(h, pid, 0)
+    out = h.tick(1001)
+    assert h.state().state is S.PREPARE_ABORT and h.state().producer_epoch == 2
+    _complete(h, out)
+    assert _end2(h, pid, 0, False)[0].error is E.PRODUCER_FENCED
+
+
+def test_a_version_1_transaction_is_written_as_before(h: Harness) -> None:
+    pid = h.init().producer_id
+    h.add(pid, 0)
+    assert h.state().client_version == 0
+    err, out = h.end(pid, 0, True)
+    assert err is E.NONE and out.markers == [c.WriteMarkers(TID, pid, 0, True, (TP,), 1)]
