@@ -69,6 +69,7 @@ class Err(IntEnum):
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     INVALID_RECORD = 87
+    TRANSACTION_ABORTABLE = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +87,16 @@ _VERIFY_RETRIABLE = frozenset({13, 14, 15, 16, 51})  # network, load in progress
 Verifier = Callable[[int, int], Awaitable[int]]
 
 
-def _verification_error(code: int) -> ProduceResult | None:
+def _verification_error(code: int, abortable: bool = False) -> ProduceResult | None:
+    """``abortable``: the client reads TRANSACTION_ABORTABLE (Produce v11+), the error Kafka
+    answers then for a partition outside the transaction (older clients: INVALID_TXN_STATE)."""
     if code == 0:
         return None
     if code in (47, 90):
         return ProduceResult(Err.INVALID_PRODUCER_EPOCH, message="The producer was fenced")
     if code in _VERIFY_RETRIABLE:
         return ProduceResult(Err.NOT_ENOUGH_REPLICAS, message=f"Transaction verification incomplete ({code})")
-    return ProduceResult(Err.INVALID_TXN_STATE,
+    return ProduceResult(Err.TRANSACTION_ABORTABLE if abortable and code == 120 else Err.INVALID_TXN_STATE,
                          message=f"The partition is not part of the producer's open transaction ({code})")
 
 
@@ -115,9 +118,11 @@ class DataPartition:
         self._epochs_exact: Callable[[], bool] = lambda: True
         self._waiters: set[asyncio.Future[None]] = set()
         self._in_flight: dict[tuple[int, int, int], asyncio.Future[ProduceResult]] = {}
-        # KIP-890 part 1: producer id -> (epoch, guard) of a verification under way or passed; a
-        # marker for the producer removes it, so a batch verified before a marker is refused after
-        self._verified: dict[int, tuple[int, object]] = {}
+        # KIP-890 part 1: producer id -> (epoch, guard, version 2?) of a verification under way or
+        # passed; a marker for the producer removes it, so a batch verified before a marker is
+        # refused after (except a version 2 batch and a marker at its epoch: that marker ends the
+        # producer's previous transaction, whose end bumped the epoch to the batch's)
+        self._verified: dict[int, tuple[int, object, bool]] = {}
 
     def attach(self, rlog: ReplicatedLog, epochs_exact: Callable[[], bool] = lambda: True) -> None:
         """Cluster mode: replicate through Raft; the DataLog is written by the applied entries.
@@ -171,12 +176,16 @@ class DataPartition:
 
     async def produce(self, records: bytes | None, timeout_s: float = 30.0, *,
                       transactional: bool = False, verify: Verifier | None = None,
-                      budget: InflateBudget | None = None) -> ProduceResult:
+                      budget: InflateBudget | None = None, version2: bool = False,
+                      abortable: bool = False) -> ProduceResult:
         """Append one producer batch; answered once a majority holds it, or with
         REQUEST_TIMED_OUT after ``timeout_s`` (the request's timeout: the batch may still be
         committed, as with Kafka). ``transactional``: the request names a transactional id.
         ``verify(producer_id, epoch)`` asks the transaction coordinator whether this partition is
-        in the producer's open transaction; it is asked before a transactional batch opens one."""
+        in the producer's open transaction; it is asked before a transactional batch opens one.
+        ``version2``: transaction version 2 (Produce v12+), where ``verify`` adds the partition to
+        the transaction, and a transaction open here at an older epoch is the producer's previous
+        one, whose marker is still to come. ``abortable``: the client reads TRANSACTION_ABORTABLE."""
         if not records:
             return ProduceResult(Err.INVALID_RECORD)  # no message, as Kafka answers it (tests/diff)
         try:
@@ -209,8 +218,8 @@ class DataPartition:
         if not hdr.is_transactional and hdr.producer_id >= 0 and self.data.txns.is_open(hdr.producer_id):
             return ProduceResult(Err.INVALID_TXN_STATE,
                                  message=f"Producer {hdr.producer_id} has a transaction open on this partition")
-        if hdr.is_transactional and verify is not None and not self.data.txns.is_open(hdr.producer_id):
-            refused = await self._verify(hdr, verify)
+        if hdr.is_transactional and verify is not None and not self._open_for(hdr, version2):
+            refused = await self._verify(hdr, verify, version2, abortable)
             if refused is not None:
                 return refused
         if hdr.producer_id < 0:
@@ -234,20 +243,27 @@ class DataPartition:
         fut.set_result(result)
         return result
 
-    async def _verify(self, hdr: BatchHeader, verify: Verifier) -> ProduceResult | None:
+    def _open_for(self, hdr: BatchHeader, version2: bool) -> bool:
+        """Whether the batch's transaction is open here already (nothing to ask the coordinator)."""
+        if version2:
+            return self.data.txn_open_at(hdr.producer_id, hdr.producer_epoch)
+        return self.data.txns.is_open(hdr.producer_id)
+
+    async def _verify(self, hdr: BatchHeader, verify: Verifier, version2: bool = False,
+                      abortable: bool = False) -> ProduceResult | None:
         """Verify with the coordinator; then refuse the batch if a marker for its producer came in
         meanwhile (the transaction the answer was about is over: Kafka's verification guard). The
         check and the append that follows run without a pause, so no marker can slip between."""
         pid, epoch = hdr.producer_id, hdr.producer_epoch
         entry = self._verified.get(pid)
-        if entry is None or entry[0] != epoch:
-            entry = (epoch, object())
+        if entry is None or entry[0] != epoch or entry[2] != version2:
+            entry = (epoch, object(), version2)
             self._verified[pid] = entry
-        refused = _verification_error(await verify(pid, epoch))
+        refused = _verification_error(await verify(pid, epoch), abortable)
         if refused is not None:
             return refused
-        if self._verified.get(pid) is not entry and not self.data.txns.is_open(pid):
-            return ProduceResult(Err.INVALID_TXN_STATE,
+        if self._verified.get(pid) is not entry and not self._open_for(hdr, version2):
+            return ProduceResult(Err.TRANSACTION_ABORTABLE if abortable else Err.INVALID_TXN_STATE,
                                  message=f"Producer {pid}'s transaction ended while the batch was verified")
         return None
 
@@ -283,8 +299,12 @@ class DataPartition:
         if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
             return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
                                  message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")
-        # Only a marker that is written voids a verification (a deposed coordinator's is not).
-        self._verified.pop(producer_id, None)
+        # Only a marker that is written voids a verification (a deposed coordinator's is not), and
+        # not a version 2 one at the verified batch's epoch: that marker closes the transaction
+        # before it (its end bumped the epoch the batch carries).
+        entry = self._verified.get(producer_id)
+        if entry is not None and not (entry[2] and entry[0] == producer_epoch):
+            del self._verified[producer_id]
         batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)

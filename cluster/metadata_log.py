@@ -51,8 +51,12 @@ from cluster.topic_configs import ConfigError, altered
 # and keeps leader epochs, so once every node does, clients are told epochs (``EXACT_EPOCHS``).
 # Version 8: a group's own configs (``AlterGroupConfigs``), the nodes' dynamic settings
 # (``AlterBrokerConfigs``), and a state record that holds them.
-METADATA_VERSION = 8
+# Version 9: no record of its own. A node that reads it serves transaction version 2 (EndTxn v5,
+# Produce v12, TxnOffsetCommit v5, partitions added by their leaders), so once every node does,
+# ApiVersions finalizes ``transaction.version`` 2 (``TRANSACTION_V2``).
+METADATA_VERSION = 9
 EXACT_EPOCHS = 7
+TRANSACTION_V2 = 9
 WRITES = 1
 NEW_KINDS = frozenset({"topic_configs", "partitions"})
 V3_KINDS = frozenset({"voter"})

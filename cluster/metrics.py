@@ -84,6 +84,9 @@ TXN_OPEN = Gauge("kcoord_transactions_open",
                  registry=REGISTRY)
 TXN_ENDED = Counter("kcoord_transactions_ended", "Transactions completed here (every marker written), by result",
                     ["result"], registry=REGISTRY)
+TXN_REQUESTS = Counter("kcoord_transaction_requests", "Requests of the transaction protocol, by API and protocol "
+                       "version (1: clients add partitions themselves; 2: KIP-890's, leaders add them)",
+                       ["api", "protocol"], registry=REGISTRY)
 PARTITION_TERM = Gauge("kcoord_partition_term", "Raft term (leader epoch) this node knows for the partition",
                        ["partition"], registry=REGISTRY)
 OPEN_FDS = Gauge("kcoord_open_fds", "Descriptors the node has open, at its last check (every 10 s and each "
@@ -177,6 +180,12 @@ def observe_shard_load(partition: int, seconds: float) -> None:
 
 def set_open_transactions(n: int) -> None:
     TXN_OPEN.set(n)
+
+
+def count_transaction_request(api: str, protocol: int) -> None:
+    """A request of transaction protocol ``protocol``: a client's AddPartitionsToTxn, AddOffsetsToTxn,
+    EndTxn or TxnOffsetCommit, or a partition leader's add for a version 2 client."""
+    TXN_REQUESTS.labels(api, str(protocol)).inc()
 
 
 def count_transaction_end(commit: bool) -> None:

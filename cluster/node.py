@@ -247,8 +247,8 @@ class Node:
         return pid
 
     async def verify_txn_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                                   partition: int) -> int:
-        return await self.txn_api.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+                                   partition: int, add: bool = False) -> int:
+        return await self.txn_api.verify(transactional_id, producer_id, producer_epoch, topic, partition, add)
 
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int) -> int:

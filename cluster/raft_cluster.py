@@ -44,6 +44,7 @@ from cluster.metadata import (
 from cluster.metadata_log import (
     EXACT_EPOCHS,
     METADATA_VERSION,
+    UNREGISTERED_READS,
     AddNode,
     AlterBrokerConfigs,
     AlterGroupConfigs,
@@ -228,6 +229,8 @@ class RaftCluster:
         self._init_sent = False
         self._exact_for: object = None  # the metadata state epochs_exact was last worked out for
         self._exact = False
+        self._lowest_for: object = None  # the metadata state lowest_metadata_version was worked out for
+        self._lowest = UNREGISTERED_READS
         self._missing = False  # a data partition could not be opened yet (retried)
         self._task: asyncio.Task[None] | None = None
         self._faults_task: asyncio.Task[None] | None = None
@@ -488,6 +491,15 @@ class RaftCluster:
             self._exact_for = state
             self._exact = version_refusal(state, self.replica_ids(), EXACT_EPOCHS) is None
         return self._exact
+
+    def lowest_metadata_version(self) -> int:
+        state = self.state
+        if self._lowest_for is not state:
+            self._lowest_for = state
+            reads = state.get("reads") or {}
+            self._lowest = min((int(reads.get(n, [None, UNREGISTERED_READS])[1]) for n in self.replica_ids()),
+                               default=UNREGISTERED_READS)
+        return self._lowest
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         t = self.metadata.topics.get(topic)

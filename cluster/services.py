@@ -97,9 +97,9 @@ class Producers(Protocol):
     async def allocate_producer_id(self) -> int: ...
 
     async def verify_txn_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                                   partition: int) -> int:
+                                   partition: int, add: bool = False) -> int:
         """The transaction coordinator's answer (a Kafka error code) to: is this partition in the
-        producer's open transaction? (KIP-890 part 1)"""
+        producer's open transaction? (KIP-890 part 1) With ``add`` (part 2), it is added."""
         ...
 
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,

@@ -22,7 +22,7 @@ from cluster.metadata import (
     TopicMeta,
     partition_limit_message,
 )
-from cluster.metadata_log import UNKNOWN_TOPIC
+from cluster.metadata_log import METADATA_VERSION, UNKNOWN_TOPIC
 from cluster.offsets_compaction import compact_offsets
 from cluster.security.access import matching
 from cluster.security.authorizer import AclFilter
@@ -123,6 +123,9 @@ class SingleNodeTopology:
 
     def epochs_exact(self) -> bool:
         return True
+
+    def lowest_metadata_version(self) -> int:
+        return METADATA_VERSION
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         t = self.metadata.topics.get(topic)

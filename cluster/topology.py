@@ -106,6 +106,11 @@ class Topology(Protocol):
         """Whether clients are told leader epochs (and OffsetForLeaderEpoch is advertised)."""
         ...
 
+    def lowest_metadata_version(self) -> int:
+        """The newest metadata version every node of the cluster reads (what its oldest release
+        can do: the finalized features follow it)."""
+        ...
+
     def partition(self, topic: str, partition: int) -> DataPartition | None:
         """The data partition this node holds (None: unknown or not open here)."""
         ...

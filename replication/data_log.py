@@ -1055,6 +1055,14 @@ class DataLog:
         with self.lock:
             return self._max_timestamp_unlocked()
 
+    def txn_open_at(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at ``producer_epoch`` (under
+        transaction version 2 one open at an older epoch is its previous transaction, whose
+        marker has not come yet)."""
+        with self.lock:
+            entry = self.producer_state.producers.get(producer_id)
+            return self.txns.is_open(producer_id) and entry is not None and entry.epoch == producer_epoch
+
     def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
         """Kafka's DescribeProducers view: per producer id, its epoch, last sequence and timestamp
         (-1 if none kept), the coordinator epoch of its last marker (-1) and the first offset of its

@@ -10,10 +10,10 @@ from kio.schema.errors import ErrorCode
 from cluster import features
 from cluster.apis.common import ZERO, mk, resp_mod, version_of
 from cluster.dispatch import RequestContext
-from cluster.services import Registers, Registrar
+from cluster.services import Placement, Registers, Registrar
 
 
-class Needs(Registers, Protocol):
+class Needs(Registers, Placement, Protocol):
     """What this module uses of its node (``cluster.services``)."""
 
 
@@ -21,7 +21,9 @@ API_KEY = 18
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def build_response(registry: Registrar, version: int, error: ErrorCode) -> Any:
+def build_response(registry: Registrar, version: int, error: ErrorCode, lowest_metadata_version: int = 0) -> Any:
+    """The answer; ``lowest_metadata_version``: what every node reads (the finalized features
+    follow it; 0 in an error answer, which carries none)."""
     m = resp_mod(API_KEY, version)
     keys = tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in registry.advertised())
     if error is ErrorCode.invalid_request:
@@ -31,10 +33,10 @@ def build_response(registry: Registrar, version: int, error: ErrorCode) -> Any:
     return mk(m.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=ZERO,
               supported_features=tuple(m.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                                        for n, lo, hi in features.supported(version)),
-              finalized_features_epoch=features.FINALIZED_EPOCH,
+              finalized_features_epoch=lowest_metadata_version,
               finalized_features=tuple(m.FinalizedFeatureKey(name=n, min_version_level=level,
                                                              max_version_level=level)
-                                       for n, level in features.finalized()))
+                                       for n, level in features.finalized(lowest_metadata_version)))
 
 
 def unsupported_version_response(registry: Registrar) -> Any:
@@ -49,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if v >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                        and _SOFTWARE.match(request.client_software_version or "")):
         return build_response(node.registry, v, ErrorCode.invalid_request)
-    return build_response(node.registry, v, ErrorCode.none)
+    return build_response(node.registry, v, ErrorCode.none, node.topology.lowest_metadata_version())
 
 
 def register(node: Needs) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as KErr
 
+from cluster import metrics
 from cluster.apis.common import ZERO, has_field, mk, resp_mod, to_ms, version_of
 from cluster.codec import (
     RequestHeader,
@@ -58,7 +59,7 @@ RANGES = {
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
-    TXN_OFFSET_COMMIT: (0, 4),  # v5 means KIP-890's transaction version 2 (not served)
+    TXN_OFFSET_COMMIT: (0, 5),  # v5: transaction version 2 (KIP-890 part 2), the group's partition added here
 }
 
 
@@ -83,7 +84,7 @@ class GroupApi:
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
         # KIP-890 guards of verified TxnOffsetCommits: (partition, producer id) -> guard; a marker
         # for the producer removes it (see DataPartition._verify)
-        self._verified: dict[tuple[int, int], object] = {}
+        self._verified: dict[tuple[int, int], tuple[object, int, bool]] = {}  # -> (guard, epoch, version 2)
 
     async def start(self) -> None:
         await self.driver.start()
@@ -337,6 +338,7 @@ class GroupApi:
         coordinator is asked first (KIP-890 part 1), so a late commit of a finished transaction
         cannot leave offsets pending that no marker will ever resolve."""
         v = version_of(req)
+        metrics.count_transaction_request("TxnOffsetCommit", 2 if v >= 5 else 1)
         known, unknown, _ = self._commits(req.topics)  # names only below TxnOffsetCommit v6
         denied = self._unreadable(ctx, known, unknown)
         results: dict[str, list[tuple[int, ErrorCode]]] = {t: [(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps]
@@ -371,13 +373,17 @@ class GroupApi:
         outside the transaction INVALID_TXN_STATE (v<4) or TRANSACTION_ABORTABLE, the rest as is."""
         partition = self.partition(req.group_id)
         pid, epoch = int(req.producer_id), int(req.producer_epoch)
-        guard = self._verified.setdefault((partition, pid), object())
-        code = await self.node.verify_txn_partition(req.transactional_id, pid, epoch, OFFSETS_TOPIC, partition)
+        version2 = version >= 5  # the client sent no AddOffsetsToTxn: the partition is added here
+        guard = self._verified.get((partition, pid))
+        if guard is None or guard[1:] != (epoch, version2):
+            guard = self._verified[(partition, pid)] = (object(), epoch, version2)
+        code = await self.node.verify_txn_partition(req.transactional_id, pid, epoch, OFFSETS_TOPIC, partition,
+                                                    add=version2)
         if code == 0 and self._verified.get((partition, pid)) is not guard:
             code = 120  # a marker for this producer came in meanwhile: that transaction is over
         if code == 0:
             return None
-        if code == 13:
+        if code in (13, 51):  # (51: the producer's previous transaction still completing, past the retries)
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if code == 90:
             return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -392,7 +398,11 @@ class GroupApi:
                               coordinator_epoch: int) -> ErrorCode:
         """A transaction marker for ``__consumer_offsets`` partition ``partition``: its pending
         offsets are installed or dropped once the marker is committed."""
-        self._verified.pop((partition, producer_id), None)
+        guard = self._verified.get((partition, producer_id))
+        if guard is not None and not (guard[2] and guard[1] == producer_epoch):
+            # (a version 2 marker at the verified commit's epoch ends the producer's previous
+            # transaction: its end bumped the epoch the commit carries)
+            del self._verified[(partition, producer_id)]
         resp = await self.driver.call(partition, c.EndTxnMarkerRequest(producer_id, producer_epoch, commit,
                                                                         coordinator_epoch))
         assert isinstance(resp, c.EndTxnMarkerResponse)

@@ -1,5 +1,6 @@
-"""Produce (0): advertised v0–9 (librdkafka needs v0 in the range, KAFKA-18659), served
-v3–9; v0–2 are rejected (no kio schema → the connection is closed, as Kafka 4 rejects
+"""Produce (0): advertised v0–12 (librdkafka needs v0 in the range, KAFKA-18659), served
+v3–12 (v11: TRANSACTION_ABORTABLE for a partition outside the transaction; v12: transaction
+version 2, the leader adds the partition to the transaction); v0–2 are rejected (no kio schema → the connection is closed, as Kafka 4 rejects
 them). acks=0 sends no response at all; acks=1 and acks=-1 are the same on one node.
 
 InitProducerId (22) for an idempotent producer is answered here; ``cluster.apis.transactions``
@@ -78,9 +79,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if part is None:
                 parts.append(_part(m, p.index, ErrorCode.unknown_topic_or_partition))  # no message, as Kafka
                 continue
-            verify = None if tid is None else _verifier(node, tid, t.name, p.index)
+            version2 = ctx.api_version >= 12  # transaction version 2: the leader adds the partition
+            verify = None if tid is None else _verifier(node, tid, t.name, p.index, version2)
             res = await part.produce(bytes(p.records) if p.records is not None else None, timeout_s,
-                                     transactional=tid is not None, verify=verify, budget=budget)
+                                     transactional=tid is not None, verify=verify, budget=budget,
+                                     version2=version2, abortable=ctx.api_version >= 11)
             if res.error:
                 log.info("event=produce_rejected topic=%s partition=%d error=%s detail=%r client_id=%r",
                          t.name, p.index, res.error.name, res.message, ctx.client_id)
@@ -103,9 +106,9 @@ def _refused(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return build_error(request, code)
 
 
-def _verifier(node: Needs, transactional_id: str, topic: str, partition: int) -> Any:
+def _verifier(node: Needs, transactional_id: str, topic: str, partition: int, add: bool) -> Any:
     async def verify(producer_id: int, producer_epoch: int) -> int:
-        return await node.verify_txn_partition(transactional_id, producer_id, producer_epoch, topic, partition)
+        return await node.verify_txn_partition(transactional_id, producer_id, producer_epoch, topic, partition, add)
     return verify
 
 
@@ -127,4 +130,4 @@ async def handle_init_pid(ctx: RequestContext, request: Any) -> Any:
 
 
 def register(node: Needs) -> None:
-    node.registry.register(PRODUCE_KEY, 3, 9, handle, advertised_min=0, error_response=build_error)
+    node.registry.register(PRODUCE_KEY, 3, 12, handle, advertised_min=0, error_response=build_error)

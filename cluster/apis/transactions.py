@@ -1,24 +1,28 @@
-"""The transaction coordinator's APIs: InitProducerId with a transactional id (22),
-AddPartitionsToTxn (24) v0-3 from clients and v4 from the other nodes, AddOffsetsToTxn (25) v0-4,
-EndTxn (26) v0-4, DescribeTransactions (65) v0 and ListTransactions (66) v0-1.
+"""The transaction coordinator's APIs: InitProducerId with a transactional id (22) v0-5,
+AddPartitionsToTxn (24) v0-3 from clients and v4-5 from partition leaders, AddOffsetsToTxn (25)
+v0-4, EndTxn (26) v0-5, DescribeTransactions (65) v0 and ListTransactions (66) v0-1.
 
-Transaction protocol version 1 only: EndTxn v5 is not advertised and the ``transaction.version``
-feature is not finalized in ApiVersions, so clients stay on version 1 (clients send
-AddPartitionsToTxn v3 at most). Partition leaders verify a transactional batch that would open a
-transaction on their partition against the coordinator (KIP-890 part 1, ``verify``): directly when
-the coordinator is on the same node, else with a VerifyOnly AddPartitionsToTxn v4 batch.
+Both transaction protocol versions: a request's version says which (EndTxn v5, Produce v12 and
+TxnOffsetCommit v5 are version 2, KIP-890 part 2: every end bumps the epoch, and partitions join
+the transaction when a batch or a commit reaches them, added by their leader). Partition leaders
+verify a version 1 transactional batch that would open a transaction on their partition against
+the coordinator (KIP-890 part 1, ``verify``), and add a version 2 one: directly when the
+coordinator is on the same node, else with an AddPartitionsToTxn v4 batch (VerifyOnly for
+version 1).
 A transactional id lives in ``__transaction_state`` partition ``partition_for(id, m)``; a node
 that does not lead it answers NOT_COORDINATOR and the client looks it up again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from cluster import metrics
 from cluster.apis import produce
 from cluster.apis.common import ZERO, mk, req_mod, resp_mod, to_ms, version_of
 from cluster.dispatch import RequestContext
@@ -32,7 +36,7 @@ from coordinator.partitioner import partition_for
 from replication.api import ReplicationError
 from transactions import commands as c
 from transactions.errors import TxnError, for_version
-from transactions.state import TxnState
+from transactions.state import MAX_EPOCH, TxnState
 
 
 class Needs(Registers, Placement, Identity, Catalog, Producers, Guarded, Protocol):
@@ -41,6 +45,10 @@ class Needs(Registers, Placement, Identity, Catalog, Producers, Guarded, Protoco
 
 INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, DESCRIBE_TXNS, LIST_TXNS = 22, 24, 25, 26, 65, 66
 NETWORK_EXCEPTION = 13
+# A partition leader's adds that find the producer's previous transaction still completing are
+# tried again after these pauses (Kafka: add.partitions.to.txn.retry.backoff(.max).ms, 20-100 ms),
+# about 5 s in all, then the producer is told to retry its batch.
+ADD_RETRY_DELAYS_S = (0.02, 0.04, 0.08) + (0.1,) * 48
 # The first version of each API that may carry PRODUCER_FENCED (older ones are told 47).
 _FENCED_SINCE = {INIT_PID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN: 2}
 log = logging.getLogger("kcoord.api.transactions")
@@ -101,6 +109,7 @@ class TxnApi:
         v = version_of(req)
         if v >= 4:
             return await self._add_partitions_batch(req)
+        metrics.count_transaction_request("AddPartitionsToTxn", 1)
         tid = req.v3_and_below_transactional_id
         wanted = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
         # Kafka adds nothing if any partition is refused or unknown: that one says why, the rest were
@@ -124,14 +133,18 @@ class TxnApi:
         results = []
         for t in req.transactions:
             wanted = tuple((x.name, int(p)) for x in t.topics for p in x.partitions)
-            unknown = {tp for tp in wanted if tp[0] == OFFSETS_TOPIC or not self.node.has_partition(*tp)}
+            # (a group's __consumer_offsets partition is added for a version 2 TxnOffsetCommit)
+            unknown = {tp for tp in wanted if not (self.node.has_partition(*tp) or tp[0] == OFFSETS_TOPIC
+                                                   and 0 <= tp[1] < self.node.offsets_partitions)}
             if unknown and not t.verify_only:  # as for v3: nothing is added
                 errors = {tp: (TxnError.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else
                                TxnError.OPERATION_NOT_ATTEMPTED) for tp in wanted}
             else:
-                ask = c.VerifyPartitions if t.verify_only else c.AddPartitions
-                r = await self.call(t.transactional_id, ask(t.transactional_id, int(t.producer_id),
-                                                            int(t.producer_epoch), wanted))
+                ask: c.Request = (
+                    c.VerifyPartitions(t.transactional_id, int(t.producer_id), int(t.producer_epoch), wanted)
+                    if t.verify_only else  # a leader adding for a transaction version 2 client
+                    c.AddPartitions(t.transactional_id, int(t.producer_id), int(t.producer_epoch), wanted, version=2))
+                r = await self.call(t.transactional_id, ask)
                 assert isinstance(r, c.AddPartitionsResponse)
                 errors = r.errors
             results.append(mk(m.AddPartitionsToTxnResult, transactional_id=t.transactional_id,
@@ -141,21 +154,38 @@ class TxnApi:
                   results_by_transaction=tuple(results))
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
-                     partition: int) -> int:
+                     partition: int, add: bool = False) -> int:
         """The coordinator's answer (a Kafka error code) to: is ``topic``-``partition`` in this
-        producer's open transaction?"""
+        producer's open transaction? With ``add`` (transaction version 2: the client sends no
+        AddPartitionsToTxn), it is added; while the producer's previous transaction is still
+        being completed the coordinator says CONCURRENT_TRANSACTIONS, and the add is tried again
+        here, as Kafka's partition leaders do, for up to ``ADD_RETRY_S``."""
+        if add:
+            metrics.count_transaction_request("LeaderAdd", 2)
+        delays = iter(ADD_RETRY_DELAYS_S)
+        while True:
+            code = await self._ask_coordinator(transactional_id, producer_id, producer_epoch, topic, partition, add)
+            delay = next(delays, None) if add and code == int(TxnError.CONCURRENT_TRANSACTIONS) else None
+            if delay is None:
+                return code
+            await asyncio.sleep(delay)
+
+    async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                               partition: int, add: bool) -> int:
         tp = (topic, partition)
         leader = self.node.topology.txn_leader(self.partition(transactional_id))
         if leader is None:
             return int(TxnError.COORDINATOR_NOT_AVAILABLE)
         if leader.node_id == self.node.node_id:
-            r = await self.call(transactional_id, c.VerifyPartitions(transactional_id, producer_id, producer_epoch, (tp,)))
+            ask: c.Request = (c.AddPartitions(transactional_id, producer_id, producer_epoch, (tp,), version=2) if add
+                              else c.VerifyPartitions(transactional_id, producer_id, producer_epoch, (tp,)))
+            r = await self.call(transactional_id, ask)
             assert isinstance(r, c.AddPartitionsResponse)
             return int(r.errors.get(tp, TxnError.UNKNOWN_SERVER_ERROR))
         m = req_mod(ADD_PARTITIONS, 4)
         request = mk(m.AddPartitionsToTxnRequest, transactions=(mk(
             m.AddPartitionsToTxnTransaction, transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=(mk(m.AddPartitionsToTxnTopic, name=topic, partitions=(partition,)),)),))
         try:
             resp = await self.peers.request(leader.host, leader.port, ADD_PARTITIONS, 4, request)
@@ -176,6 +206,7 @@ class TxnApi:
 
     async def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
         v = version_of(req)
+        metrics.count_transaction_request("AddOffsetsToTxn", 1)
         if not req.group_id:
             error = TxnError.INVALID_REQUEST  # Kafka: an invalid group id is refused before the coordinator
         else:
@@ -191,14 +222,26 @@ class TxnApi:
     # ------------------------------------------------------------ EndTxn
 
     async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
+        """EndTxn; v5 is transaction version 2: the end bumps the producer's epoch and the answer
+        gives the id and epoch of its next transaction (a new id once the epoch ran out)."""
         v = version_of(req)
+        metrics.count_transaction_request("EndTxn", 2 if v >= 5 else 1)
+        fresh = -1
+        if v >= 5 and int(req.producer_epoch) >= MAX_EPOCH - 1:
+            try:  # this end exhausts the epoch: the coordinator rotates to a new id
+                fresh = await self.node.allocate_producer_id()
+            except (ReplicationError, TimeoutError) as e:
+                log.info("event=producer_id_unavailable error=%r", str(e))
         r = await self.call(req.transactional_id, c.EndTxn(req.transactional_id, int(req.producer_id),
-                                                          int(req.producer_epoch), bool(req.committed)))
+                                                          int(req.producer_epoch), bool(req.committed),
+                                                          version=2 if v >= 5 else 1, fresh_producer_id=fresh))
         assert isinstance(r, c.EndTxnResponse)
-        log.info("event=txn_end transactional_id=%r producer_id=%d epoch=%d commit=%s error=%s",
-                 req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed), r.error.name)
+        log.info("event=txn_end transactional_id=%r producer_id=%d epoch=%d commit=%s version=%d error=%s",
+                 req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
+                 2 if v >= 5 else 1, r.error.name)
         m = resp_mod(END_TXN, v)
-        return mk(m.EndTxnResponse, throttle_time=ZERO, error_code=_code(r.error, END_TXN, v))
+        return mk(m.EndTxnResponse, throttle_time=ZERO, error_code=_code(r.error, END_TXN, v),
+                  producer_id=r.producer_id, producer_epoch=r.producer_epoch)
 
     # ------------------------------------------------------------ admin reads
 
@@ -328,11 +371,11 @@ def register(node: Needs, driver: TxnDriver) -> TxnApi:
             return await produce.handle_init_pid(ctx, req)  # an idempotent producer: no coordinator
         return await api.init_producer_id(ctx, req, produce.build_init_pid)
 
-    node.registry.register(INIT_PID, 0, 4, init_producer_id, error_response=produce.build_init_pid,
+    node.registry.register(INIT_PID, 0, 5, init_producer_id, error_response=produce.build_init_pid,
                            authorize=_init_pid_gate)
-    for key, lo, hi, handler, gate in ((ADD_PARTITIONS, 0, 4, api.add_partitions, _add_partitions_gate),
+    for key, lo, hi, handler, gate in ((ADD_PARTITIONS, 0, 5, api.add_partitions, _add_partitions_gate),
                                        (ADD_OFFSETS, 0, 4, api.add_offsets, _add_offsets_gate),
-                                       (END_TXN, 0, 4, api.end_txn, _end_txn_gate),
+                                       (END_TXN, 0, 5, api.end_txn, _end_txn_gate),
                                        (DESCRIBE_TXNS, 0, 0, api.describe, None),
                                        (LIST_TXNS, 0, 1, api.list_transactions, None)):
         node.registry.register(key, lo, hi, handler, error_response=_errors(key), authorize=gate)

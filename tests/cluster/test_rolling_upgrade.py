@@ -91,6 +91,8 @@ class Load:
         self.assignments = 0
         self.assigned: set[str] = set()  # the consumers (threads) assigned partitions so far
         self.step = "start"  # what the test was doing (told when an assignment is unexpected)
+        self.generation_at_stop: int | None = None  # the group's generation when stop() began closing consumers
+        self.assignments_at_stop: int | None = None
         self.assigned_during: list[str] = []
         self.errors: list[str] = []
         self.group_log = GroupLog()
@@ -113,6 +115,12 @@ class Load:
         deadline = time.time() + 60
         while time.time() < deadline and not self.produced <= self.consumed:
             time.sleep(0.2)
+        # What the group went through ends here: the consumers close one after the other, and the
+        # first one's LeaveGroup rebalances the group for the other (a new generation that is the
+        # test's doing, not the cluster's).
+        with self.lock:
+            self.generation_at_stop = self.group_log.generation()
+            self.assignments_at_stop = self.assignments
         self.stop_consuming.set()
         for t in self.threads[1:]:
             t.join(60)
@@ -130,10 +138,12 @@ class Load:
         into the same generation (librdkafka does on some client-side events) reassigns only
         itself, not the group; it is reported, with librdkafka's reason. ``coordinators``: what
         the nodes logged of the group, told when it did rebalance."""
-        extra = self.assigned_during[assignments:]
-        assert generation >= 0 and self.group_log.generation() == generation, (
-            f"the group rebalanced: generation {generation} -> {self.group_log.generation()} "
-            f"({self.assignments - assignments} assignments: {extra}); coordinators:\n{coordinators()}\n"
+        at_stop = self.group_log.generation() if self.generation_at_stop is None else self.generation_at_stop
+        upto = self.assignments if self.assignments_at_stop is None else self.assignments_at_stop
+        extra = self.assigned_during[assignments:upto]
+        assert generation >= 0 and at_stop == generation, (
+            f"the group rebalanced: generation {generation} -> {at_stop} "
+            f"({upto - assignments} assignments: {extra}); coordinators:\n{coordinators()}\n"
             f"librdkafka: {self.group_log.lines[-30:]}")
         if extra:
             print(f"a consumer rejoined generation {generation} on its own: {extra}; librdkafka: "

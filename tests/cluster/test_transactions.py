@@ -219,6 +219,16 @@ def test_read_committed_consumers_see_committed_output_only(cluster: Cluster) ->
     assert set(later) == committed | {f"open-{i}" for i in range(10)} and len(later) == 40
 
 
+def _input_and_output(bs: str, source_topic: str, output_topic: str, n: int) -> None:
+    """Two two-partition topics, the first holding ``n`` records ``in-<i>`` keyed ``<i>``."""
+    create_topic(bs, source_topic, 2)
+    create_topic(bs, output_topic, 2)
+    source = Producer({"bootstrap.servers": bs})
+    for i in range(n):
+        source.produce(source_topic, key=str(i).encode(), value=f"in-{i}".encode(), partition=i % 2)
+    assert source.flush(30) == 0
+
+
 def test_a_consume_transform_produce_loop_is_exactly_once(cluster: Cluster) -> None:
     """confluent-kafka's exactly-once loop: input offsets go into the producer's transaction
     (send_offsets_to_transaction); an aborted round leaves neither output nor offsets, and the
@@ -226,12 +236,7 @@ def test_a_consume_transform_produce_loop_is_exactly_once(cluster: Cluster) -> N
     from confluent_kafka import OFFSET_BEGINNING
 
     bs = cluster.bootstrap
-    create_topic(bs, "ctp-in", 2)
-    create_topic(bs, "ctp-out", 2)
-    source = Producer({"bootstrap.servers": bs})
-    for i in range(40):
-        source.produce("ctp-in", key=str(i).encode(), value=f"in-{i}".encode(), partition=i % 2)
-    assert source.flush(30) == 0
+    _input_and_output(bs, "ctp-in", "ctp-out", 40)
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "ctp", "isolation.level": "read_committed",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     producer = Producer({"bootstrap.servers": bs, "transactional.id": "ctp-1", "linger.ms": 5})
@@ -332,24 +337,59 @@ def test_kafkajs_transactions_with_offsets(cluster: Cluster) -> None:
     assert _committed(bs, "kjs-eos", "kjs-txn", 0) == 7
 
 
-def test_the_java_clients_exactly_once_loop_and_a_fenced_zombie(cluster: Cluster, tmp_path: Path) -> None:
+def _txn_requests(c: Cluster) -> dict[tuple[str, str], int]:
+    """``kcoord_transaction_requests_total`` summed over the nodes: (api, protocol) -> count."""
+    from tests.cluster.cluster_harness import scrape
+
+    counts: dict[tuple[str, str], int] = {}
+    for port in c.metrics_ports.values():
+        for (name, labels), value in scrape(port).items():
+            if name == "kcoord_transaction_requests_total":
+                key = (dict(labels)["api"], dict(labels)["protocol"])
+                counts[key] = counts.get(key, 0) + int(value)
+    return counts
+
+
+def test_java_producers_run_transaction_version_2_and_librdkafka_version_1_side_by_side(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The 4.4 Java client sees ``transaction.version`` 2 finalized and stops sending
+    AddPartitionsToTxn and AddOffsetsToTxn: every end bumps its epoch (EndTxn v5), its partitions
+    and its group's offsets partition are added by their leaders, and its exactly-once loop, an
+    aborted round and a fenced zombie included, still reads back exactly once. librdkafka, on
+    transaction version 1, runs on the same cluster as before."""
     from tests.cluster.java_client import compile_program
 
-    bs = cluster.bootstrap
-    create_topic(bs, "java-in", 2)
-    create_topic(bs, "java-out", 2)
-    source = Producer({"bootstrap.servers": bs})
-    for i in range(50):
-        source.produce("java-in", key=str(i).encode(), value=f"in-{i}".encode(), partition=i % 2)
-    assert source.flush(30) == 0
-    cp = compile_program(ROOT / "tests/cluster/java/TxnEos.java", tmp_path / "classes")
-    out = subprocess.run(["java", "-cp", cp, "TxnEos", bs, "java-in", "java-out", "50"], capture_output=True,
-                         text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["aborted"] > 0 and res["fenced"] is True, res
-    assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
-    assert sorted(_consume(bs, "java-out", 2, "read_committed", 50)) == sorted(f"J:in-{i}" for i in range(50))
+    gen = running_cluster(tmp_path / "cluster", request, {"group.initial.rebalance.delay.ms": 0}, metrics=True)
+    c = next(gen)
+    try:
+        bs = c.bootstrap
+        _input_and_output(bs, "tv2-in", "tv2-out", 50)
+        cp = compile_program(ROOT / "tests/cluster/java/TxnEos.java", tmp_path / "classes")
+        out = subprocess.run(["java", "-cp", cp, "TxnEos", bs, "tv2-in", "tv2-out", "50"], capture_output=True,
+                             text=True, timeout=240)
+        assert out.returncode == 0, out.stderr[-3000:]
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        assert res["aborted"] > 0 and res["fenced"] is True, res
+        assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
+        java = _txn_requests(c)
+        assert java.get(("AddPartitionsToTxn", "1"), 0) == 0 and java.get(("AddOffsetsToTxn", "1"), 0) == 0, java
+        assert java.get(("EndTxn", "1"), 0) == 0 and java.get(("TxnOffsetCommit", "1"), 0) == 0, java
+        assert java[("EndTxn", "2")] >= 3 and java[("TxnOffsetCommit", "2")] >= 2, java
+        assert java[("LeaderAdd", "2")] >= 3, java  # the output partitions and the group's offsets partition
+
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "tv1-rdkafka"})
+        p.init_transactions(30)
+        for commit in (False, True):
+            p.begin_transaction()
+            for i in range(10):
+                p.produce("tv2-out", key=b"k", value=f"rd-{commit}-{i}".encode(), partition=i % 2)
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+        both = _txn_requests(c)
+        assert both.get(("AddPartitionsToTxn", "1"), 0) > 0 and both.get(("EndTxn", "1"), 0) >= 1, both
+        got = _consume(bs, "tv2-out", 2, "read_committed", 60)
+        assert sorted(got) == sorted([f"J:in-{i}" for i in range(50)] + [f"rd-True-{i}" for i in range(10)])
+    finally:
+        gen.close()
 
 
 def test_aiokafka_transactions_on_version_0_of_every_transactional_api(cluster: Cluster) -> None:

@@ -126,7 +126,7 @@ def test_what_a_build_reading_version_1_would_misread_is_written_at_version_2() 
     grown = [INIT, encode_change(CreateTopic("t", 2, "id-t"), "c1", 1),
              encode_change(CreatePartitions("t", "id-t", 4, 100), "c2", 2)]
     versions = [msgpack.unpackb(p, raw=False)["v"] for p in [*grown[1:], *compact_metadata(grown)]]
-    assert versions == [WRITES, 2, 2] and METADATA_VERSION == 8
+    assert versions == [WRITES, 2, 2] and METADATA_VERSION == 9
     assert msgpack.unpackb(compact_metadata(grown[:2])[0], raw=False)["v"] == WRITES
     altered = encode_change(AlterTopicConfigs("t", "id-t", [["retention.ms", 0, "1"]], False, 1 << 20), "c3", 3)
     assert msgpack.unpackb(altered, raw=False)["v"] == 2

@@ -16,9 +16,15 @@ from cluster.apis import api_versions, find_coordinator, metadata
 from cluster.dispatch import ApiRegistry, CloseConnection, ConnInfo, Dispatcher
 
 
+class FakeTopology:
+    def lowest_metadata_version(self) -> int:
+        return 8
+
+
 class FakeNode:
     def __init__(self) -> None:
         self.registry = ApiRegistry()
+        self.topology = FakeTopology()
 
 
 def frame(api_key: int, version: int, body: Any, corr: int = 7) -> bytes:
