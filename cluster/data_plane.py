@@ -287,15 +287,21 @@ class DataPartition:
         return await self._replicate(hdr, batch, timeout_s)
 
     async def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                           timeout_s: float = 30.0) -> ProduceResult:
+                           timeout_s: float = 30.0, version: int = 1) -> ProduceResult:
         """Close ``producer_id``'s transaction here with a COMMIT or ABORT control batch (the
         transaction coordinator's WriteTxnMarkers). A marker for a producer with nothing open is
-        written too (Kafka's "empty transaction"), so a retry is harmless."""
+        written too (Kafka's "empty transaction"), so a retry is harmless. ``version`` 2: the
+        marker's epoch is the one its transaction's end bumped to, above the transaction's data."""
         if not self.is_leader:
             return ProduceResult(Err.NOT_LEADER_OR_FOLLOWER, message="This node is not the partition's leader")
         if self.data.check_sequence(producer_id, producer_epoch, 0, 0).result is SeqResult.FENCED:
             return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
                                  message=f"Marker epoch {producer_epoch} is older than the producer's")
+        if version >= 2 and self.data.txn_open_at(producer_id, producer_epoch):
+            # (KIP-1228) the data open here at the marker's epoch is the producer's next
+            # transaction's: this marker, a late copy, must not close it
+            return ProduceResult(Err.INVALID_PRODUCER_EPOCH,
+                                 message=f"Marker epoch {producer_epoch} is not above the open transaction's")
         if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
             return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
                                  message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")
@@ -303,7 +309,7 @@ class DataPartition:
         # not a version 2 one at the verified batch's epoch: that marker closes the transaction
         # before it (its end bumped the epoch the batch carries).
         entry = self._verified.get(producer_id)
-        if entry is not None and not (entry[2] and entry[0] == producer_epoch):
+        if entry is not None and not (version >= 2 and entry[2] and entry[0] == producer_epoch):
             del self._verified[producer_id]
         batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
                             producer_id=producer_id, producer_epoch=producer_epoch,

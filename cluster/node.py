@@ -251,10 +251,10 @@ class Node:
         return await self.txn_api.verify(transactional_id, producer_id, producer_epoch, topic, partition, add)
 
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                                    coordinator_epoch: int) -> int:
+                                    coordinator_epoch: int, version: int = 1) -> int:
         """The marker of a transaction for ``__consumer_offsets`` partition ``partition``."""
         return int(await self.group_api.end_transaction(partition, producer_id, producer_epoch, commit,
-                                                        coordinator_epoch))
+                                                        coordinator_epoch, version))
 
     # -- lifecycle ------------------------------------------------------------------------------
 

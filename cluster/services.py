@@ -103,7 +103,7 @@ class Producers(Protocol):
         ...
 
     async def end_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                                    coordinator_epoch: int) -> int:
+                                    coordinator_epoch: int, version: int = 1) -> int:
         """Write a transaction's marker to ``__consumer_offsets`` partition ``partition``; the
         Kafka error code."""
         ...

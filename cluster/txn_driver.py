@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -55,7 +56,7 @@ class TxnDriver(ShardDriver[TransactionRuntime, c.Request, c.Response]):
     def _encode(self, records: Sequence[Any]) -> list[tuple[bytes, int]]:
         try:
             return encode_entries(records, self.max_entry_bytes)
-        except ValueError as exc:
+        except (ValueError, struct.error) as exc:  # (struct: a field out of its wire range)
             raise EntryRefused(str(exc)) from exc
 
     def _decode(self, payload: bytes) -> list[Any]:

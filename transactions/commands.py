@@ -76,6 +76,7 @@ class EndTxnResponse:
     error: TxnError
     producer_id: int = -1  # version 2: the producer's id and epoch for its next transaction
     producer_epoch: int = -1
+    wants_producer_id: bool = False  # the end exhausts the epoch: ask again with a new id at hand
 
 
 @dataclass(frozen=True, slots=True)

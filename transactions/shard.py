@@ -200,6 +200,11 @@ class TransactionShard:
         return c.AddPartitionsResponse({tp: error for tp in r.partitions})
 
     def _try_add(self, r: c.AddPartitions) -> TxnError:
+        md = self.txns.get(r.transactional_id)
+        if r.version >= 2 and md is not None and md.value.state in PREPARING:
+            # the producer's last end is still being completed (its markers written): its next
+            # transaction waits, whatever id and epoch it holds (a rotated id is not stored yet)
+            return E.CONCURRENT_TRANSACTIONS
         v, error = self._producer(r.transactional_id, r.producer_id, r.producer_epoch)
         if v is None:
             return error
@@ -252,11 +257,19 @@ class TransactionShard:
         if md is None:
             return c.EndTxnResponse(E.INVALID_PRODUCER_ID_MAPPING)
         v = md.value
-        retry_on_overflow = (md.previous_producer_id == r.producer_id and r.producer_epoch == MAX_EPOCH - 1
-                             and v.producer_epoch == 0)
-        retry_on_bump = v.producer_epoch == r.producer_epoch + 1
         if v.state in PREPARING:
-            valid = retry_on_bump
+            # Kafka's pending transition, checked first: the last end is being completed, and the
+            # producer may already hold the id and epoch it was told for its next transaction
+            return c.EndTxnResponse(E.CONCURRENT_TRANSACTIONS)
+        # A retry is of an end that bumped the epoch itself: not of a fence (a version 1
+        # transaction's is one bump, and the fenced producer's epoch must not pass for a retry),
+        # nor at the reserved last epoch, which only a fence reaches
+        bumped_by_end = v.client_version >= 2 and v.producer_epoch < MAX_EPOCH
+        retry_on_overflow = (md.previous_producer_id == r.producer_id and r.producer_epoch == MAX_EPOCH - 1
+                             and v.producer_epoch == 0 and v.client_version >= 2)
+        retry_on_bump = bumped_by_end and v.producer_epoch == r.producer_epoch + 1
+        if v.producer_epoch >= MAX_EPOCH:
+            valid = False  # fenced at the last epoch: nothing can end at it
         elif v.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             valid = retry_on_bump or retry_on_overflow or r.producer_epoch == v.producer_epoch
         else:
@@ -266,12 +279,12 @@ class TransactionShard:
             return c.EndTxnResponse(E.INVALID_PRODUCER_ID_MAPPING)
         if not valid:
             return c.EndTxnResponse(E.PRODUCER_FENCED)
-        done, deciding = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if r.commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        done = S.COMPLETE_COMMIT if r.commit else S.COMPLETE_ABORT
         if v.state is S.ONGOING or (not r.commit and not retry and v.state in IDLE):
             next_pid = -1
             if epoch_exhausted(v.producer_epoch):
-                if r.fresh_producer_id < 0:
-                    return c.EndTxnResponse(E.COORDINATOR_LOAD_IN_PROGRESS)  # retried once an id is at hand
+                if r.fresh_producer_id < 0:  # asked again with a new id at hand
+                    return c.EndTxnResponse(E.COORDINATOR_LOAD_IN_PROGRESS, wants_producer_id=True)
                 next_pid = r.fresh_producer_id
             start = v.start_ms if v.state is S.ONGOING else self._now  # an abort of nothing starts now
             decided = self._decide(tid, replace(v, producer_epoch=v.producer_epoch + 1, next_producer_id=next_pid,
@@ -281,8 +294,6 @@ class TransactionShard:
             return c.EndTxnResponse(E.NONE, decided.producer_id, decided.producer_epoch)
         if v.state is done and retry:
             return c.EndTxnResponse(E.NONE, v.producer_id, v.producer_epoch)
-        if v.state is deciding:
-            return c.EndTxnResponse(E.CONCURRENT_TRANSACTIONS)
         return c.EndTxnResponse(E.INVALID_TXN_STATE)
 
     def _producer(self, tid: str, producer_id: int, producer_epoch: int) -> tuple[TxnValue | None, TxnError]:

@@ -43,7 +43,7 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: IDLE,
     S.ONGOING: IDLE | {S.ONGOING},
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING}) | IDLE,  # version 2: an abort with nothing open bumps the epoch
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: IDLE,

@@ -395,11 +395,11 @@ class GroupApi:
             return ErrorCode.INVALID_TXN_STATE
 
     async def end_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int) -> ErrorCode:
+                              coordinator_epoch: int, version: int = 1) -> ErrorCode:
         """A transaction marker for ``__consumer_offsets`` partition ``partition``: its pending
         offsets are installed or dropped once the marker is committed."""
         guard = self._verified.get((partition, producer_id))
-        if guard is not None and not (guard[2] and guard[1] == producer_epoch):
+        if guard is not None and not (version >= 2 and guard[2] and guard[1] == producer_epoch):
             # (a version 2 marker at the verified commit's epoch ends the producer's previous
             # transaction: its end bumped the epoch the commit carries)
             del self._verified[(partition, producer_id)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from dataclasses import replace
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -36,7 +37,7 @@ from coordinator.partitioner import partition_for
 from replication.api import ReplicationError
 from transactions import commands as c
 from transactions.errors import TxnError, for_version
-from transactions.state import MAX_EPOCH, TxnState
+from transactions.state import TxnState
 
 
 class Needs(Registers, Placement, Identity, Catalog, Producers, Guarded, Protocol):
@@ -226,16 +227,17 @@ class TxnApi:
         gives the id and epoch of its next transaction (a new id once the epoch ran out)."""
         v = version_of(req)
         metrics.count_transaction_request("EndTxn", 2 if v >= 5 else 1)
-        fresh = -1
-        if v >= 5 and int(req.producer_epoch) >= MAX_EPOCH - 1:
-            try:  # this end exhausts the epoch: the coordinator rotates to a new id
-                fresh = await self.node.allocate_producer_id()
+        ask = c.EndTxn(req.transactional_id, int(req.producer_id), int(req.producer_epoch), bool(req.committed),
+                       version=2 if v >= 5 else 1)
+        r = await self.call(req.transactional_id, ask)
+        assert isinstance(r, c.EndTxnResponse)
+        if r.wants_producer_id:  # this end exhausts the epoch: the coordinator rotates to a new id
+            try:
+                r = await self.call(req.transactional_id, replace(ask, fresh_producer_id=await
+                                                                  self.node.allocate_producer_id()))
             except (ReplicationError, TimeoutError) as e:
                 log.info("event=producer_id_unavailable error=%r", str(e))
-        r = await self.call(req.transactional_id, c.EndTxn(req.transactional_id, int(req.producer_id),
-                                                          int(req.producer_epoch), bool(req.committed),
-                                                          version=2 if v >= 5 else 1, fresh_producer_id=fresh))
-        assert isinstance(r, c.EndTxnResponse)
+            assert isinstance(r, c.EndTxnResponse)
         log.info("event=txn_end transactional_id=%r producer_id=%d epoch=%d commit=%s version=%d error=%s",
                  req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed),
                  2 if v >= 5 else 1, r.error.name)

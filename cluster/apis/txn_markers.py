@@ -1,4 +1,4 @@
-"""Transaction markers: WriteTxnMarkers (27) v1, served by partition leaders, and the writer the
+"""Transaction markers: WriteTxnMarkers (27) v1-2 (v2 names the transaction's protocol version), served by partition leaders, and the writer the
 transaction coordinator uses to send them (to itself directly, to other leaders over the wire,
 one request per leader, as Kafka's marker channel does).
 
@@ -16,16 +16,12 @@ import logging
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
-from kio.schema.write_txn_markers.v1.request import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
 
-from cluster.apis.common import mk, resp_mod
+from cluster.apis.common import mk, req_mod, resp_mod, version_of
 from cluster.data_plane import Err
 from cluster.dispatch import RequestContext
 from cluster.metadata import OFFSETS_TOPIC
+from cluster.metadata_log import TRANSACTION_V2
 from cluster.peer_client import PeerClient, PeerRequestError
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.security.tls import peer_context
@@ -44,12 +40,14 @@ TopicPartition = tuple[str, int]
 
 
 async def write_marker(node: Needs, producer_id: int, producer_epoch: int, commit: bool,
-                       coordinator_epoch: int, topic: str, partition: int) -> ErrorCode:
+                       coordinator_epoch: int, topic: str, partition: int, version: int = 1) -> ErrorCode:
+    """``version``: the transaction's protocol version (2: the marker's epoch is the one its
+    end bumped to, above its data's)."""
     if topic == OFFSETS_TOPIC:
         # The group coordinator writes its own marker (Kafka: completeTransaction); not owning
         # the partition, or loading it, is "not the leader" for the sender, which retries.
         code = ErrorCode(await node.end_group_transaction(partition, producer_id, producer_epoch, commit,
-                                                          coordinator_epoch))
+                                                          coordinator_epoch, version))
         if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                     ErrorCode.coordinator_load_in_progress):
             return ErrorCode.not_leader_or_follower
@@ -57,7 +55,7 @@ async def write_marker(node: Needs, producer_id: int, producer_epoch: int, commi
     part = node.topology.partition(topic, partition)
     if part is None:
         return ErrorCode.unknown_topic_or_partition
-    res = await part.write_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+    res = await part.write_marker(producer_id, producer_epoch, commit, coordinator_epoch, version=version)
     if res.error is not Err.NONE:
         log.info("event=txn_marker_refused topic=%s partition=%d producer_id=%d error=%s detail=%r", topic,
                  partition, producer_id, res.error.name, res.message)
@@ -66,13 +64,14 @@ async def write_marker(node: Needs, producer_id: int, producer_epoch: int, commi
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     node: Needs = ctx.node
-    m = resp_mod(API_KEY, 1)
+    m = resp_mod(API_KEY, ctx.api_version)
     results = []
     for marker in request.markers:
         wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
+        version = max(int(getattr(marker, "transaction_version", 1) or 1), 1)  # v2 says; v1: version 1
         codes = await asyncio.gather(*(write_marker(node, int(marker.producer_id), int(marker.producer_epoch),
                                                     bool(marker.transaction_result), int(marker.coordinator_epoch),
-                                                    topic, p) for topic, p in wanted))
+                                                    topic, p, version) for topic, p in wanted))
         results.append(_result(m, int(marker.producer_id), dict(zip(wanted, codes, strict=True))))
     return mk(m.WriteTxnMarkersResponse, markers=tuple(results))
 
@@ -86,7 +85,7 @@ def _result(m: Any, producer_id: int, codes: dict[TopicPartition, ErrorCode]) ->
 
 
 def build_error(request: Any, code: ErrorCode) -> Any:
-    m = resp_mod(API_KEY, 1)
+    m = resp_mod(API_KEY, version_of(request))
     return mk(m.WriteTxnMarkersResponse, markers=tuple(
         _result(m, int(x.producer_id), {(t.name, int(p)): code for t in x.topics for p in t.partition_indexes})
         for x in request.markers))
@@ -130,7 +129,7 @@ class MarkerWriter:
                     coordinator_epoch: int) -> list[ErrorCode]:
         if leader == self.node.node_id:
             return list(await asyncio.gather(*(write_marker(self.node, markers.producer_id, markers.producer_epoch,
-                                                            markers.commit, coordinator_epoch, t, p)
+                                                            markers.commit, coordinator_epoch, t, p, markers.version)
                                                for t, p in parts)))
         broker = next((b for b in self.node.topology.brokers() if b.node_id == leader), None)
         if broker is None:
@@ -138,12 +137,16 @@ class MarkerWriter:
         topics: dict[str, list[int]] = {}
         for t, p in parts:
             topics.setdefault(t, []).append(p)
-        request = mk(WriteTxnMarkersRequest, markers=(mk(
-            WritableTxnMarker, producer_id=markers.producer_id, producer_epoch=markers.producer_epoch,
-            transaction_result=markers.commit, coordinator_epoch=coordinator_epoch,
-            topics=tuple(mk(WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())),))
+        # v2 names the transaction's version (KIP-1228); a node of an older release reads v1 only,
+        # and there are no version 2 transactions before every node serves them
+        wire = 2 if markers.version >= 2 and self.node.topology.lowest_metadata_version() >= TRANSACTION_V2 else 1
+        m = req_mod(API_KEY, wire)
+        request = mk(m.WriteTxnMarkersRequest, markers=(mk(
+            m.WritableTxnMarker, producer_id=markers.producer_id, producer_epoch=markers.producer_epoch,
+            transaction_result=markers.commit, coordinator_epoch=coordinator_epoch, transaction_version=markers.version,
+            topics=tuple(mk(m.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())),))
         try:
-            resp = await self.client.request(broker.host, broker.port, API_KEY, 1, request)
+            resp = await self.client.request(broker.host, broker.port, API_KEY, wire, request)
         except PeerRequestError as e:
             log.info("event=txn_markers_unsent leader=%d error=%r", leader, str(e))
             return [ErrorCode.not_leader_or_follower] * len(parts)
@@ -161,4 +164,4 @@ def _gate(ctx: RequestContext, req: Any) -> ErrorCode | None:
 
 
 def register(node: Needs) -> None:
-    node.registry.register(API_KEY, 1, 1, handle, error_response=build_error, authorize=_gate)
+    node.registry.register(API_KEY, 1, 2, handle, error_response=build_error, authorize=_gate)

@@ -36,15 +36,18 @@ def _leader(cluster: Cluster, p: int) -> int:
     return int(md.topics[TOPIC].partitions[p].leader)
 
 
-def _produce(cluster: Cluster, p: int, pid: int, epoch: int, seq: int) -> int:
-    """One transactional batch to partition ``p``'s leader; its error code."""
-    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+def _produce(cluster: Cluster, p: int, pid: int, epoch: int, seq: int, version: int = 9) -> int:
+    """One transactional batch to partition ``p``'s leader; its error code (``version`` 12:
+    transaction version 2, the leader adds the partition to the transaction)."""
+    from cluster.apis.common import req_mod
 
+    m = req_mod(0, version)
+    ProduceRequest, TopicProduceData, PartitionProduceData = m.ProduceRequest, m.TopicProduceData, m.PartitionProduceData
     batch = build_batch([(None, b"v%d" % seq)], timestamp=1, producer_id=pid, producer_epoch=epoch,
                         base_sequence=seq, attributes=ATTR_TRANSACTIONAL)
     deadline = time.monotonic() + 20
     while True:
-        r = _ask(cluster.address(_leader(cluster, p)), 0, 9, ProduceRequest(
+        r = _ask(cluster.address(_leader(cluster, p)), 0, version, ProduceRequest(
             transactional_id=TID, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(TopicProduceData(
                 name=TOPIC, partition_data=(PartitionProduceData(index=p, records=batch),)),)))
         code = int(r.responses[0].partition_responses[0].error_code)
@@ -120,6 +123,46 @@ def test_a_batch_for_a_partition_not_in_the_transaction_is_refused_until_it_is_a
     pid2, epoch2 = _init(cluster, TID)
     assert (pid2, epoch2) == (pid, epoch + 1)
     assert _produce(cluster, 1, pid, epoch, 1) == 47
+
+
+def _end2(cluster: Cluster, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    """EndTxn v5 (transaction version 2): (error, the producer's next id, its next epoch)."""
+    from kio.schema.end_txn.v5.request import EndTxnRequest
+
+    r = _until_ok(cluster, TID, 26, 5, EndTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=epoch,
+                                                     committed=commit), lambda r: r.error_code in (0, 47, 48, 90))
+    return int(r.error_code), int(r.producer_id), int(r.producer_epoch)
+
+
+def test_transaction_version_2_leaders_add_partitions_and_a_finished_transactions_batch_is_a_zombies(
+        cluster: Cluster) -> None:
+    """Produce v12 with no AddPartitionsToTxn: each leader (on the coordinator's node or not) adds
+    its partition; EndTxn v5 bumps the epoch and names it; a late batch of the finished
+    transaction is refused as a fenced producer's on every partition, not opened as a new
+    transaction; the next transaction, at the new epoch, runs; nothing hangs the LSO."""
+    create_topic(cluster.bootstrap, TOPIC, PARTS)
+    pid, epoch = _init(cluster, TID)
+    assert [_produce(cluster, p, pid, epoch, 0, version=12) for p in range(PARTS - 1)] == [0] * (PARTS - 1)
+    added = {(t.topic, p) for t in _describe(cluster, TID).topics for p in t.partitions}
+    assert added == {(TOPIC, p) for p in range(PARTS - 1)}
+    assert _end2(cluster, pid, epoch, commit=True) == (0, pid, epoch + 1)
+    deadline = time.monotonic() + 15
+    while _describe(cluster, TID).transaction_state != "CompleteCommit":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    # the finished transaction's late batches: fenced where its marker is, and where it is not
+    assert [_produce(cluster, p, pid, epoch, 1, version=12) for p in range(PARTS)] == [47] * PARTS
+    assert _end2(cluster, pid, epoch, commit=True) == (0, pid, epoch + 1)  # a retry of the end
+    # the next transaction, at the epoch the end named, on a partition of the last one and a new one
+    assert _produce(cluster, 0, pid, epoch + 1, 0, version=12) == 0
+    assert _produce(cluster, PARTS - 1, pid, epoch + 1, 0, version=12) == 0
+    assert _end2(cluster, pid, epoch + 1, commit=False) == (0, pid, epoch + 2)
+    deadline = time.monotonic() + 10
+    ends = _stable_and_end(cluster)
+    while any(lso != hw for lso, hw in ends):
+        assert time.monotonic() < deadline, ends
+        time.sleep(0.2)
+        ends = _stable_and_end(cluster)
 
 
 def _group_coordinator(cluster: Cluster, group: str) -> str:

@@ -48,11 +48,12 @@ for _label in ("unknown.", "cleared_node_0."):
 KNOWN[("acls_the_authorizer_refuses", "create_match.")] = (
     "CreateAcls of a MATCH pattern (a filter's type, not an ACL's): Kafka 4.4 fails the whole request with "
     "UNKNOWN_SERVER_ERROR; kcoord refuses that creation with INVALID_REQUEST and says why")
-for _kind in ("minimal", "existing"):
-    KNOWN[(f"{_kind}_3_v12", f"{_kind}.")] = (
+for _kind, _v in (("minimal", 12), ("existing", 12), ("minimal", 13), ("existing", 13)):
+    KNOWN[(f"{_kind}_3_v{_v}", f"{_kind}.")] = (
         "a Metadata topic with neither a name nor an id: Kafka 4.4 fails the whole request (UNKNOWN_SERVER_ERROR, "
         "no brokers); kcoord answers UNKNOWN_TOPIC_ID for it")
-    KNOWN[(f"{_kind}_27_v1", f"{_kind}.markers")] = (
+for _kind, _v in (("minimal", 1), ("existing", 1), ("minimal", 2), ("existing", 2)):
+    KNOWN[(f"{_kind}_27_v{_v}", f"{_kind}.markers")] = (
         "WriteTxnMarkers for a marker naming no partition: Kafka 4.4 leaves the marker out of its answer; kcoord "
         "answers it with no topics")
 

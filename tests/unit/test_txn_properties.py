@@ -39,7 +39,8 @@ class Op:
 
 _ops = st.builds(
     Op,
-    st.sampled_from(["init", "init_expected", "add", "add_offsets", "commit", "abort", "markers", "tick"]),
+    st.sampled_from(["init", "init_expected", "add", "add_offsets", "commit", "abort", "markers", "tick",
+                     "add2", "commit2", "abort2"]),  # ...2: transaction version 2 (KIP-890 part 2)
     st.sampled_from(IDS),
     st.integers(0, 7),
     st.lists(st.sampled_from(PARTS), min_size=1, max_size=3, unique=True).map(tuple),
@@ -72,13 +73,17 @@ class Model:
             timeout = 1_000 * (op.arg + 1)  # 6 000 and up are refused
             fresh, self.next_pid = self.next_pid, self.next_pid + 1
             out = self.shard.handle(c.InitProducerId(op.tid, timeout, pid, epoch, fresh), tok, self.now)
-        elif op.kind in ("add", "add_offsets"):
+        elif op.kind in ("add", "add_offsets", "add2"):
             pid, epoch = self.producer(op.tid, op.arg)
-            parts = op.parts if op.kind == "add" else (PARTS[3],)
-            out = self.shard.handle(c.AddPartitions(op.tid, pid, epoch, parts), tok, self.now)
-        elif op.kind in ("commit", "abort"):
+            parts = op.parts if op.kind != "add_offsets" else (PARTS[3],)
+            out = self.shard.handle(c.AddPartitions(op.tid, pid, epoch, parts, version=2 if op.kind == "add2" else 1),
+                                    tok, self.now)
+        elif op.kind in ("commit", "abort", "commit2", "abort2"):
             pid, epoch = self.producer(op.tid, op.arg)
-            out = self.shard.handle(c.EndTxn(op.tid, pid, epoch, op.kind == "commit"), tok, self.now)
+            fresh, self.next_pid = self.next_pid, self.next_pid + 1  # used only by an end that exhausts the epoch
+            out = self.shard.handle(c.EndTxn(op.tid, pid, epoch, op.kind.startswith("commit"),
+                                             version=2 if op.kind.endswith("2") else 1, fresh_producer_id=fresh),
+                                    tok, self.now)
         elif op.kind == "markers":
             if not self.pending_markers:
                 return
@@ -106,6 +111,9 @@ class Model:
                 assert old.state in VALID_PREVIOUS[new.state] or (old.state, new.state) == (S.EMPTY, S.EMPTY), (old, new)
                 if new.producer_id == old.producer_id:
                     assert new.producer_epoch >= old.producer_epoch
+                elif old.state in PREPARING:  # version 2: the end that exhausted the epoch completes
+                    assert (new.producer_id, new.producer_epoch) == (old.next_producer_id, 0), (old, new)
+                    assert new.previous_producer_id == old.producer_id
                 else:
                     assert new.producer_epoch == 0 and old.state in VALID_PREVIOUS[S.EMPTY]
                 assert new.producer_epoch <= MAX_EPOCH
@@ -125,6 +133,16 @@ class Model:
                 v = self.shard.txns[op.tid].value
                 assert (response.producer_id, response.producer_epoch) == (v.producer_id, v.producer_epoch)
                 self.handed[op.tid].append((v.producer_id, v.producer_epoch))
+            if isinstance(response, c.EndTxnResponse) and response.error is E.NONE and op.kind.endswith("2"):
+                # version 2: the current producer ends (the epoch moves on), or the one just before
+                # it retries that end; either is told the producer's next id and epoch
+                v = self.shard.txns[op.tid].value
+                asked = self.producer(op.tid, op.arg)
+                assert asked == current[op.tid] or (asked[0], asked[1] + 1) == current[op.tid], (asked, current)
+                assert (response.producer_id, response.producer_epoch) in (
+                    (v.producer_id, v.producer_epoch), (v.next_producer_id, 0))
+                self.handed[op.tid].append((response.producer_id, response.producer_epoch))
+                continue
             ok = (isinstance(response, c.AddPartitionsResponse) and response.error is E.NONE) or (
                 isinstance(response, c.EndTxnResponse) and response.error is E.NONE)
             if ok:  # only the current producer succeeds; an older epoch or id is fenced

@@ -541,11 +541,15 @@ def test_epoch_bump_on_end_txn_overflow(h: Harness) -> None:
     h.shard.txns[TID].value = replace(h.state(), producer_epoch=MAX_EPOCH - 1)
     h.log.append(TxnRecord(TID, h.state()))
     assert _add2(h, 7, MAX_EPOCH - 1) is E.NONE
-    assert _end2(h, 7, MAX_EPOCH - 1, True)[0].error is E.COORDINATOR_LOAD_IN_PROGRESS  # no id at hand: retried
+    asked, _ = _end2(h, 7, MAX_EPOCH - 1, True)  # no id at hand: the node is asked for one
+    assert (asked.error, asked.wants_producer_id) == (E.COORDINATOR_LOAD_IN_PROGRESS, True)
     resp, out = _end2(h, 7, MAX_EPOCH - 1, True, fresh=8)
     assert (resp.error, resp.producer_id, resp.producer_epoch) == (E.NONE, 8, 0)
     assert (h.state().producer_id, h.state().producer_epoch, h.state().next_producer_id) == (7, MAX_EPOCH, 8)
     assert out.markers == [c.WriteMarkers(TID, 7, MAX_EPOCH, True, (TP,), 2)]
+    # the producer goes on at once with the id it was told, before the rotation is written: it waits
+    assert _add2(h, 8, 0) is E.CONCURRENT_TRANSACTIONS
+    assert _end2(h, 8, 0, False)[0].error is E.CONCURRENT_TRANSACTIONS
     _complete(h, out)
     v = h.state()
     assert (v.state, v.producer_id, v.producer_epoch, v.previous_producer_id, v.next_producer_id) == (
@@ -565,6 +569,44 @@ def test_a_version_2_producer_fenced_by_timeout_cannot_pass_for_a_retry(h: Harne
     assert h.state().state is S.PREPARE_ABORT and h.state().producer_epoch == 2
     _complete(h, out)
     assert _end2(h, pid, 0, False)[0].error is E.PRODUCER_FENCED
+
+
+def test_the_next_transaction_waits_while_the_last_end_is_completed(h: Harness) -> None:
+    """Kafka's pending transition: told its new epoch, the producer may begin, add and end its
+    next transaction before the last one's markers are written; it is told to wait, not fenced."""
+    pid = h.init().producer_id
+    _add2(h, pid, 0)
+    _, out = _end2(h, pid, 0, True)
+    assert _add2(h, pid, 1) is E.CONCURRENT_TRANSACTIONS
+    assert _end2(h, pid, 1, False)[0].error is E.CONCURRENT_TRANSACTIONS
+    _complete(h, out)
+    assert _add2(h, pid, 1) is E.NONE
+
+
+def test_a_producer_fenced_in_a_version_1_transaction_cannot_end_as_a_version_2_retry(h: Harness) -> None:
+    """A version 1 transaction fenced by a new producer is aborted one epoch up; its zombie's
+    EndTxn v5 at the old epoch is one below the stored one, yet not a retry: no end of its bumped
+    the epoch. Fenced, not answered with the new producer's epoch."""
+    pid = h.init().producer_id
+    h.add(pid, 0)
+    r, out = h.ask(c.InitProducerId(TID, 60_000, pid, 0, 5000))  # a new producer fences: abort at epoch 1
+    assert isinstance(r, c.InitProducerIdResponse) and r.error is E.CONCURRENT_TRANSACTIONS
+    _complete(h, out)
+    assert h.state().state is S.COMPLETE_ABORT and h.state().producer_epoch == 1
+    assert _end2(h, pid, 0, False)[0].error is E.PRODUCER_FENCED
+
+
+def test_a_producer_fenced_at_the_last_epoch_ends_nothing(h: Harness) -> None:
+    h.init(fresh=7)
+    h.shard.txns[TID].value = replace(h.state(), producer_epoch=MAX_EPOCH - 2)
+    h.log.append(TxnRecord(TID, h.state()))
+    assert _add2(h, 7, MAX_EPOCH - 2) is E.NONE
+    out = h.tick(60_001)  # timed out: fenced two up, capped at the last epoch
+    assert h.state().producer_epoch == MAX_EPOCH
+    _complete(h, out)
+    for epoch in (MAX_EPOCH - 2, MAX_EPOCH - 1, MAX_EPOCH):
+        assert _end2(h, 7, epoch, False)[0].error is E.PRODUCER_FENCED, epoch
+    assert h.state().producer_epoch == MAX_EPOCH  # no epoch past the last
 
 
 def test_a_version_1_transaction_is_written_as_before(h: Harness) -> None:
