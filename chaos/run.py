@@ -68,6 +68,7 @@ class Client:
     group: str = ""
     instance_id: str | None = None
     session_ms: int = 10000
+    java: bool = False  # an eos-worker on the Java client (chaos/java/EosWorker.java), not confluent-kafka
     incarnation: int = -1
     proc: subprocess.Popen[bytes] | None = None
     stopping: bool = False  # a stop (SIGTERM) is under way: its exit is not a crash
@@ -95,6 +96,7 @@ class Clients:
         self.rate = rate
         self.group_protocol = group_protocol  # of the confluent-kafka consumers (kafka-python: classic)
         self.clients: list[Client] = []
+        self._java_cp: str | None = None
         self.lock = threading.Lock()
         (run_dir / "history").mkdir(parents=True, exist_ok=True)
         (run_dir / "logs" / "clients").mkdir(parents=True, exist_ok=True)
@@ -132,10 +134,21 @@ class Clients:
             cmd += ["--group-protocol", self.protocol_of(c)]
         if c.role == "eos-worker":
             cmd += ["--out-topic", OUTPUT_TOPIC, "--hang-s", str(self.hang_s)]
+        if c.java:
+            cmd = ["java", "-cp", self._java_classpath(), "EosWorker", self.bootstrap, TOPIC, OUTPUT_TOPIC, c.group,
+                   c.instance_id or c.base, c.name, str(path), str(self.hang_s)]
         with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
             c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
         if self.on_spawn is not None:
             self.on_spawn(c.proc.pid)
+
+    def _java_classpath(self) -> str:
+        """The Java worker compiled against kafka-clients (resolved once into the cache)."""
+        if self._java_cp is None:
+            from chaos.java_client import compile_program
+
+            self._java_cp = compile_program(REPO / "chaos" / "java" / "EosWorker.java", self.run_dir / "java-classes")
+        return self._java_cp
 
     def _record_crash(self, c: Client, **extra: Any) -> None:
         if c.consumer:
@@ -243,11 +256,14 @@ class Clients:
                 self.start(c)
 
 
-def plan_clients(clients: Clients, scenario: str, workload: str = "classic") -> None:
+def plan_clients(clients: Clients, scenario: str, workload: str = "classic", eos_clients: str = "confluent") -> None:
+    """``eos_clients``: the exactly-once workers' client, confluent-kafka for all (transaction
+    version 1) or ``mixed``: the last one on the Java client (version 2 where finalized)."""
     clients.add(Client("producer", "producer"))
     if workload in ("eos", "both"):
         for k in range(1, EOS_WORKERS + 1):
-            clients.add(Client(f"eos-w{k}", "eos-worker", EOS_GROUP, instance_id=f"chaos-eos-txn-{k}"))
+            clients.add(Client(f"eos-w{k}", "eos-worker", EOS_GROUP, instance_id=f"chaos-eos-txn-{k}",
+                               java=eos_clients == "mixed" and k == EOS_WORKERS))
         clients.add(Client("rc-reader", "rc-reader"))
     if workload == "eos":
         return
@@ -469,7 +485,7 @@ def count_events(run_dir: Path) -> dict[str, int]:
 
 def run(scenario: str, duration: float, seed: int, out: str | None = None, rate: float = 50.0,
         drain_timeout: float = 120.0, net_mode: str = "auto", workload: str = "classic",
-        group_protocol: str = "classic", durability: str = "replicated") -> Path:
+        group_protocol: str = "classic", durability: str = "replicated", eos_clients: str = "confluent") -> Path:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if workload not in WORKLOADS:
@@ -489,7 +505,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
     started = time.monotonic()
     info: dict[str, Any] = {"scenario": scenario, "seed": seed, "duration": duration, "t0": t0,
                             "topic": TOPIC, "partitions": PARTITIONS, "groups": groups, "rate": rate,
-                            "workload": workload, "group_protocol": group_protocol,
+                            "workload": workload, "group_protocol": group_protocol, "eos_clients": eos_clients,
                             "versions": versions(), "status": "running"}
     faulthandler.enable()  # a C-level abort in a client library still shows every thread's stack
     pidfile = run_dir / "pids.txt"
@@ -546,7 +562,7 @@ def run(scenario: str, duration: float, seed: int, out: str | None = None, rate:
             raise RuntimeError("cluster not healthy after start")
         log(f"cluster up ({net.mode}{'' if why_not is None else ': ' + why_not}): bootstrap {bootstrap}, "
             f"run dir {run_dir}")
-        plan_clients(clients, scenario, workload)
+        plan_clients(clients, scenario, workload, eos_clients)
         for c in clients.clients:
             clients.start(c)
         sampler.start()
@@ -724,6 +740,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--drain-timeout", type=float, default=120.0)
     ap.add_argument("--workload", choices=list(WORKLOADS), default="classic",
                     help="classic consumer groups, exactly-once workers (the eos scenarios' default), or both")
+    ap.add_argument("--eos-clients", choices=["confluent", "mixed"], default="confluent",
+                    help="the exactly-once workers' client: confluent-kafka (transaction version 1), or mixed: "
+                         "one on the Java client (transaction version 2; needs Java 17 and Maven)")
     ap.add_argument("--durability", choices=["replicated", "fsync"], default="replicated",
                     help="the nodes' durability; power loss of every node at once is injected only with fsync "
                          "(replicated promises nothing once a majority loses its page cache)")
@@ -738,7 +757,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     run_dir = run(args.scenario, args.duration, args.seed, args.out, args.rate, args.drain_timeout, args.net,
-                  args.workload, args.group_protocol, args.durability)
+                  args.workload, args.group_protocol, args.durability, args.eos_clients)
     print(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     return 0 if info.get("status") == "ok" else 1

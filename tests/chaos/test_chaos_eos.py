@@ -1,6 +1,7 @@
 """A bounded exactly-once chaos run end to end: ``python -m chaos run --scenario eos-bounded`` (the
 transaction coordinator, the group coordinator and data leaders killed and cut off, a worker
-SIGKILLed, while two confluent-kafka workers consume-transform-produce in transactions), then the
+SIGKILLed, while a confluent-kafka worker on transaction version 1 and a Java one on version 2
+consume-transform-produce in transactions), then the
 checker (in this process, on the session's SparkSession): I10 (every input record exactly once in
 the committed output, no aborted record read by the read_committed reader) and I1-I9 must pass. The ten-minute run is ``--scenario eos``."""
 
@@ -24,8 +25,8 @@ def test_exactly_once_holds_through_a_bounded_eos_run(tmp_path: Path, spark: Any
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "chaos", "run", "--scenario", "eos-bounded", "--duration", "34",
-                           "--seed", str(SEED), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+                           "--seed", str(SEED), "--out", str(out), "--eos-clients", "mixed"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
     print(proc.stderr[-4000:])
     info = json.loads((out / "run.json").read_text())
     assert proc.returncode == 0 and info["status"] == "ok", (info.get("status"), info.get("error"),
@@ -51,3 +52,6 @@ def test_exactly_once_holds_through_a_bounded_eos_run(tmp_path: Path, spark: Any
     stats = summary["verdicts"]["I10"]["stats"]
     assert stats["reader_records"] > 0 and stats["transactions"].get("ok", 0) > 20, stats
     assert stats["aborted_output"] > 0, stats  # the workers abort one transaction in ten on purpose
+    # both workers committed transactions: the Java one (the last) on transaction version 2
+    ok_by = {p.name.split(".")[0] for p in (out / "history").glob("eos-w*.jsonl") if '"txn.commit.ok"' in p.read_text()}
+    assert ok_by == {"eos-w1", "eos-w2"}, ok_by
