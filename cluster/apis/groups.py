@@ -514,7 +514,7 @@ class GroupApi:
             return {"error_message": a.error_message} if v6 else {}
 
         def ops(g: str, a: c.DescribeGroupsResponse) -> int:
-            if not with_ops or a.error is not ErrorCode.NONE:
+            if not with_ops or error(a) is not ErrorCode.NONE:  # (below v6 a group not there is described)
                 return -2147483648
             return self.node.access.operations(ctx.principal, ctx.ip, ResourceType.GROUP, g)
 

@@ -155,11 +155,11 @@ def test_api_versions_advertises_registered(kcoord_node) -> None:
     c.close()
     assert err == 0
     got = {k: (lo, hi) for k, lo, hi in apis}
-    assert got[0] == (0, 9)  # Produce: v0–2 advertised for librdkafka, rejected
+    assert got[0] == (0, 12)  # Produce: v0–2 advertised for librdkafka, rejected; v12 transaction version 2
     assert got[1] == (4, 12) and got[2] == (1, 11) and got[3] == (0, 13)
-    assert got[10] == (0, 6) and got[22] == (0, 4)
-    # transaction protocol version 1: AddPartitionsToTxn goes to v4, the nodes' own verification
-    # batches (KIP-890 part 1; clients send v3 at most), EndTxn and TxnOffsetCommit stop before v5
-    # (KIP-890 version 2); DescribeProducers v0
+    assert got[10] == (0, 6) and got[22] == (0, 5)
+    # both transaction protocol versions: AddPartitionsToTxn v4-5 are partition leaders' batches
+    # (clients send v3 at most), EndTxn and TxnOffsetCommit v5 are KIP-890's version 2,
+    # WriteTxnMarkers v2 names a marker's version; DescribeProducers v0
     assert (got[24], got[25], got[26], got[27], got[28], got[61], got[65], got[66]) == (
-        (0, 4), (0, 4), (0, 4), (1, 1), (0, 4), (0, 0), (0, 0), (0, 1))
+        (0, 5), (0, 4), (0, 5), (1, 2), (0, 5), (0, 0), (0, 0), (0, 1))
