@@ -350,8 +350,14 @@ def _txn_requests(c: Cluster) -> dict[tuple[str, str], int]:
     return counts
 
 
+@pytest.fixture
+def metered(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A cluster whose nodes serve Prometheus metrics."""
+    yield from running_cluster(tmp_path / "cluster", request, {"group.initial.rebalance.delay.ms": 0}, metrics=True)
+
+
 def test_java_producers_run_transaction_version_2_and_librdkafka_version_1_side_by_side(
-        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        metered: Cluster, tmp_path: Path) -> None:
     """The 4.4 Java client sees ``transaction.version`` 2 finalized and stops sending
     AddPartitionsToTxn and AddOffsetsToTxn: every end bumps its epoch (EndTxn v5), its partitions
     and its group's offsets partition are added by their leaders, and its exactly-once loop, an
@@ -359,37 +365,33 @@ def test_java_producers_run_transaction_version_2_and_librdkafka_version_1_side_
     transaction version 1, runs on the same cluster as before."""
     from tests.cluster.java_client import compile_program
 
-    gen = running_cluster(tmp_path / "cluster", request, {"group.initial.rebalance.delay.ms": 0}, metrics=True)
-    c = next(gen)
-    try:
-        bs = c.bootstrap
-        _input_and_output(bs, "tv2-in", "tv2-out", 50)
-        cp = compile_program(ROOT / "tests/cluster/java/TxnEos.java", tmp_path / "classes")
-        out = subprocess.run(["java", "-cp", cp, "TxnEos", bs, "tv2-in", "tv2-out", "50"], capture_output=True,
-                             text=True, timeout=240)
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        assert res["aborted"] > 0 and res["fenced"] is True, res
-        assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
-        java = _txn_requests(c)
-        assert java.get(("AddPartitionsToTxn", "1"), 0) == 0 and java.get(("AddOffsetsToTxn", "1"), 0) == 0, java
-        assert java.get(("EndTxn", "1"), 0) == 0 and java.get(("TxnOffsetCommit", "1"), 0) == 0, java
-        assert java[("EndTxn", "2")] >= 3 and java[("TxnOffsetCommit", "2")] >= 2, java
-        assert java[("LeaderAdd", "2")] >= 3, java  # the output partitions and the group's offsets partition
+    c = metered
+    bs = c.bootstrap
+    _input_and_output(bs, "tv2-in", "tv2-out", 50)
+    cp = compile_program(ROOT / "tests/cluster/java/TxnEos.java", tmp_path / "classes")
+    out = subprocess.run(["java", "-cp", cp, "TxnEos", bs, "tv2-in", "tv2-out", "50"], capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["aborted"] > 0 and res["fenced"] is True, res
+    assert (res["consumed"], res["output"], res["unique"]) == (50, 50, 50), res  # each input once, read_committed
+    java = _txn_requests(c)
+    assert java.get(("AddPartitionsToTxn", "1"), 0) == 0 and java.get(("AddOffsetsToTxn", "1"), 0) == 0, java
+    assert java.get(("EndTxn", "1"), 0) == 0 and java.get(("TxnOffsetCommit", "1"), 0) == 0, java
+    assert java[("EndTxn", "2")] >= 3 and java[("TxnOffsetCommit", "2")] >= 2, java
+    assert java[("LeaderAdd", "2")] >= 3, java  # the output partitions and the group's offsets partition
 
-        p = Producer({"bootstrap.servers": bs, "transactional.id": "tv1-rdkafka"})
-        p.init_transactions(30)
-        for commit in (False, True):
-            p.begin_transaction()
-            for i in range(10):
-                p.produce("tv2-out", key=b"k", value=f"rd-{commit}-{i}".encode(), partition=i % 2)
-            (p.commit_transaction if commit else p.abort_transaction)(30)
-        both = _txn_requests(c)
-        assert both.get(("AddPartitionsToTxn", "1"), 0) > 0 and both.get(("EndTxn", "1"), 0) >= 1, both
-        got = _consume(bs, "tv2-out", 2, "read_committed", 60)
-        assert sorted(got) == sorted([f"J:in-{i}" for i in range(50)] + [f"rd-True-{i}" for i in range(10)])
-    finally:
-        gen.close()
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tv1-rdkafka"})
+    p.init_transactions(30)
+    for commit in (False, True):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce("tv2-out", key=b"k", value=f"rd-{commit}-{i}".encode(), partition=i % 2)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    both = _txn_requests(c)
+    assert both.get(("AddPartitionsToTxn", "1"), 0) > 0 and both.get(("EndTxn", "1"), 0) >= 1, both
+    got = _consume(bs, "tv2-out", 2, "read_committed", 60)
+    assert sorted(got) == sorted([f"J:in-{i}" for i in range(50)] + [f"rd-True-{i}" for i in range(10)])
 
 
 def test_aiokafka_transactions_on_version_0_of_every_transactional_api(cluster: Cluster) -> None:
