@@ -59,7 +59,7 @@ from bench.brokers import BenchError
 from bench.cluster3 import LocalCluster, _ClusterScenario, _cpu_ticks, _Rd, _s
 from bench.common import host_cpu, mp_context, run_id
 from bench.report import Metric, Reporter, rnd
-from cluster.codec import uvarint
+from coordinator_common.varint import uvarint
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 CONSUMER_GROUP_HEARTBEAT = 68

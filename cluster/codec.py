@@ -27,6 +27,7 @@ from kio.serial.readers import (
 )
 
 from cluster.wire_bounds import BoundsError, check_body
+from coordinator_common.varint import uvarint
 
 API_VERSIONS_KEY = 18
 
@@ -193,16 +194,6 @@ def encode_heartbeat_response(version: int, correlation_id: int, error_code: int
 
 # ---------------------------------------------------------------- OffsetCommit response without kio
 # Topics, each with partitions and their error codes; throttle time from v3; v8+ flexible.
-
-
-def uvarint(n: int) -> bytes:
-    """An unsigned varint, as flexible versions write lengths and counts."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 _PARTITION_RESULT = struct.Struct(">ih")

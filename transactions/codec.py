@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 
+from coordinator_common.varint import uvarint
+
 from .records import TopicPartition, TxnRecord, TxnValue
 from .state import TxnState
 
@@ -57,34 +59,25 @@ def encode_value(value: TxnValue | None) -> bytes | None:
 def _encode_flexible(value: TxnValue) -> bytes:
     out = [_I16.pack(1), _HEAD.pack(value.producer_id, value.producer_epoch, value.timeout_ms, value.state)]
     if value.state is TxnState.EMPTY:
-        out.append(_uvarint(0))  # null
+        out.append(uvarint(0))  # null
     else:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, p in sorted(value.partitions):
             by_topic[topic].append(p)
-        out.append(_uvarint(len(by_topic) + 1))
+        out.append(uvarint(len(by_topic) + 1))
         for topic, parts in by_topic.items():
             raw = topic.encode()
-            out += [_uvarint(len(raw) + 1), raw, _uvarint(len(parts) + 1), struct.pack(f">{len(parts)}i", *parts),
-                    _uvarint(0)]
+            out += [uvarint(len(raw) + 1), raw, uvarint(len(parts) + 1), struct.pack(f">{len(parts)}i", *parts),
+                    uvarint(0)]
     out.append(_TIMES.pack(value.last_update_ms, value.start_ms))
     tags = [(tag, raw) for tag, raw, default in (
         (0, _I64.pack(value.previous_producer_id), value.previous_producer_id == -1),
         (1, _I64.pack(value.next_producer_id), value.next_producer_id == -1),
         (2, _I16.pack(value.client_version), value.client_version == 0)) if not default]
-    out.append(_uvarint(len(tags)))
+    out.append(uvarint(len(tags)))
     for tag, raw in tags:
-        out += [_uvarint(tag), _uvarint(len(raw)), raw]
+        out += [uvarint(tag), uvarint(len(raw)), raw]
     return b"".join(out)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 
 from coordinator.binary import Reader, RecordDecodeError
+from coordinator_common.varint import uvarint
 
 from . import records as r
 
@@ -19,32 +20,20 @@ class ConsumerRecordError(RecordDecodeError):
 
 # ---------------------------------------------------------------------------------------- writing
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _cstr(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode("utf-8")
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 def _carray(items: list[bytes]) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+    return uvarint(len(items) + 1) + b"".join(items)
 
 
 def _tags(tagged: dict[int, bytes]) -> bytes:
     """A tagged-field section: the fields that differ from their defaults, by tag."""
-    return _uvarint(len(tagged)) + b"".join(_uvarint(t) + _uvarint(len(v)) + v for t, v in sorted(tagged.items()))
+    return uvarint(len(tagged)) + b"".join(uvarint(t) + uvarint(len(v)) + v for t, v in sorted(tagged.items()))
 
 
 def _topic_partitions(tp: r.TopicPartitions, with_epochs: bool = True) -> bytes:
@@ -84,7 +73,7 @@ def encode_value(value: r.ConsumerGroupValue) -> bytes:
     v = value
     tagged = {}
     if v.classic is not None:
-        protocols = [_cstr(p.name) + _uvarint(len(p.metadata) + 1) + p.metadata + _tags({})
+        protocols = [_cstr(p.name) + uvarint(len(p.metadata) + 1) + p.metadata + _tags({})
                      for p in v.classic.supported_protocols]
         # a nullable struct starts with a presence byte (1; a null one is not written: tagged, default null)
         tagged[0] = b"\x01" + _I32.pack(v.classic.session_timeout_ms) + _carray(protocols) + _tags({})
