@@ -122,6 +122,13 @@ class Clients:
         c.incarnation += 1
         path = self.run_dir / "history" / f"{c.name}.jsonl"
         c.history.append(path)
+        cmd = self._java_command(c, path) if c.java else self._command(c, path)
+        with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
+            c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
+        if self.on_spawn is not None:
+            self.on_spawn(c.proc.pid)
+
+    def _command(self, c: Client, path: Path) -> list[str]:
         topic = OUTPUT_TOPIC if c.role == "rc-reader" else TOPIC
         cmd = [sys.executable, "-m", "chaos.workload", c.role, "--bootstrap", self.bootstrap, "--topic", topic,
                "--proc", c.name, "--history", str(path), "--rate", str(self.rate),
@@ -134,13 +141,12 @@ class Clients:
             cmd += ["--group-protocol", self.protocol_of(c)]
         if c.role == "eos-worker":
             cmd += ["--out-topic", OUTPUT_TOPIC, "--hang-s", str(self.hang_s)]
-        if c.java:
-            cmd = ["java", "-cp", self._java_classpath(), "EosWorker", self.bootstrap, TOPIC, OUTPUT_TOPIC, c.group,
-                   c.instance_id or c.base, c.name, str(path), str(self.hang_s)]
-        with open(self.run_dir / "logs" / "clients" / f"{c.name}.log", "ab") as err:
-            c.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=dict(os.environ))
-        if self.on_spawn is not None:
-            self.on_spawn(c.proc.pid)
+        return cmd
+
+    def _java_command(self, c: Client, path: Path) -> list[str]:
+        """An eos-worker on the Java client (its arguments: chaos/java/EosWorker.java)."""
+        return ["java", "-cp", self._java_classpath(), "EosWorker", self.bootstrap, TOPIC, OUTPUT_TOPIC, c.group,
+                c.instance_id or c.base, c.name, str(path), str(self.hang_s)]
 
     def _java_classpath(self) -> str:
         """The Java worker compiled against kafka-clients (resolved once into the cache)."""

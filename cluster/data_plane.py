@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from cluster.verification_guards import VerificationGuards
 from replication.api import LeadershipChange, ReplicatedLog, ReplicationError
 from replication.batch_validator import InflateBudget, validate_batch_async
 from replication.compacted import DEFAULT_POLICY, find_keyless_record
@@ -118,11 +119,7 @@ class DataPartition:
         self._epochs_exact: Callable[[], bool] = lambda: True
         self._waiters: set[asyncio.Future[None]] = set()
         self._in_flight: dict[tuple[int, int, int], asyncio.Future[ProduceResult]] = {}
-        # KIP-890 part 1: producer id -> (epoch, guard, version 2?) of a verification under way or
-        # passed; a marker for the producer removes it, so a batch verified before a marker is
-        # refused after (except a version 2 batch and a marker at its epoch: that marker ends the
-        # producer's previous transaction, whose end bumped the epoch to the batch's)
-        self._verified: dict[int, tuple[int, object, bool]] = {}
+        self._verified: VerificationGuards[int] = VerificationGuards()  # by producer id
 
     def attach(self, rlog: ReplicatedLog, epochs_exact: Callable[[], bool] = lambda: True) -> None:
         """Cluster mode: replicate through Raft; the DataLog is written by the applied entries.
@@ -255,14 +252,11 @@ class DataPartition:
         meanwhile (the transaction the answer was about is over: Kafka's verification guard). The
         check and the append that follows run without a pause, so no marker can slip between."""
         pid, epoch = hdr.producer_id, hdr.producer_epoch
-        entry = self._verified.get(pid)
-        if entry is None or entry[0] != epoch or entry[2] != version2:
-            entry = (epoch, object(), version2)
-            self._verified[pid] = entry
+        token = self._verified.begin(pid, epoch, version2)
         refused = _verification_error(await verify(pid, epoch), abortable)
         if refused is not None:
             return refused
-        if self._verified.get(pid) is not entry and not self._open_for(hdr, version2):
+        if not self._verified.holds(pid, token) and not self._open_for(hdr, version2):
             return ProduceResult(Err.TRANSACTION_ABORTABLE if abortable else Err.INVALID_TXN_STATE,
                                  message=f"Producer {pid}'s transaction ended while the batch was verified")
         return None
@@ -305,12 +299,8 @@ class DataPartition:
         if self.data.txns.fenced_coordinator(producer_id, coordinator_epoch):
             return ProduceResult(Err.TRANSACTION_COORDINATOR_FENCED,
                                  message=f"Coordinator epoch {coordinator_epoch} is older than the last marker's")
-        # Only a marker that is written voids a verification (a deposed coordinator's is not), and
-        # not a version 2 one at the verified batch's epoch: that marker closes the transaction
-        # before it (its end bumped the epoch the batch carries).
-        entry = self._verified.get(producer_id)
-        if entry is not None and not (version >= 2 and entry[2] and entry[0] == producer_epoch):
-            del self._verified[producer_id]
+        # Only a marker that is written voids a verification (a deposed coordinator's is not).
+        self._verified.marker(producer_id, producer_epoch, version)
         batch = build_batch([marker_record(commit, coordinator_epoch)], timestamp=int(time.time() * 1000),
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)

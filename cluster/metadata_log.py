@@ -255,11 +255,20 @@ def record_version(change: Change) -> int:
             else 2 if kind in NEW_KINDS else WRITES)
 
 
+def node_reads(state: dict[str, Any], node: int) -> int:
+    """The newest metadata version ``node`` registered that it reads."""
+    return int((state.get("reads") or {}).get(node, [None, UNREGISTERED_READS])[1])
+
+
+def lowest_reads(state: dict[str, Any], nodes: list[int]) -> int:
+    """The newest metadata version every one of ``nodes`` reads (of none: this build's)."""
+    return min((node_reads(state, n) for n in nodes), default=METADATA_VERSION)
+
+
 def version_refusal(state: dict[str, Any], nodes: list[int], version: int) -> str | None:
     """Why a record of ``version`` must not be written yet (None: every node reads it): some
     node of the cluster runs a release that would stop on it."""
-    behind = {n: reads for n in nodes
-              if (reads := int((state.get("reads") or {}).get(n, [None, UNREGISTERED_READS])[1])) < version}
+    behind = {n: reads for n in nodes if (reads := node_reads(state, n)) < version}
     if not behind:
         return None
     registered = state.get("reads") or {}

@@ -66,6 +66,7 @@ from cluster.metadata_log import (
     encode_change,
     filter_fields,
     fold_metadata,
+    lowest_reads,
     partition_slot,
     record_version,
     version_refusal,
@@ -227,8 +228,6 @@ class RaftCluster:
         self.state: dict[str, Any] = fold_metadata([])
         self._seen = (-1, -1)
         self._init_sent = False
-        self._exact_for: object = None  # the metadata state epochs_exact was last worked out for
-        self._exact = False
         self._lowest_for: object = None  # the metadata state lowest_metadata_version was worked out for
         self._lowest = UNREGISTERED_READS
         self._missing = False  # a data partition could not be opened yet (retried)
@@ -485,20 +484,14 @@ class RaftCluster:
         Raft term (a release reading metadata version ``EXACT_EPOCHS``). Before, an older leader's
         fence epochs would outrank the terms in Metadata, and Java clients ignore metadata whose
         epoch is older than one they read in a batch; with -1 they skip KIP-320's validation.
-        Asked per partition of every Fetch: kept until the metadata state changes."""
-        state = self.state
-        if self._exact_for is not state:
-            self._exact_for = state
-            self._exact = version_refusal(state, self.replica_ids(), EXACT_EPOCHS) is None
-        return self._exact
+        Asked per partition of every Fetch: worked out once per metadata state."""
+        return self.lowest_metadata_version() >= EXACT_EPOCHS
 
     def lowest_metadata_version(self) -> int:
         state = self.state
         if self._lowest_for is not state:
             self._lowest_for = state
-            reads = state.get("reads") or {}
-            self._lowest = min((int(reads.get(n, [None, UNREGISTERED_READS])[1]) for n in self.replica_ids()),
-                               default=UNREGISTERED_READS)
+            self._lowest = lowest_reads(state, self.replica_ids())
         return self._lowest
 
     def partition(self, topic: str, partition: int) -> DataPartition | None:

@@ -45,9 +45,7 @@ def encode_value(value: TxnValue | None) -> bytes | None:
     if value.state is TxnState.EMPTY:
         out.append(_I32.pack(-1))
     else:
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for topic, p in sorted(value.partitions):
-            by_topic[topic].append(p)
+        by_topic = _by_topic(value.partitions)
         out.append(_I32.pack(len(by_topic)))
         for topic, parts in by_topic.items():
             raw = topic.encode()
@@ -61,9 +59,7 @@ def _encode_flexible(value: TxnValue) -> bytes:
     if value.state is TxnState.EMPTY:
         out.append(uvarint(0))  # null
     else:
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for topic, p in sorted(value.partitions):
-            by_topic[topic].append(p)
+        by_topic = _by_topic(value.partitions)
         out.append(uvarint(len(by_topic) + 1))
         for topic, parts in by_topic.items():
             raw = topic.encode()
@@ -78,6 +74,14 @@ def _encode_flexible(value: TxnValue) -> bytes:
     for tag, raw in tags:
         out += [uvarint(tag), uvarint(len(raw)), raw]
     return b"".join(out)
+
+
+def _by_topic(partitions: frozenset[TopicPartition]) -> dict[str, list[int]]:
+    """Partitions grouped by topic, as the record lists them (sorted)."""
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, p in sorted(partitions):
+        by_topic[topic].append(p)
+    return by_topic
 
 
 def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:

@@ -30,6 +30,7 @@ from cluster.dispatch import RawResponse, RequestContext
 from cluster.metadata import OFFSETS_TOPIC
 from cluster.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from cluster.services import Catalog, Guarded, Identity, Placement, Producers, Registers
+from cluster.verification_guards import VerificationGuards
 from coordinator import commands as c
 from coordinator.errors import ErrorCode
 from coordinator.partitioner import partition_for
@@ -82,9 +83,8 @@ class GroupApi:
         self.node = node
         self.driver = driver
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
-        # KIP-890 guards of verified TxnOffsetCommits: (partition, producer id) -> guard; a marker
-        # for the producer removes it (see DataPartition._verify)
-        self._verified: dict[tuple[int, int], tuple[object, int, bool]] = {}  # -> (guard, epoch, version 2)
+        # KIP-890 guards of verified TxnOffsetCommits, by (partition, producer id)
+        self._verified: VerificationGuards[tuple[int, int]] = VerificationGuards()
 
     async def start(self) -> None:
         await self.driver.start()
@@ -374,12 +374,10 @@ class GroupApi:
         partition = self.partition(req.group_id)
         pid, epoch = int(req.producer_id), int(req.producer_epoch)
         version2 = version >= 5  # the client sent no AddOffsetsToTxn: the partition is added here
-        guard = self._verified.get((partition, pid))
-        if guard is None or guard[1:] != (epoch, version2):
-            guard = self._verified[(partition, pid)] = (object(), epoch, version2)
+        token = self._verified.begin((partition, pid), epoch, version2)
         code = await self.node.verify_txn_partition(req.transactional_id, pid, epoch, OFFSETS_TOPIC, partition,
                                                     add=version2)
-        if code == 0 and self._verified.get((partition, pid)) is not guard:
+        if code == 0 and not self._verified.holds((partition, pid), token):
             code = 120  # a marker for this producer came in meanwhile: that transaction is over
         if code == 0:
             return None
@@ -398,11 +396,7 @@ class GroupApi:
                               coordinator_epoch: int, version: int = 1) -> ErrorCode:
         """A transaction marker for ``__consumer_offsets`` partition ``partition``: its pending
         offsets are installed or dropped once the marker is committed."""
-        guard = self._verified.get((partition, producer_id))
-        if guard is not None and not (version >= 2 and guard[2] and guard[1] == producer_epoch):
-            # (a version 2 marker at the verified commit's epoch ends the producer's previous
-            # transaction: its end bumped the epoch the commit carries)
-            del self._verified[(partition, producer_id)]
+        self._verified.marker((partition, producer_id), producer_epoch, version)
         resp = await self.driver.call(partition, c.EndTxnMarkerRequest(producer_id, producer_epoch, commit,
                                                                         coordinator_epoch))
         assert isinstance(resp, c.EndTxnMarkerResponse)
