@@ -28,6 +28,8 @@ from .records import (
     TxnMarkerKey,
     TxnMarkerValue,
 )
+from .share_group import codec as share_codec
+from .share_group import records as share_records
 
 CONSUMER_GROUP_TYPES = frozenset({consumer_records.GROUP_METADATA, consumer_records.MEMBER_METADATA,
                                   consumer_records.TARGET_METADATA, consumer_records.TARGET_MEMBER,
@@ -89,6 +91,8 @@ def encode_key(record: Record) -> bytes:
     key = record.key
     if isinstance(key, consumer_records.GroupKey | consumer_records.MemberKey):
         return consumer_codec.encode_key(key)
+    if isinstance(key, share_records.ShareGroupKey | share_records.ShareMemberKey):
+        return share_codec.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return b"".join((_OFFSET_KEY_TYPE, _short_string(key.group), _short_string(key.topic),
                          _I32.pack(key.partition)))
@@ -103,6 +107,8 @@ def encode_value(record: Record) -> bytes | None:
     value = record.value
     if value is None:
         return None
+    if isinstance(value, share_records.ShareValue):
+        return share_codec.encode_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue | TxnMarkerValue):
         return consumer_codec.encode_value(value)
     w = _Writer()
@@ -155,6 +161,9 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
     elif record_type in CONSUMER_GROUP_TYPES:
         ck = consumer_codec.decode_key(key)  # its errors are RecordDecodeErrors
         return Record(ck, None if value is None else consumer_codec.decode_value(ck.record_type, value))
+    elif record_type in share_records.TYPES:
+        sk = share_codec.decode_key(key)
+        return Record(sk, None if value is None else share_codec.decode_value(sk.record_type, value))
     else:
         raise UnknownRecordType(f"unknown coordinator record type {record_type}")
     if value is None:

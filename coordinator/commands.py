@@ -14,6 +14,7 @@ from .consumer_group.heartbeat import TopicImage
 from .consumer_group.heartbeat_request import ConsumerHeartbeat
 from .consumer_group.member import Partitions
 from .errors import ErrorCode
+from .share_group.heartbeat import ShareHeartbeat
 
 # ---------------------------------------------------------------- JoinGroup
 
@@ -347,6 +348,75 @@ class ConsumerGroupDescribeResponse:
     members: tuple[DescribedConsumerMember, ...] = ()
 
 
+
+# ---------------------------------------------------------------- share groups (KIP-932)
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupHeartbeatRequest:
+    heartbeat: ShareHeartbeat
+    topics: TopicImage
+    client_id: str = ""
+    client_host: str = ""
+
+    @property
+    def group_id(self) -> str:
+        return self.heartbeat.group_id
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupHeartbeatResponse:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # topic id (hex) -> partitions; None: unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescribeRequest:
+    group_id: str
+    topics: TopicImage
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedShareMember:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[DescribedTopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescribeResponse:
+    error: ErrorCode
+    group_id: str
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: tuple[DescribedShareMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateInitializedRequest:
+    """What the share coordinator answered to a group's initialization: the topic-partitions it
+    created state for, and those it failed."""
+
+    group_id: str
+    topics: TopicImage
+    initialized: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateInitializedResponse:
+    error: ErrorCode
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -362,6 +432,9 @@ Request = (
     | EndTxnMarkerRequest
     | ConsumerGroupHeartbeatRequest
     | ConsumerGroupDescribeRequest
+    | ShareGroupHeartbeatRequest
+    | ShareGroupDescribeRequest
+    | ShareStateInitializedRequest
 )
 
 
@@ -379,6 +452,9 @@ Response = (
     | EndTxnMarkerResponse
     | ConsumerGroupHeartbeatResponse
     | ConsumerGroupDescribeResponse
+    | ShareGroupHeartbeatResponse
+    | ShareGroupDescribeResponse
+    | ShareStateInitializedResponse
 )
 
 
@@ -412,6 +488,9 @@ REQUESTS: Mapping[type, RequestKind] = {
     EndTxnMarkerRequest: RequestKind(False, lambda r, e: EndTxnMarkerResponse(e)),
     ConsumerGroupHeartbeatRequest: RequestKind(False, lambda r, e: ConsumerGroupHeartbeatResponse(e)),
     ConsumerGroupDescribeRequest: RequestKind(True, lambda r, e: ConsumerGroupDescribeResponse(e, r.group_id)),
+    ShareGroupHeartbeatRequest: RequestKind(False, lambda r, e: ShareGroupHeartbeatResponse(e)),
+    ShareGroupDescribeRequest: RequestKind(True, lambda r, e: ShareGroupDescribeResponse(e, r.group_id)),
+    ShareStateInitializedRequest: RequestKind(False, lambda r, e: ShareStateInitializedResponse(e)),
 }
 
 

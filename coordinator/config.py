@@ -45,6 +45,30 @@ class ConsumerConfig:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    """The share group protocol's settings (KIP-932)."""
+
+    heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
+    session_timeout_ms: int = 45000  # group.share.session.timeout.ms
+    max_size: int = 200  # group.share.max.size
+    # group.share.initialize.retry.interval.ms: when a share-state initialization not yet
+    # confirmed is asked for again
+    initialize_retry_interval_ms: int = 30000
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.heartbeat_interval_ms < 1:
+            out.append("group.share.heartbeat.interval.ms must be >= 1")
+        if self.session_timeout_ms <= self.heartbeat_interval_ms:
+            out.append("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms")
+        if not 1 <= self.max_size <= 1000:
+            out.append("group.share.max.size must be between 1 and 1000")
+        if self.initialize_retry_interval_ms < 1:
+            out.append("group.share.initialize.retry.interval.ms must be >= 1")
+        return out
+
+
 def _no_group_settings(group_id: str) -> ConsumerConfig | None:
     return None
 
@@ -63,6 +87,7 @@ class GroupConfig:
     max_record_batch_bytes: int = 1_048_588
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    share: ShareConfig = field(default_factory=ShareConfig)
     # A consumer group's own settings (its group configs: session timeout, heartbeat interval),
     # looked up at each use so that a change applies from the group's next heartbeat, as in
     # Kafka; None: the node's (``consumer``). Injected like the clock: kept outside the shard.
@@ -90,5 +115,6 @@ class GroupConfig:
         if self.offset_metadata_max_bytes < 0:
             problems.append("offset.metadata.max.bytes must be >= 0")
         problems += self.consumer.problems()
+        problems += self.share.problems()
         if problems:
             raise ValueError("; ".join(problems))

@@ -172,7 +172,7 @@ class ConsumerGroupHandlers:
                 mid, meta.instance_id if meta else None, meta.rack_id if meta else None, m.assignment.epoch,
                 meta.client_id if meta else "", meta.client_host if meta else "",
                 meta.subscribed_topic_names if meta else (), meta.subscribed_topic_regex if meta else None,
-                _described(owned, names), _described(group.targets.get(mid, {}), names),
+                described_partitions(owned, names), described_partitions(group.targets.get(mid, {}), names),
                 classic=meta is not None and meta.classic is not None))
         return c.ConsumerGroupDescribeResponse(
             E.NONE, req.group_id, None, group.state.value, group.epoch, group.assignment_epoch,
@@ -257,7 +257,7 @@ def _merge(a: Owned, b: Owned) -> dict[str, frozenset[int]]:
     return out
 
 
-def _described(parts: Partitions, names: Mapping[str, str]) -> tuple[c.DescribedTopicPartitions, ...]:
+def described_partitions(parts: Partitions, names: Mapping[str, str]) -> tuple[c.DescribedTopicPartitions, ...]:
     """Topics no longer in the cluster's metadata are left out, as Kafka does."""
     return tuple(c.DescribedTopicPartitions(t, names[t], tuple(sorted(ps)))
                  for t, ps in sorted(parts.items()) if ps and t in names)

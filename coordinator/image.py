@@ -20,16 +20,19 @@ from .records import (
     TxnMarkerKey,
     TxnMarkerValue,
 )
+from .share_group.group import ShareGroup, replay_into_share_groups
+from .share_group.records import ShareGroupKey, ShareMemberKey, ShareValue
 from .txn_offsets import PendingOffsets
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 
 
 def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending: PendingOffsets,
-                record: Record, consumer_groups: dict[str, ConsumerGroup] | None) -> None:
+                record: Record, consumer_groups: dict[str, ConsumerGroup] | None,
+                share_groups: dict[str, ShareGroup] | None = None) -> None:
     """Apply one record to durable state (the only place durable state changes). With
-    ``consumer_groups`` None, consumer group records are skipped: a shard's heartbeat applies its
-    records to the live group as it writes them."""
+    ``consumer_groups`` (``share_groups``) None, consumer (share) group records are skipped: a
+    shard's heartbeat applies its records to the live group as it writes them."""
     key = record.key
     if isinstance(key, OffsetCommitKey):
         if record.value is None:
@@ -57,6 +60,10 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[key.group] = record.value
+    elif isinstance(key, ShareGroupKey | ShareMemberKey):
+        if share_groups is not None:
+            assert record.value is None or isinstance(record.value, ShareValue)
+            replay_into_share_groups(share_groups, key, record.value)
     elif consumer_groups is not None:
         value = record.value
         assert isinstance(key, GroupKey | MemberKey) and (value is None or isinstance(value, ConsumerGroupValue))
@@ -66,16 +73,18 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
 class DurableImage:
     """Durable state after replaying a log's entries up to (not including) ``next_offset``."""
 
-    __slots__ = ("groups", "offsets", "pending", "consumer_groups", "next_offset")
+    __slots__ = ("groups", "offsets", "pending", "consumer_groups", "share_groups", "next_offset")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.share_groups: dict[str, ShareGroup] = {}
         self.offsets: Offsets = {}
         self.pending = PendingOffsets()
         self.next_offset = 0
 
     def replay(self, records: Iterable[Record]) -> None:
-        groups, offsets, pending, consumer = self.groups, self.offsets, self.pending, self.consumer_groups
+        groups, offsets, pending, consumer, share = (self.groups, self.offsets, self.pending, self.consumer_groups,
+                                                     self.share_groups)
         for record in records:
-            replay_into(groups, offsets, pending, record, consumer)
+            replay_into(groups, offsets, pending, record, consumer, share)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coordinator.consumer_group.records import ConsumerGroupKey, ConsumerGroupValue
+from coordinator.share_group.records import ShareKey, ShareValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +69,10 @@ class TxnMarkerValue:
     producer_epoch: int = -1
 
 
-# consumer group records (KIP-848, record types 3 and 5-8) share the log and its compaction
-RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey | ConsumerGroupKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue | ConsumerGroupValue
+# consumer group records (KIP-848, record types 3 and 5-8) and share group records (KIP-932,
+# types 10-15) share the log and its compaction
+RecordKey = OffsetCommitKey | GroupMetadataKey | TxnMarkerKey | ConsumerGroupKey | ShareKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | TxnMarkerValue | ConsumerGroupValue | ShareValue
 
 
 @dataclass(frozen=True, slots=True)

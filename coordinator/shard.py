@@ -33,6 +33,8 @@ from .image import DurableImage, replay_into
 from .mixed_groups import MixedGroupHandlers
 from .offset_handlers import OffsetHandlers
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitValue, Record
+from .share_group.group import ShareGroup
+from .share_groups import ShareGroupHandlers
 from .timers import EXPIRE_KEY, TimerKind, TimerSet, heartbeat_key
 from .txn_offsets import PendingOffsets
 from .write_context import Result, WriteContext
@@ -61,6 +63,7 @@ class GroupCoordinatorShard:
             image.offsets if image is not None else {})
         self.pending = image.pending if image is not None else PendingOffsets()  # transactional offsets
         self.consumer_groups: dict[str, ConsumerGroup] = image.consumer_groups if image is not None else {}
+        self.share_groups: dict[str, ShareGroup] = image.share_groups if image is not None else {}
         self.timers = TimerSet()
         self.w = WriteContext(self.timers)
         self.classic = ClassicGroupHandlers(self.config, self._new_id, self.groups, self.timers, self.w)
@@ -70,6 +73,7 @@ class GroupCoordinatorShard:
         self.consumer.after_fence = self.mixed.maybe_downgrade
         self.offset_handlers = OffsetHandlers(self.config, self.groups, self.offsets, self.pending, self.classic,
                                               self.consumer, self.w)
+        self.share = ShareGroupHandlers(self.config, self.share_groups, self.timers, self.w)
         self.census = GroupCensus()  # which groups each step touched, for GroupsObserved
 
     def _begin(self, now_ms: int) -> None:
@@ -85,7 +89,7 @@ class GroupCoordinatorShard:
 
     def replay(self, record: Record) -> None:
         """Apply one committed record to durable state (loading)."""
-        replay_into(self.durable_groups, self.offsets, self.pending, record, self.consumer_groups)
+        replay_into(self.durable_groups, self.offsets, self.pending, record, self.consumer_groups, self.share_groups)
 
     def durable_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         return (dict(self.durable_groups), {g: dict(o) for g, o in self.offsets.items()})
@@ -105,7 +109,8 @@ class GroupCoordinatorShard:
         for group_id, value in shard.durable_groups.items():
             shard.groups[group_id] = ClassicGroup.from_record_value(group_id, value)
         for group_id in [*shard.offsets, *shard.pending.by_group]:
-            if group_id not in shard.groups and group_id not in shard.consumer_groups:
+            if group_id not in shard.groups and group_id not in shard.consumer_groups \
+                    and group_id not in shard.share_groups:
                 shard.groups[group_id] = ClassicGroup(group_id)  # a simple (offsets-only) group
         for group in shard.groups.values():
             for member in group.members.values():
@@ -115,6 +120,7 @@ class GroupCoordinatorShard:
             if len(group.members) > shard.config.max_size:
                 shard.classic.prepare_rebalance(group, "loaded group is over capacity")
         shard.consumer.arm_loaded()
+        shard.share.arm_loaded()
         shard.w.schedule(EXPIRE_KEY, shard.config.offsets_retention_check_interval_ms,
                         TimerKind.EXPIRE_OFFSETS)
         return shard, shard._end()
@@ -165,12 +171,44 @@ class GroupCoordinatorShard:
     # consumer group (an online upgrade) goes to the mixed handlers
 
     def _on_consumer_heartbeat(self, request: c.ConsumerGroupHeartbeatRequest, token: Token) -> None:
-        self.w.respond(token, self._consumer_heartbeat(request))
+        other = self._other_kind(request.group_id, "consumer")
+        self.w.respond(token, other and c.ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, other)
+                       or self._consumer_heartbeat(request))
 
     def _on_consumer_describe(self, request: c.ConsumerGroupDescribeRequest, token: Token) -> None:
-        self.w.respond(token, self.consumer.describe(request))
+        other = self._other_kind(request.group_id, "consumer")
+        self.w.respond(token, other and c.ConsumerGroupDescribeResponse(E.GROUP_ID_NOT_FOUND, request.group_id, other)
+                       or self.consumer.describe(request))
+
+    def _other_kind(self, group_id: str, kind: str) -> str | None:
+        """Why a group id cannot be served as a ``kind`` group (it names a group of another kind;
+        Kafka converts none of them to or from share groups), or None."""
+        if kind == "share":
+            classic = self.groups.get(group_id)
+            if group_id in self.consumer_groups or (classic is not None and not classic.is_in(S.DEAD)):
+                return f"Group {group_id} is not a share group."
+        elif group_id in self.share_groups:
+            return f"Group {group_id} is not a {kind} group."
+        return None
+
+    def _on_share_heartbeat(self, request: c.ShareGroupHeartbeatRequest, token: Token) -> None:
+        other = self._other_kind(request.group_id, "share")
+        self.w.respond(token, other and c.ShareGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, other)
+                       or self.share.heartbeat(request))
+
+    def _on_share_describe(self, request: c.ShareGroupDescribeRequest, token: Token) -> None:
+        other = self._other_kind(request.group_id, "share")
+        self.w.respond(token, other and c.ShareGroupDescribeResponse(E.GROUP_ID_NOT_FOUND, request.group_id, other)
+                       or self.share.describe(request))
+
+    def _on_share_initialized(self, request: c.ShareStateInitializedRequest, token: Token) -> None:
+        self.w.respond(token, self.share.state_initialized(request))
 
     def _on_join(self, request: c.JoinGroupRequest, token: Token) -> None:
+        if request.group_id in self.share_groups:
+            # a classic member cannot join a group of another kind (Kafka: no member id given)
+            self.w.respond(token, c.JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL))
+            return
         self._join_group(request, token)
 
     def _on_sync(self, request: c.SyncGroupRequest, token: Token) -> None:
@@ -190,17 +228,24 @@ class GroupCoordinatorShard:
         self.w.respond(token, self.mixed.leave(consumer, request) if consumer is not None
                        else self.classic.leave_group(request))
 
+    # A share group keeps no committed offsets: Kafka answers GROUP_ID_NOT_FOUND ("not a consumer group").
+
     def _on_offset_commit(self, request: c.OffsetCommitRequest | c.TxnOffsetCommitRequest, token: Token) -> None:
+        if request.group_id in self.share_groups:
+            self.w.respond(token, c.error_response(request, E.GROUP_ID_NOT_FOUND))
+            return
         self.w.respond(token, self.offset_handlers.offset_commit(request))
 
     def _on_offset_fetch(self, request: c.OffsetFetchRequest, token: Token) -> None:
-        self.w.respond(token, self.offset_handlers.offset_fetch(request))
+        self.w.respond(token, c.OffsetFetchResponse(E.GROUP_ID_NOT_FOUND) if request.group_id in self.share_groups
+                       else self.offset_handlers.offset_fetch(request))
 
     def _on_offset_delete(self, request: c.OffsetDeleteRequest, token: Token) -> None:
-        self.w.respond(token, self.offset_handlers.offset_delete(request))
+        self.w.respond(token, c.OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND) if request.group_id in self.share_groups
+                       else self.offset_handlers.offset_delete(request))
 
     def _on_describe(self, request: c.DescribeGroupsRequest, token: Token) -> None:
-        if request.group_id in self.consumer_groups:
+        if request.group_id in self.consumer_groups or request.group_id in self.share_groups:
             self.w.respond(token, c.DescribeGroupsResponse(
                 ErrorCode.GROUP_ID_NOT_FOUND, request.group_id, state="Dead",
                 error_message=f"Group {request.group_id} is not a classic group."))
@@ -234,6 +279,8 @@ class GroupCoordinatorShard:
             self.consumer.session_expired(timer.group_id, timer.member_id)
         elif timer.kind is TimerKind.CONSUMER_REBALANCE:
             self.consumer.rebalance_expired(timer.group_id, timer.member_id, timer.args[0])
+        elif timer.kind is TimerKind.SHARE_SESSION:
+            self.share.session_expired(timer.group_id, timer.member_id)
         elif timer.kind is TimerKind.CONSUMER_CLASSIC_JOIN:
             self.mixed.join_expired(timer.group_id, timer.member_id)
         elif group is None:
@@ -276,13 +323,21 @@ class GroupCoordinatorShard:
         states = {s.strip().lower() for s in req.states_filter}
         types = {t.strip().lower() for t in req.types_filter}
         classic = self.classic.list_groups(req)
-        return c.ListGroupsResponse(classic.error, (*classic.groups, *self.consumer.listed(states, types)))
+        return c.ListGroupsResponse(classic.error, (*classic.groups, *self.consumer.listed(states, types),
+                                                    *self.share.listed(states, types)))
 
     def _delete_groups(self, req: c.DeleteGroupsRequest) -> c.DeleteGroupsResponse:
         results = []
         for group_id in dict.fromkeys(req.group_ids):
             group = self.groups.get(group_id)
-            if group_id in self.consumer_groups:
+            if group_id in self.share_groups:
+                # Kafka also deletes the group's share state (DeleteShareGroupState) first
+                if self.share_groups[group_id].members:
+                    results.append((group_id, E.NON_EMPTY_GROUP))
+                else:
+                    self.share.remove(group_id)
+                    results.append((group_id, E.NONE))
+            elif group_id in self.consumer_groups:
                 if self.consumer_groups[group_id].members:
                     results.append((group_id, E.NON_EMPTY_GROUP))
                     continue
@@ -319,6 +374,9 @@ class GroupCoordinatorShard:
 _HANDLERS: dict[type, str] = {
     c.ConsumerGroupHeartbeatRequest: "_on_consumer_heartbeat",
     c.ConsumerGroupDescribeRequest: "_on_consumer_describe",
+    c.ShareGroupHeartbeatRequest: "_on_share_heartbeat",
+    c.ShareGroupDescribeRequest: "_on_share_describe",
+    c.ShareStateInitializedRequest: "_on_share_initialized",
     c.JoinGroupRequest: "_on_join",
     c.SyncGroupRequest: "_on_sync",
     c.HeartbeatRequest: "_on_heartbeat",

@@ -20,6 +20,7 @@ class TimerKind(Enum):
     CONSUMER_SESSION = "session-timeout"  # a consumer group member stopped heartbeating
     CONSUMER_REBALANCE = "rebalance-timeout"  # it did not revoke in time; args: its epoch then
     CONSUMER_CLASSIC_JOIN = "classic-join"  # a classic member told to rejoin a consumer group did not
+    SHARE_SESSION = "share-session-timeout"  # a share group member stopped heartbeating
 
 
 @dataclass(frozen=True, slots=True)

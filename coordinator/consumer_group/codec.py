@@ -20,18 +20,18 @@ class ConsumerRecordError(RecordDecodeError):
 
 # ---------------------------------------------------------------------------------------- writing
 
-def _cstr(s: str | None) -> bytes:
+def cstr(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode("utf-8")
     return uvarint(len(b) + 1) + b
 
 
-def _carray(items: list[bytes]) -> bytes:
+def carray(items: list[bytes]) -> bytes:
     return uvarint(len(items) + 1) + b"".join(items)
 
 
-def _tags(tagged: dict[int, bytes]) -> bytes:
+def tagged_fields(tagged: dict[int, bytes]) -> bytes:
     """A tagged-field section: the fields that differ from their defaults, by tag."""
     return uvarint(len(tagged)) + b"".join(uvarint(t) + uvarint(len(v)) + v for t, v in sorted(tagged.items()))
 
@@ -44,8 +44,8 @@ def _topic_partitions(tp: r.TopicPartitions, with_epochs: bool = True) -> bytes:
     tagged = {}
     if with_epochs and tp.assignment_epochs != ():
         epochs = tp.assignment_epochs
-        tagged[0] = b"\x00" if epochs is None else _carray([_I32.pack(e) for e in epochs])
-    return tp.topic_id + _carray([_I32.pack(p) for p in tp.partitions]) + _tags(tagged)
+        tagged[0] = b"\x00" if epochs is None else carray([_I32.pack(e) for e in epochs])
+    return tp.topic_id + carray([_I32.pack(p) for p in tp.partitions]) + tagged_fields(tagged)
 
 
 def encode_key(key: r.ConsumerGroupKey) -> bytes:
@@ -60,26 +60,26 @@ def encode_key(key: r.ConsumerGroupKey) -> bytes:
 def encode_value(value: r.ConsumerGroupValue) -> bytes:
     head = _I16.pack(0)
     if isinstance(value, r.GroupEpochValue):
-        return head + _I32.pack(value.epoch) + _tags({0: _I64.pack(value.metadata_hash)} if value.metadata_hash else {})
+        return head + _I32.pack(value.epoch) + tagged_fields({0: _I64.pack(value.metadata_hash)} if value.metadata_hash else {})
     if isinstance(value, r.TargetEpochValue):
         ts = value.assignment_timestamp
-        return head + _I32.pack(value.assignment_epoch) + _tags({0: _I64.pack(ts)} if ts else {})
+        return head + _I32.pack(value.assignment_epoch) + tagged_fields({0: _I64.pack(ts)} if ts else {})
     if isinstance(value, r.TargetMemberValue):
-        return head + _carray([_topic_partitions(tp, with_epochs=False) for tp in value.partitions]) + _tags({})
+        return head + carray([_topic_partitions(tp, with_epochs=False) for tp in value.partitions]) + tagged_fields({})
     if isinstance(value, r.CurrentAssignmentValue):
         return (head + _I32.pack(value.member_epoch) + _I32.pack(value.previous_member_epoch)
-                + struct.pack(">b", value.state) + _carray([_topic_partitions(tp) for tp in value.assigned])
-                + _carray([_topic_partitions(tp) for tp in value.pending_revocation]) + _tags({}))
+                + struct.pack(">b", value.state) + carray([_topic_partitions(tp) for tp in value.assigned])
+                + carray([_topic_partitions(tp) for tp in value.pending_revocation]) + tagged_fields({}))
     v = value
     tagged = {}
     if v.classic is not None:
-        protocols = [_cstr(p.name) + uvarint(len(p.metadata) + 1) + p.metadata + _tags({})
+        protocols = [cstr(p.name) + uvarint(len(p.metadata) + 1) + p.metadata + tagged_fields({})
                      for p in v.classic.supported_protocols]
         # a nullable struct starts with a presence byte (1; a null one is not written: tagged, default null)
-        tagged[0] = b"\x01" + _I32.pack(v.classic.session_timeout_ms) + _carray(protocols) + _tags({})
-    return (head + _cstr(v.instance_id) + _cstr(v.rack_id) + _cstr(v.client_id) + _cstr(v.client_host)
-            + _carray([_cstr(t) for t in sorted(v.subscribed_topic_names)]) + _cstr(v.subscribed_topic_regex)
-            + _I32.pack(v.rebalance_timeout_ms) + _cstr(v.server_assignor) + _tags(tagged))
+        tagged[0] = b"\x01" + _I32.pack(v.classic.session_timeout_ms) + carray(protocols) + tagged_fields({})
+    return (head + cstr(v.instance_id) + cstr(v.rack_id) + cstr(v.client_id) + cstr(v.client_host)
+            + carray([cstr(t) for t in sorted(v.subscribed_topic_names)]) + cstr(v.subscribed_topic_regex)
+            + _I32.pack(v.rebalance_timeout_ms) + cstr(v.server_assignor) + tagged_fields(tagged))
 
 
 # ---------------------------------------------------------------------------------------- reading

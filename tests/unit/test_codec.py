@@ -189,11 +189,11 @@ def test_round_trip_written_records() -> None:
 
 def test_unknown_record_type() -> None:
     """testDeserializeWithInvalidRecordType / loader skips unknown record types"""
-    with pytest.raises(UnknownRecordType):  # 3 and 5-8 are the consumer group records (KIP-848)
+    with pytest.raises(UnknownRecordType):  # 3 and 5-8: consumer groups (KIP-848), 10-15: share groups (KIP-932)
         decode_record(i16(99) + s("g"), i16(0) + i32(1))
     known = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "", 0))
     payload = msgpack.packb([[i16(99) + s("g"), i16(0) + i32(1)], [encode_key(known), encode_value(known)],
-                             [i16(12) + s("g"), None]], use_bin_type=True)
+                             [i16(250) + s("g"), None]], use_bin_type=True)
     assert decode_batch(payload) == [known]
 
 

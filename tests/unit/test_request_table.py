@@ -26,6 +26,7 @@ def test_a_table_missing_a_request_type_is_refused() -> None:
 def test_reads_are_the_requests_answered_from_state() -> None:
     reads = {t.__name__ for t, kind in c.REQUESTS.items() if kind.reads}
     assert reads == {"JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest", "OffsetFetchRequest",
-                     "DescribeGroupsRequest", "ListGroupsRequest", "ConsumerGroupDescribeRequest"}
+                     "DescribeGroupsRequest", "ListGroupsRequest", "ConsumerGroupDescribeRequest",
+                     "ShareGroupDescribeRequest"}
     assert c.error_response(c.ListGroupsRequest(), ErrorCode.NOT_COORDINATOR) == \
         c.ListGroupsResponse(ErrorCode.NOT_COORDINATOR)

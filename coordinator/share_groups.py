@@ -1,0 +1,126 @@
+"""Share groups (KIP-932) on one shard: ShareGroupHeartbeat and ShareGroupDescribe, the session
+timer, the answers of the share coordinator to the group's state initializations, and what the
+shard's group-wide operations (ListGroups, DeleteGroups) need from share groups.
+
+A share group is durable state only: the heartbeat applies each record to the live group as it
+writes it (load = replay). The initializations a heartbeat asks for leave the shard as
+``pending_initializations`` for the node to carry to the share coordinator; its answer comes
+back as a ``ShareStateInitializedRequest``. A group id names one kind of group: a share group is
+never converted to or from another kind (as in Kafka).
+"""
+
+from __future__ import annotations
+
+from . import commands as c
+from .config import GroupConfig
+from .consumer_group.heartbeat import TopicImage
+from .consumer_groups import described_partitions
+from .errors import ErrorCode
+from .records import Record
+from .share_group import assignor
+from .share_group.group import ShareGroup, deletion_records
+from .share_group.heartbeat import InitializeState, fence_member, initialized, share_heartbeat, uninitialized
+from .timers import TimerKind, TimerSet, session_key
+from .write_context import WriteContext
+
+E = ErrorCode
+SHARE = "share"
+
+
+class ShareGroupHandlers:
+    def __init__(self, config: GroupConfig, groups: dict[str, ShareGroup], timers: TimerSet, w: WriteContext) -> None:
+        self.config = config
+        self.groups = groups
+        self.timers = timers
+        self.w = w
+        # initializations asked for since the node last took them (soft state: a heartbeat after a
+        # load asks again, its initializing topics being past the retry interval)
+        self.pending_initializations: list[InitializeState] = []
+        self.topics: TopicImage = {}
+
+    def heartbeat(self, req: c.ShareGroupHeartbeatRequest) -> c.ShareGroupHeartbeatResponse:
+        hb = req.heartbeat
+        self.topics = req.topics
+        group = self.groups.get(hb.group_id)
+        new_group, answer = share_heartbeat(group, hb, req.topics, req.client_id, req.client_host,
+                                            self.config.share, self.w.now)
+        if answer.error is not E.NONE:
+            return c.ShareGroupHeartbeatResponse(answer.error, answer.message)
+        if new_group is not None and group is None and answer.records:
+            self.groups[hb.group_id] = new_group
+        for key, value in answer.records:
+            self.w.write(Record(key, value))
+        if answer.initialize is not None:
+            self.pending_initializations.append(answer.initialize)
+        if answer.member_epoch == -1:
+            self.timers.cancel(session_key(hb.group_id, hb.member_id))
+            self.w.note("member_left", group=hb.group_id, member=hb.member_id)
+        else:
+            self.arm_session(hb.group_id, answer.member_id)
+        return c.ShareGroupHeartbeatResponse(E.NONE, None, answer.member_id, answer.member_epoch,
+                                             answer.heartbeat_interval_ms, answer.assignment)
+
+    def state_initialized(self, req: c.ShareStateInitializedRequest) -> c.ShareStateInitializedResponse:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return c.ShareStateInitializedResponse(E.GROUP_ID_NOT_FOUND)
+        records = [*initialized(group, req.initialized, req.topics), *uninitialized(group, req.failed)]
+        for key, value in records:
+            self.w.write(Record(key, value))
+        return c.ShareStateInitializedResponse(E.NONE)
+
+    def take_initializations(self) -> list[InitializeState]:
+        out, self.pending_initializations = self.pending_initializations, []
+        return out
+
+    # ================================================================ timers
+
+    def arm_session(self, group_id: str, member_id: str) -> None:
+        self.w.schedule(session_key(group_id, member_id), self.config.share.session_timeout_ms,
+                        TimerKind.SHARE_SESSION, group_id, member_id)
+
+    def arm_loaded(self) -> None:
+        """A full session timeout for every member of a loaded group (Kafka's onLoaded)."""
+        for group in self.groups.values():
+            for member_id in group.members:
+                self.arm_session(group.group_id, member_id)
+
+    def session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        self.w.note("member_expired", group=group_id, member=member_id, reason="session timeout")
+        for key, value in fence_member(group, member_id, self.topics, self.w.now):
+            self.w.write(Record(key, value))
+
+    # ================================================================ describe, list, delete
+
+    def describe(self, req: c.ShareGroupDescribeRequest) -> c.ShareGroupDescribeResponse:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return c.ShareGroupDescribeResponse(E.GROUP_ID_NOT_FOUND, req.group_id, f"Group {req.group_id} not found.")
+        names = {tid: name for name, (tid, _) in req.topics.items()}
+        members = tuple(
+            c.DescribedShareMember(mid, m.metadata.rack_id if m.metadata else None, m.epoch,
+                                   m.metadata.client_id if m.metadata else "",
+                                   m.metadata.client_host if m.metadata else "",
+                                   m.metadata.subscribed_topic_names if m.metadata else (),
+                                   described_partitions(m.assigned, names))
+            for mid, m in group.members.items())
+        return c.ShareGroupDescribeResponse(E.NONE, req.group_id, None, group.state.value, group.epoch,
+                                            group.assignment_epoch, assignor.NAME, members)
+
+    def listed(self, states: set[str], types: set[str]) -> list[c.ListedGroup]:
+        if types and SHARE not in types:
+            return []
+        return [c.ListedGroup(g.group_id, SHARE, g.state.value, SHARE) for g in self.groups.values()
+                if not states or g.state.value.lower() in states]
+
+    def remove(self, group_id: str) -> None:
+        """Tombstone the group's records and forget it (DeleteGroups on an empty group)."""
+        group = self.groups.pop(group_id)
+        for key, value in deletion_records(group):
+            self.w.write(Record(key, value))
+        for member_id in group.members:
+            self.timers.cancel(session_key(group_id, member_id))
+
