@@ -53,6 +53,10 @@ KAFKA_NAMES: dict[str, str] = {
     "group_consumer_assignors": "group.consumer.assignors",
     "group_consumer_max_size": "group.consumer.max.size",
     "group_consumer_migration_policy": "group.consumer.migration.policy",
+    "group_share_enable": "group.share.enable",
+    "group_share_heartbeat_interval_ms": "group.share.heartbeat.interval.ms",
+    "group_share_session_timeout_ms": "group.share.session.timeout.ms",
+    "group_share_max_size": "group.share.max.size",
     "offsets_retention_minutes": "offsets.retention.minutes",
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
@@ -236,6 +240,11 @@ class NodeConfig:
     group_consumer_assignors: str = "uniform,range"  # the first is the default
     group_consumer_max_size: int = 2147483647
     group_consumer_migration_policy: str = "bidirectional"  # or upgrade, downgrade, disabled
+    # share groups (KIP-932): early access, off unless asked for (Kafka 4.0's group.share.enable)
+    group_share_enable: bool = False
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_session_timeout_ms: int = 45000
+    group_share_max_size: int = 200
     offsets_retention_minutes: int = 10080
     offset_metadata_max_bytes: int = 4096
     offsets_retention_check_interval_ms: int = 600000
@@ -501,6 +510,10 @@ class NodeConfig:
         need(self.group_consumer_max_size >= 1, "group_consumer_max_size", "must be >= 1")
         need(self.group_consumer_migration_policy.lower() in ("bidirectional", "upgrade", "downgrade", "disabled"),
              "group_consumer_migration_policy", "must be bidirectional, upgrade, downgrade or disabled")
+        need(self.group_share_heartbeat_interval_ms >= 1, "group_share_heartbeat_interval_ms", "must be >= 1")
+        need(self.group_share_session_timeout_ms > self.group_share_heartbeat_interval_ms,
+             "group_share_session_timeout_ms", "must be greater than group_share_heartbeat_interval_ms")
+        need(1 <= self.group_share_max_size <= 1000, "group_share_max_size", "must be 1..1000")
         need(self.offsets_retention_minutes >= 1, "offsets_retention_minutes", "must be >= 1")
         need(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
         need(self.offsets_retention_check_interval_ms >= 1, "offsets_retention_check_interval_ms", "must be >= 1")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from cluster.apis import consumer_groups
+from cluster.apis import consumer_groups, share_groups
 from cluster.apis.groups import GroupApi
 from cluster.apis.groups import register as register_handlers
 from cluster.config import NodeConfig
 from cluster.coordinator_driver import CoordinatorDriver
 from cluster.group_configs import effective, node_limits
 from cluster.services import NodeServices
-from coordinator.config import ConsumerConfig, GroupConfig
+from coordinator.config import ConsumerConfig, GroupConfig, ShareConfig
 
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 
@@ -48,6 +48,9 @@ def group_config(node_config: NodeConfig,
             assignors=tuple(a.strip() for a in node_config.group_consumer_assignors.split(",")),
             max_size=node_config.group_consumer_max_size,
             migration_policy=node_config.group_consumer_migration_policy.lower()),
+        share=ShareConfig(heartbeat_interval_ms=node_config.group_share_heartbeat_interval_ms,
+                          session_timeout_ms=node_config.group_share_session_timeout_ms,
+                          max_size=node_config.group_share_max_size),
         group_consumer=consumer_of,
     )
     cfg.validate()
@@ -60,5 +63,6 @@ def register(node: NodeServices) -> GroupApi:
     config = group_config(node.config, lambda group_id: metadata.group_configs.get(group_id))
     driver = CoordinatorDriver(config, node.topology.offsets_log, node.offsets_partitions, node.now_ms)
     api = register_handlers(node, driver)
-    consumer_groups.register(node, api)
+    consumer = consumer_groups.register(node, api)
+    share_groups.register(node, consumer, node.config.group_share_enable)
     return api

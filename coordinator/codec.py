@@ -91,7 +91,7 @@ def encode_key(record: Record) -> bytes:
     key = record.key
     if isinstance(key, consumer_records.GroupKey | consumer_records.MemberKey):
         return consumer_codec.encode_key(key)
-    if isinstance(key, share_records.ShareGroupKey | share_records.ShareMemberKey):
+    if isinstance(key, share_records.ShareKey):
         return share_codec.encode_key(key)
     if isinstance(key, OffsetCommitKey):
         return b"".join((_OFFSET_KEY_TYPE, _short_string(key.group), _short_string(key.topic),

@@ -15,6 +15,7 @@ from .consumer_group.heartbeat_request import ConsumerHeartbeat
 from .consumer_group.member import Partitions
 from .errors import ErrorCode
 from .share_group.heartbeat import ShareHeartbeat
+from .share_group.records import SharePartitionState, StateBatch
 
 # ---------------------------------------------------------------- JoinGroup
 
@@ -403,19 +404,30 @@ class ShareGroupDescribeResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareStateInitializedRequest:
-    """What the share coordinator answered to a group's initialization: the topic-partitions it
-    created state for, and those it failed."""
+class ShareStateRequest:
+    """A share partition leader's read or write of one topic-partition's share state (Kafka's
+    ReadShareGroupState / WriteShareGroupState to the share coordinator; here the group's own
+    coordinator keeps it). ``write``: None reads (and records ``leader_epoch``)."""
 
     group_id: str
-    topics: TopicImage
-    initialized: Mapping[str, frozenset[int]] = field(default_factory=dict)
-    failed: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    topic_id: str  # hex
+    partition: int
+    leader_epoch: int
+    write: ShareStateWrite | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ShareStateInitializedResponse:
+class ShareStateWrite:
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+    delivery_complete_count: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateResponse:
     error: ErrorCode
+    message: str | None = None
+    state: SharePartitionState | None = None  # a read's answer
 
 Request = (
     JoinGroupRequest
@@ -434,7 +446,7 @@ Request = (
     | ConsumerGroupDescribeRequest
     | ShareGroupHeartbeatRequest
     | ShareGroupDescribeRequest
-    | ShareStateInitializedRequest
+    | ShareStateRequest
 )
 
 
@@ -454,7 +466,7 @@ Response = (
     | ConsumerGroupDescribeResponse
     | ShareGroupHeartbeatResponse
     | ShareGroupDescribeResponse
-    | ShareStateInitializedResponse
+    | ShareStateResponse
 )
 
 
@@ -490,7 +502,7 @@ REQUESTS: Mapping[type, RequestKind] = {
     ConsumerGroupDescribeRequest: RequestKind(True, lambda r, e: ConsumerGroupDescribeResponse(e, r.group_id)),
     ShareGroupHeartbeatRequest: RequestKind(False, lambda r, e: ShareGroupHeartbeatResponse(e)),
     ShareGroupDescribeRequest: RequestKind(True, lambda r, e: ShareGroupDescribeResponse(e, r.group_id)),
-    ShareStateInitializedRequest: RequestKind(False, lambda r, e: ShareStateInitializedResponse(e)),
+    ShareStateRequest: RequestKind(False, lambda r, e: ShareStateResponse(e)),
 }
 
 

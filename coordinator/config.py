@@ -52,9 +52,6 @@ class ShareConfig:
     heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
     session_timeout_ms: int = 45000  # group.share.session.timeout.ms
     max_size: int = 200  # group.share.max.size
-    # group.share.initialize.retry.interval.ms: when a share-state initialization not yet
-    # confirmed is asked for again
-    initialize_retry_interval_ms: int = 30000
 
     def problems(self) -> list[str]:
         out = []
@@ -64,8 +61,6 @@ class ShareConfig:
             out.append("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms")
         if not 1 <= self.max_size <= 1000:
             out.append("group.share.max.size must be between 1 and 1000")
-        if self.initialize_retry_interval_ms < 1:
-            out.append("group.share.initialize.retry.interval.ms must be >= 1")
         return out
 
 

@@ -50,6 +50,8 @@ class ErrorCode(IntEnum):
     MESSAGE_TOO_LARGE = 10
     RECORD_LIST_TOO_LARGE = 18
     INVALID_FETCH_SIZE = 4
+    FENCED_LEADER_EPOCH = 74  # share state: a leader older than one already seen
+    FENCED_STATE_EPOCH = 124  # share state: an initialization older than the stored state
 
 
 def map_append_error(error: ErrorCode) -> ErrorCode:

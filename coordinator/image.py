@@ -21,7 +21,7 @@ from .records import (
     TxnMarkerValue,
 )
 from .share_group.group import ShareGroup, replay_into_share_groups
-from .share_group.records import ShareGroupKey, ShareMemberKey, ShareValue
+from .share_group.records import ShareKey, ShareValue
 from .txn_offsets import PendingOffsets
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
@@ -60,7 +60,7 @@ def replay_into(groups: dict[str, GroupMetadataValue], offsets: Offsets, pending
         else:
             assert isinstance(record.value, GroupMetadataValue)
             groups[key.group] = record.value
-    elif isinstance(key, ShareGroupKey | ShareMemberKey):
+    elif isinstance(key, ShareKey):
         if share_groups is not None:
             assert record.value is None or isinstance(record.value, ShareValue)
             replay_into_share_groups(share_groups, key, record.value)

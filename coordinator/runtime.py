@@ -20,10 +20,9 @@ from .group import Token
 from .group_census import GroupView
 from .image import DurableImage
 from .shard import GroupCoordinatorShard
-from .share_group.heartbeat import InitializeState
 
 __all__ = ["Append", "ContextState", "CoordinatorRuntime", "Effect", "GroupEvents", "GroupsObserved", "Reload",
-           "Respond", "ShareInitializations"]
+           "Respond"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +44,7 @@ class GroupEvents:
     events: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ShareInitializations:
-    """Share state the share groups of ``partition`` need created (InitializeShareGroupState):
-    the node asks the share coordinator, then tells the shard with a ShareStateInitializedRequest."""
-
-    partition: int
-    requests: tuple[InitializeState, ...]
-
-
-Effect = Append | Respond | Reload | GroupsObserved | GroupEvents | ShareInitializations
+Effect = Append | Respond | Reload | GroupsObserved | GroupEvents
 
 
 class CoordinatorRuntime(ShardRuntime[GroupCoordinatorShard, c.Request, ErrorCode]):
@@ -94,9 +84,6 @@ class CoordinatorRuntime(ShardRuntime[GroupCoordinatorShard, c.Request, ErrorCod
     def _observed(self, partition: int, shard: GroupCoordinatorShard, loaded: bool) -> list[Any]:
         notes = shard.w.take_notes()
         effects: list[Any] = [GroupEvents(partition, tuple(notes))] if notes else []
-        inits = shard.share.take_initializations()
-        if inits:
-            effects.append(ShareInitializations(partition, tuple(inits)))
         if loaded:
             return [*effects, GroupsObserved(partition, tuple(shard.census.everything(shard.groups,
                                                                                       shard.consumer_groups)),

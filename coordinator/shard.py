@@ -201,8 +201,8 @@ class GroupCoordinatorShard:
         self.w.respond(token, other and c.ShareGroupDescribeResponse(E.GROUP_ID_NOT_FOUND, request.group_id, other)
                        or self.share.describe(request))
 
-    def _on_share_initialized(self, request: c.ShareStateInitializedRequest, token: Token) -> None:
-        self.w.respond(token, self.share.state_initialized(request))
+    def _on_share_state(self, request: c.ShareStateRequest, token: Token) -> None:
+        self.w.respond(token, self.share.share_state(request))
 
     def _on_join(self, request: c.JoinGroupRequest, token: Token) -> None:
         if request.group_id in self.share_groups:
@@ -376,7 +376,7 @@ _HANDLERS: dict[type, str] = {
     c.ConsumerGroupDescribeRequest: "_on_consumer_describe",
     c.ShareGroupHeartbeatRequest: "_on_share_heartbeat",
     c.ShareGroupDescribeRequest: "_on_share_describe",
-    c.ShareStateInitializedRequest: "_on_share_initialized",
+    c.ShareStateRequest: "_on_share_state",
     c.JoinGroupRequest: "_on_join",
     c.SyncGroupRequest: "_on_sync",
     c.HeartbeatRequest: "_on_heartbeat",

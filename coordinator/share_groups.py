@@ -1,12 +1,13 @@
 """Share groups (KIP-932) on one shard: ShareGroupHeartbeat and ShareGroupDescribe, the session
-timer, the answers of the share coordinator to the group's state initializations, and what the
-shard's group-wide operations (ListGroups, DeleteGroups) need from share groups.
+timer, the share state of the groups' topic-partitions (created as a subscription first needs
+it; read and written by the partitions' leaders), and what the shard's group-wide operations
+(ListGroups, DeleteGroups) need from share groups.
 
-A share group is durable state only: the heartbeat applies each record to the live group as it
-writes it (load = replay). The initializations a heartbeat asks for leave the shard as
-``pending_initializations`` for the node to carry to the share coordinator; its answer comes
-back as a ``ShareStateInitializedRequest``. A group id names one kind of group: a share group is
-never converted to or from another kind (as in Kafka).
+A share group is durable state only: every change applies its records to the live group as it
+writes them (load = replay). Kafka keeps share state with a coordinator of its own; here the
+group's coordinator is its share coordinator too, so a subscription's state is created in the
+heartbeat's own step. A group id names one kind of group: a share group is never converted to or
+from another kind (as in Kafka).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from .consumer_group.heartbeat import TopicImage
 from .consumer_groups import described_partitions
 from .errors import ErrorCode
 from .records import Record
-from .share_group import assignor
+from .share_group import assignor, state
 from .share_group.group import ShareGroup, deletion_records
-from .share_group.heartbeat import InitializeState, fence_member, initialized, share_heartbeat, uninitialized
+from .share_group.heartbeat import fence_member, share_heartbeat
 from .timers import TimerKind, TimerSet, session_key
 from .write_context import WriteContext
 
@@ -33,9 +34,6 @@ class ShareGroupHandlers:
         self.groups = groups
         self.timers = timers
         self.w = w
-        # initializations asked for since the node last took them (soft state: a heartbeat after a
-        # load asks again, its initializing topics being past the retry interval)
-        self.pending_initializations: list[InitializeState] = []
         self.topics: TopicImage = {}
 
     def heartbeat(self, req: c.ShareGroupHeartbeatRequest) -> c.ShareGroupHeartbeatResponse:
@@ -50,8 +48,13 @@ class ShareGroupHandlers:
             self.groups[hb.group_id] = new_group
         for key, value in answer.records:
             self.w.write(Record(key, value))
-        if answer.initialize is not None:
-            self.pending_initializations.append(answer.initialize)
+        init = answer.initialize
+        if init is not None and new_group is not None:
+            for topic, (partitions, start) in sorted(init.topics.items()):
+                for p in sorted(partitions):
+                    _, created = state.initialize(new_group, topic, p, init.state_epoch, start, self.w.now)
+                    if created is not None:
+                        self.w.write(Record(*created))
         if answer.member_epoch == -1:
             self.timers.cancel(session_key(hb.group_id, hb.member_id))
             self.w.note("member_left", group=hb.group_id, member=hb.member_id)
@@ -60,18 +63,23 @@ class ShareGroupHandlers:
         return c.ShareGroupHeartbeatResponse(E.NONE, None, answer.member_id, answer.member_epoch,
                                              answer.heartbeat_interval_ms, answer.assignment)
 
-    def state_initialized(self, req: c.ShareStateInitializedRequest) -> c.ShareStateInitializedResponse:
+    def share_state(self, req: c.ShareStateRequest) -> c.ShareStateResponse:
+        """A partition leader reads (loading its share partition) or writes (acknowledgements,
+        releases, expired locks) a topic-partition's share state."""
         group = self.groups.get(req.group_id)
         if group is None:
-            return c.ShareStateInitializedResponse(E.GROUP_ID_NOT_FOUND)
-        records = [*initialized(group, req.initialized, req.topics), *uninitialized(group, req.failed)]
-        for key, value in records:
-            self.w.write(Record(key, value))
-        return c.ShareStateInitializedResponse(E.NONE)
-
-    def take_initializations(self) -> list[InitializeState]:
-        out, self.pending_initializations = self.pending_initializations, []
-        return out
+            return c.ShareStateResponse(E.INVALID_REQUEST, f"Share group {req.group_id} not found.")
+        if req.write is None:
+            error, message, current, record = state.read(group, req.topic_id, req.partition, req.leader_epoch,
+                                                         self.w.now)
+        else:
+            current = None
+            error, message, record = state.write(group, req.topic_id, req.partition, req.leader_epoch,
+                                                 req.write.start_offset, req.write.batches, self.w.now,
+                                                 req.write.delivery_complete_count)
+        if record is not None:
+            self.w.write(Record(*record))
+        return c.ShareStateResponse(error, message, current)
 
     # ================================================================ timers
 

@@ -66,7 +66,7 @@ class ConsumerGroupApi:
             subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
             server_assignor=req.server_assignor, owned=_owned(req.topic_partitions))
         resp = await self.groups.call(req.group_id, c.ConsumerGroupHeartbeatRequest(
-            beat, self._visible_topics(ctx), ctx.client_id or "", ctx.client_host))
+            beat, self.visible_topics(ctx), ctx.client_id or "", ctx.client_host))
         if resp.error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             log.info("event=consumer_heartbeat_error group=%s member=%s epoch=%d error=%s message=%r",
                      req.group_id, req.member_id, beat.member_epoch, resp.error.name, resp.message)
@@ -81,7 +81,7 @@ class ConsumerGroupApi:
                   heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
                   assignment=assignment)
 
-    def _visible_topics(self, ctx: RequestContext) -> dict[str, tuple[str, int]]:
+    def visible_topics(self, ctx: RequestContext) -> dict[str, tuple[str, int]]:
         """The topics a heartbeat resolves subscriptions against: with ACLs on, only those the
         member's principal may DESCRIBE, so a regex never reaches a hidden topic (Kafka drops those
         silently). A group's members share one principal in practice; members of one group under
@@ -144,13 +144,15 @@ class ConsumerGroupApi:
             for a in answers))
 
 
-def _error_response(api_key: int) -> Any:
+def error_response(api_key: int, heartbeat: str, describe: str, heartbeat_key: int) -> Any:
+    """The whole-request error answer of a group heartbeat (``heartbeat``: its response class
+    name, at ``heartbeat_key``) or describe API (``describe``), for the consumer and share APIs."""
     def build(req: Any, error: Any) -> Any:
         mod = resp_mod(api_key, version_of(req))
-        if api_key == CONSUMER_GROUP_HEARTBEAT:
-            return mk(mod.ConsumerGroupHeartbeatResponse, throttle_time=ZERO, error_code=error, member_epoch=0,
+        if api_key == heartbeat_key:
+            return mk(getattr(mod, heartbeat), throttle_time=ZERO, error_code=error, member_epoch=0,
                       heartbeat_interval=ZERO)
-        return mk(mod.ConsumerGroupDescribeResponse, throttle_time=ZERO, groups=tuple(
+        return mk(getattr(mod, describe), throttle_time=ZERO, groups=tuple(
             mk(mod.DescribedGroup, error_code=error, group_id=g, group_state="", group_epoch=-1,
                assignment_epoch=-1, assignor_name="", members=(), authorized_operations=NO_OPERATIONS)
             for g in req.group_ids))
@@ -158,8 +160,9 @@ def _error_response(api_key: int) -> Any:
     return build
 
 
-def _heartbeat_gate(ctx: RequestContext, req: Any) -> KErr | None:
-    """READ on the group, then (Kafka 4.0+, KAFKA-18813) DESCRIBE on every topic it names."""
+def heartbeat_gate(ctx: RequestContext, req: Any) -> KErr | None:
+    """READ on the group, then (Kafka 4.0+, KAFKA-18813; share groups too) DESCRIBE on every topic
+    it names."""
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
         return KErr.group_authorization_failed
     if any(not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t) for t in req.subscribed_topic_names or ()):
@@ -171,6 +174,8 @@ def register(node: Needs, groups: GroupApi) -> ConsumerGroupApi:
     api = ConsumerGroupApi(groups)
     for key, handler in ((CONSUMER_GROUP_HEARTBEAT, api.heartbeat), (CONSUMER_GROUP_DESCRIBE, api.describe)):
         lo, hi = RANGES[key]
-        node.registry.register(key, lo, hi, handler, error_response=_error_response(key),
-                               authorize=_heartbeat_gate if key == CONSUMER_GROUP_HEARTBEAT else None)
+        node.registry.register(key, lo, hi, handler,
+                               error_response=error_response(key, "ConsumerGroupHeartbeatResponse",
+                                                             "ConsumerGroupDescribeResponse", CONSUMER_GROUP_HEARTBEAT),
+                               authorize=heartbeat_gate if key == CONSUMER_GROUP_HEARTBEAT else None)
     return api

@@ -36,6 +36,8 @@ def _state_topic(t: r.StateTopic, with_partitions: bool) -> bytes:
 def encode_key(key: r.ShareKey) -> bytes:
     g = key.group.encode("utf-8")
     out = _I16.pack(key.record_type) + _I16.pack(len(g)) + g
+    if isinstance(key, r.ShareStateKey):
+        return out + _topic_id(key.topic_id) + _I32.pack(key.partition)
     if isinstance(key, r.ShareMemberKey):
         m = key.member_id.encode("utf-8")
         out += _I16.pack(len(m)) + m
@@ -55,6 +57,15 @@ def encode_value(value: r.ShareValue) -> bytes:
         return (head + _I32.pack(value.member_epoch) + _I32.pack(value.previous_member_epoch)
                 + struct.pack(">b", value.state) + carray([_partitions(tp) for tp in value.assigned])
                 + tagged_fields({}))
+    if isinstance(value, r.SharePartitionState):
+        dcc = value.delivery_complete_count
+        return (head + _I32.pack(value.snapshot_epoch) + _I32.pack(value.state_epoch) + _I32.pack(value.leader_epoch)
+                + _I64.pack(value.start_offset) + _I64.pack(value.create_timestamp)
+                + _I64.pack(value.write_timestamp)
+                + carray([_I64.pack(b.first_offset) + _I64.pack(b.last_offset) + struct.pack(">bh", b.delivery_state,
+                                                                                            b.delivery_count)
+                          + tagged_fields({}) for b in value.batches])
+                + tagged_fields({0: _I32.pack(dcc)} if dcc != -1 else {}))
     if isinstance(value, r.ShareStateValue):
         return (head + carray([_state_topic(t, True) for t in value.initializing])
                 + carray([_state_topic(t, True) for t in value.initialized])
@@ -82,8 +93,10 @@ def decode_key(data: bytes) -> r.ShareKey:
     i = Reader(data)
     kind = i.int16()
     group = i.string(False)
-    if kind in r.GROUP_TYPES:
-        key: r.ShareKey = r.ShareGroupKey(kind, group)
+    if kind == r.SHARE_STATE:
+        key: r.ShareKey = r.ShareStateKey(group, i.take(16), i.int32())
+    elif kind in r.GROUP_TYPES:
+        key = r.ShareGroupKey(kind, group)
     elif kind in r.MEMBER_TYPES:
         key = r.ShareMemberKey(kind, group, i.string(False))
     else:
@@ -112,6 +125,16 @@ def decode_value(record_type: int, data: bytes) -> r.ShareValue:
         assigned = tuple(_read_partitions(i) for _ in range(i.array_len(True)))
         i.tags()
         value = r.ShareAssignmentValue(epoch, previous, state, assigned)
+    elif record_type == r.SHARE_STATE:
+        snapshot_epoch, state_epoch, leader_epoch = i.int32(), i.int32(), i.int32()
+        start, created, written = i.int64(), i.int64(), i.int64()
+        batches = []
+        for _ in range(i.array_len(True)):
+            batches.append(r.StateBatch(i.int64(), i.int64(), i.int8(), i.int16()))
+            i.tags()
+        raw = i.tags().get(0)
+        value = r.SharePartitionState(snapshot_epoch, state_epoch, leader_epoch, start, created, written,
+                                      tuple(batches), int(_I32.unpack(raw)[0]) if raw else -1)
     elif record_type == r.STATE_PARTITIONS:
         initializing = tuple(_read_state_topic(i, True) for _ in range(i.array_len(True)))
         initialized = tuple(_read_state_topic(i, True) for _ in range(i.array_len(True)))

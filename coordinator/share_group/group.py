@@ -4,7 +4,6 @@ every member's metadata and current assignment, and which topic-partitions have 
 
 A share group's state is Empty or Stable (members take their target at once: no revocation step),
 and a partition may be assigned to several members at a time. Topics are topic ids (hex) here.
-The time a topic began initializing is soft state (0 after a load: a retry is due at once).
 """
 
 from __future__ import annotations
@@ -25,11 +24,10 @@ class ShareGroupState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class StateTopic:
-    """Topic-partitions of the state-partition record, with the time they began initializing."""
+    """Topic-partitions of the state-partition record."""
 
     name: str
     partitions: frozenset[int]
-    since_ms: int = 0
 
 
 @dataclass
@@ -80,6 +78,8 @@ class ShareGroup:
         self.members: dict[str, ShareMember] = {}
         self.targets: dict[str, Partitions] = {}
         self.state_partitions: StatePartitions | None = None
+        # (topic id hex, partition) -> its share state (record type 100)
+        self.share_states: dict[tuple[str, int], r.SharePartitionState] = {}
 
     @property
     def state(self) -> ShareGroupState:
@@ -95,7 +95,14 @@ class ShareGroup:
     # ------------------------------------------------------------------ replay
 
     def replay(self, key: r.ShareKey, value: r.ShareValue | None) -> None:
-        if isinstance(key, r.ShareGroupKey):
+        if isinstance(key, r.ShareStateKey):
+            where = (key.topic_id.hex(), key.partition)
+            if value is None:
+                self.share_states.pop(where, None)
+            else:
+                assert isinstance(value, r.SharePartitionState)
+                self.share_states[where] = value
+        elif isinstance(key, r.ShareGroupKey):
             self._replay_group(key.record_type, value)
         else:
             self._replay_member(key.record_type, key.member_id, value)
@@ -118,16 +125,9 @@ class ShareGroup:
                 self.state_partitions = None
                 return
             assert isinstance(value, r.ShareStateValue)
-            old = self.state_partitions or StatePartitions()
-
-            def topics(ts: tuple[r.StateTopic, ...], before: Mapping[str, StateTopic]) -> dict[str, StateTopic]:
-                out = {}
-                for t in ts:
-                    prior = before.get(t.topic_id.hex())
-                    out[t.topic_id.hex()] = StateTopic(t.name, frozenset(t.partitions), prior.since_ms if prior else 0)
-                return out
-            self.state_partitions = StatePartitions(topics(value.initializing, old.initializing),
-                                                    topics(value.initialized, old.initialized),
+            def topics(ts: tuple[r.StateTopic, ...]) -> dict[str, StateTopic]:
+                return {t.topic_id.hex(): StateTopic(t.name, frozenset(t.partitions)) for t in ts}
+            self.state_partitions = StatePartitions(topics(value.initializing), topics(value.initialized),
                                                     {t.topic_id.hex(): t.name for t in value.deleting})
 
     def _replay_member(self, record_type: int, member_id: str, value: r.ShareValue | None) -> None:
@@ -154,15 +154,6 @@ class ShareGroup:
             m.epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
             m.assigned, m.has_assignment = _partitions(value.assigned), True
 
-    def mark_initializing(self, since: Mapping[str, int]) -> None:
-        """Record when topics began initializing (soft state: the record has no time)."""
-        sp = self.state_partitions
-        if sp is None:
-            return
-        for t, ms in since.items():
-            if t in sp.initializing:
-                sp.initializing[t] = replace(sp.initializing[t], since_ms=ms)
-
 
 def replay_into_share_groups(groups: dict[str, ShareGroup], key: r.ShareKey, value: r.ShareValue | None) -> None:
     """Apply one share group record to a partition's share groups: a value creates the group if it
@@ -180,9 +171,11 @@ def replay_into_share_groups(groups: dict[str, ShareGroup], key: r.ShareKey, val
 
 def deletion_records(group: ShareGroup) -> list[tuple[r.ShareKey, None]]:
     """The tombstones that delete a share group, in Kafka's order (current assignments, targets,
-    the target epoch, member metadata, the state partitions, the group epoch)."""
+    the target epoch, member metadata, the state partitions, the group epoch), after its share
+    state (Kafka deletes that first, through DeleteShareGroupState)."""
     g = group.group_id
-    return [*((r.ShareMemberKey(r.CURRENT_ASSIGNMENT, g, m), None) for m in group.members),
+    return [*((r.ShareStateKey(g, bytes.fromhex(t), p), None) for t, p in sorted(group.share_states)),
+            *((r.ShareMemberKey(r.CURRENT_ASSIGNMENT, g, m), None) for m in group.members),
             *((r.ShareMemberKey(r.TARGET_MEMBER, g, m), None) for m in group.members),
             (r.ShareGroupKey(r.TARGET_METADATA, g), None),
             *((r.ShareMemberKey(r.MEMBER_METADATA, g, m), None) for m in group.members),

@@ -1,9 +1,8 @@
 """ShareGroupHeartbeat on one group, as a pure step (Kafka's GroupMetadataManager for share
-groups): checks, member metadata, the group epoch, the target assignment over the partitions
-whose share state is initialized, the member taking its target at once, and the share-state
-initializations the group still needs (an output: the caller asks the share coordinator, and
-``initialized`` records the answer). Every change is a record, replayed into the group at once
-and returned for the log: load = replay.
+groups): checks, member metadata, the share state the subscriptions need (an output: the caller
+creates it in the same step), the group epoch, the target assignment over the partitions with
+share state, and the member taking its target at once. Every change is a record, replayed into
+the group at once and returned for the log: load = replay.
 
 Not here: the assignment interval (a target is computed on the heartbeat that needs it), and
 the session timer (the caller's; ``fence_member`` is what it does when it fires).
@@ -142,10 +141,11 @@ def share_heartbeat(group: ShareGroup | None, hb: ShareHeartbeat, topics: TopicI
     g = group.group_id
     if meta != old_meta:
         step.write(r.ShareMemberKey(r.MEMBER_METADATA, g, member_id), meta)
+    names = group.subscribed_names()
+    init = _initialize(step, names, topics)
     bump = subscription_changed
     if group.assignment_epoch >= group.epoch:
         bump = bump or _initialized_assignment_pending(group)
-    names = group.subscribed_names()
     digest = subscription_hash({topics[t][0]: topics[t][1] for t in names if t in topics})
     epoch = group.epoch
     if bump or digest != group.metadata_hash:
@@ -168,7 +168,8 @@ def share_heartbeat(group: ShareGroup | None, hb: ShareHeartbeat, topics: TopicI
         step.write(*group.assignment_record(updated))
     member = group.members[member_id]
     send = hb.member_epoch == 0 or hb.subscribed_topic_names is not None or dict(member.assigned) != before[2]
-    init = _initialize(step, names, topics, config, now_ms)
+    if init is not None:
+        init = replace(init, state_epoch=group.epoch)
     return group, ShareAnswer(E.NONE, None, member_id, member.epoch, config.heartbeat_interval_ms,
                               dict(member.assigned) if send else None, step.records, init)
 
@@ -211,81 +212,36 @@ def _new_target(step: _Step, epoch: int, topics: TopicImage, now_ms: int) -> Non
     step.write(r.ShareGroupKey(r.TARGET_METADATA, g), r.ShareTargetEpochValue(epoch, now_ms))
 
 
-def _initialize(step: _Step, names: set[str], topics: TopicImage, config: ShareConfig,
-                now_ms: int) -> InitializeState | None:
-    """Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed partitions with no
-    share state (nor an initialization asked for within the retry interval) are marked
-    initializing, and asked for."""
+def _initialize(step: _Step, names: set[str], topics: TopicImage) -> InitializeState | None:
+    """The subscribed partitions with no share state yet (Kafka's subscribedTopicsChangeMap): the
+    group's state-partition record counts them initialized, and the caller creates their state in
+    the same step (kcoord's group coordinator keeps its groups' share state itself, so there is
+    no initializing phase to wait out or retry)."""
     group = step.group
     sp = group.state_partitions or StatePartitions()
-    done: dict[str, frozenset[int]] = {t: v.partitions for t, v in sp.initialized.items()}
-    for t, v in sp.initializing.items():
-        if now_ms - v.since_ms < config.initialize_retry_interval_ms:
-            done[t] = done.get(t, frozenset()) | v.partitions
     wanted: dict[str, StateTopic] = {}
     for name in sorted(names):
         if name not in topics:
             continue
         tid, count = topics[name]
-        missing = frozenset(range(count)) - done.get(tid, frozenset())
+        have = sp.initialized[tid].partitions if tid in sp.initialized else frozenset()
+        missing = frozenset(range(count)) - have
         if missing:
-            wanted[tid] = StateTopic(name, missing, now_ms)
+            wanted[tid] = StateTopic(name, missing)
     if not wanted:
         return None
-    known = set(sp.initialized) | set(sp.initializing)
-    initializing = dict(sp.initializing)
+    initialized = dict(sp.initialized)
     for t, v in wanted.items():
-        prior = initializing.get(t)
-        initializing[t] = StateTopic(v.name, v.partitions | (prior.partitions if prior else frozenset()), now_ms)
+        prior = initialized.get(t)
+        initialized[t] = StateTopic(v.name, v.partitions | (prior.partitions if prior else frozenset()))
     deleting = {t: n for t, n in sp.deleting.items() if t not in wanted}
-    new = StatePartitions(initializing, dict(sp.initialized), deleting)
-    step.write(r.ShareGroupKey(r.STATE_PARTITIONS, group.group_id), new.value())
-    group.mark_initializing({t: now_ms for t in wanted})
+    step.write(r.ShareGroupKey(r.STATE_PARTITIONS, group.group_id),
+               StatePartitions(dict(sp.initializing), initialized, deleting).value())
+    # new partitions of a topic the group knows start at 0, so nothing produced meanwhile is
+    # skipped; a topic new to the group starts where share.auto.offset.reset says
     return InitializeState(group.group_id, group.epoch,
-                           {t: (v.partitions, 0 if t in known else UNINITIALIZED_START_OFFSET)
+                           {t: (v.partitions, 0 if t in sp.initialized else UNINITIALIZED_START_OFFSET)
                             for t, v in wanted.items()})
-
-
-def initialized(group: ShareGroup, done: Mapping[str, frozenset[int]], topics: TopicImage) -> list[Record]:
-    """Kafka's initializeShareGroupState: the share coordinator created state for ``done``; they
-    move from initializing to initialized (the next heartbeat assigns them)."""
-    if not done:
-        return []
-    sp = group.state_partitions or StatePartitions()
-    names = {tid: name for name, (tid, _) in topics.items()}
-    inited = dict(sp.initialized)
-    for t, ps in done.items():
-        prior = inited.get(t)
-        name = prior.name if prior else sp.initializing[t].name if t in sp.initializing else names.get(t, "<UNKNOWN>")
-        inited[t] = StateTopic(name, ps | (prior.partitions if prior else frozenset()))
-    initializing = {}
-    for t, v in sp.initializing.items():
-        left = v.partitions - done.get(t, frozenset())
-        if left:
-            initializing[t] = replace(v, partitions=left)
-    step = _Step(group)
-    step.write(r.ShareGroupKey(r.STATE_PARTITIONS, group.group_id), StatePartitions(initializing, inited,
-                                                                                    dict(sp.deleting)).value())
-    group.mark_initializing({t: v.since_ms for t, v in initializing.items()})
-    return step.records
-
-
-def uninitialized(group: ShareGroup, failed: Mapping[str, frozenset[int]]) -> list[Record]:
-    """Kafka's uninitializeShareGroupState: an initialization failed; its partitions stop being
-    initializing (the next heartbeat asks again)."""
-    sp = group.state_partitions
-    if sp is None or not sp.initializing or not failed:
-        return []
-    initializing = {}
-    for t, v in sp.initializing.items():
-        left = v.partitions - failed.get(t, frozenset())
-        if left:
-            initializing[t] = v if t not in failed else replace(v, partitions=left)
-    step = _Step(group)
-    step.write(r.ShareGroupKey(r.STATE_PARTITIONS, group.group_id), StatePartitions(initializing, dict(sp.initialized),
-                                                                                    dict(sp.deleting)).value())
-    group.mark_initializing({t: v.since_ms for t, v in initializing.items()})
-    return step.records
 
 
 def fence_member(group: ShareGroup, member_id: str, topics: TopicImage, now_ms: int) -> list[Record]:

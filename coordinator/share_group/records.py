@@ -1,7 +1,14 @@
 """The share group records Kafka writes to ``__consumer_offsets`` (record types 10-15): each
 member's metadata, the group epoch, the target assignment (its epoch and one record per member),
 each member's current assignment, and the group's share-state partitions (initializing,
-initialized, deleting). A ``None`` value is a tombstone. Topics are topic ids (16 bytes)."""
+initialized, deleting). A ``None`` value is a tombstone. Topics are topic ids (16 bytes).
+
+And one of kcoord's own, type 100: the share state of one of the group's topic-partitions (which
+records are acknowledged, archived or available again, from which start offset), in the layout of
+Kafka's ShareSnapshotValue. Kafka keeps that in ``__share_group_state``, a topic of its own with
+its own coordinator, as snapshots and deltas; kcoord's group coordinator keeps its groups' share
+state beside them, always as a whole snapshot, so that compaction (the latest record per key)
+keeps exactly the current state."""
 
 from __future__ import annotations
 
@@ -9,9 +16,10 @@ from dataclasses import dataclass
 
 MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, STATE_PARTITIONS = (
     10, 11, 12, 13, 14, 15)
+SHARE_STATE = 100
 GROUP_TYPES = frozenset({GROUP_METADATA, TARGET_METADATA, STATE_PARTITIONS})
 MEMBER_TYPES = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
-TYPES = GROUP_TYPES | MEMBER_TYPES
+TYPES = GROUP_TYPES | MEMBER_TYPES | {SHARE_STATE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,41 @@ class ShareStateValue:
     deleting: tuple[StateTopic, ...]  # partitions not written
 
 
-ShareKey = ShareGroupKey | ShareMemberKey
+@dataclass(frozen=True, slots=True)
+class ShareStateKey:
+    """The key of a topic-partition's share state (type 100)."""
+
+    group: str
+    topic_id: bytes  # 16 bytes
+    partition: int
+
+    @property
+    def record_type(self) -> int:
+        return SHARE_STATE
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """Offsets first..last (inclusive) in one delivery state with one delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int  # 0 available, 2 acknowledged, 4 archived
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionState:
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int  # -1: not yet chosen (share.auto.offset.reset decides at the first fetch)
+    create_timestamp: int
+    write_timestamp: int
+    batches: tuple[StateBatch, ...] = ()
+    delivery_complete_count: int = -1  # tagged (KIP-1226)
+
+
+ShareKey = ShareGroupKey | ShareMemberKey | ShareStateKey
 ShareValue = (ShareEpochValue | ShareMemberValue | ShareTargetEpochValue | ShareTargetMemberValue
-              | ShareAssignmentValue | ShareStateValue)
+              | ShareAssignmentValue | ShareStateValue | SharePartitionState)

@@ -76,7 +76,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     kafka = start_kafka(3)
     # kcoord with the Kafka peer's settings (bench/kafka_peer.py) where they change an answer
     cluster = Cluster(tmp_path_factory.mktemp("diff"), settings={"group.initial.rebalance.delay.ms": 0,
-                                                                "auto.create.topics.enable": "false"})
+                                                                "auto.create.topics.enable": "false",
+                                                                "group.share.enable": True})
     try:  # from here: Kafka's brokers stop even if kcoord's nodes do not start
         cluster.start()
         yield {"kafka": kafka[0].bootstrap, "kcoord": cluster.bootstrap}

@@ -14,8 +14,7 @@ from coordinator.codec import decode_batch, encode_batch
 from coordinator.config import GroupConfig
 from coordinator.group import ClassicGroup
 from coordinator.records import Record
-from coordinator.runtime import Append, CoordinatorRuntime, Reload, Respond, ShareInitializations
-from coordinator.share_group.heartbeat import InitializeState
+from coordinator.runtime import Append, CoordinatorRuntime, Reload, Respond
 
 # Kafka's GroupMetadataManagerTestContext defaults.
 TEST_CONFIG = GroupConfig(
@@ -66,7 +65,6 @@ class Harness:
         self.log: list[Record] = []  # every record appended, in order (the "partition")
         self.uncommitted: list[Append] = []
         self.reloads: list[Reload] = []
-        self.initializations: list[InitializeState] = []  # asked of the share coordinator
         self._tokens = itertools.count(1)
         self._handle(self.rt.begin_load(partition, epoch))
         self._handle(self.rt.complete_load(partition, epoch, [], self.now))
@@ -89,8 +87,6 @@ class Harness:
                     self.uncommitted.append(e)
             elif isinstance(e, Reload):
                 self.reloads.append(e)
-            elif isinstance(e, ShareInitializations):
-                self.initializations.extend(e.requests)
 
     def commit_all(self) -> None:
         """Commit every append, including those the runtime sends as earlier ones commit."""

@@ -36,34 +36,24 @@ def hb(h: Harness, member: str, epoch: int, names: tuple[str, ...] | None = None
     return resp
 
 
-def initialize_all(h: Harness, group: str = "g") -> None:
-    """The share coordinator creates every state asked for."""
-    asked, h.initializations = h.initializations, []
-    for init in asked:
-        assert init.group_id == group
-        resp = h.call(c.ShareStateInitializedRequest(group, TOPICS, {t: ps for t, (ps, _) in init.topics.items()}))
-        assert resp.error == E.NONE
-
-
 def test_share_group_member_joins_empty_group_with_assignments() -> None:
-    """testShareGroupMemberJoinsEmptyGroupWithAssignments: the first heartbeat creates the group at
-    epoch 2 and asks for every subscribed partition's state; once it is created the next
-    heartbeat assigns them (Kafka's mock assignor hands them out at once; the simple assignor
-    assigns initialized partitions only)."""
+    """testShareGroupMemberJoinsEmptyGroupWithAssignments: the first heartbeat creates the group
+    at epoch 2 with every subscribed partition assigned. Kafka asks its share coordinator to
+    create their state and assigns them at a later heartbeat; here the state is created in the
+    same step (type-100 records, start offset -1: share.auto.offset.reset decides)."""
     h = Harness(CONFIG)
     first = hb(h, "m1", 0)
     assert (first.error, first.member_id, first.member_epoch, first.heartbeat_interval_ms) == (E.NONE, "m1", 2, 1000)
-    assert first.assignment == {}
-    [init] = h.initializations
-    assert init.state_epoch == 2
-    assert dict(init.topics) == {FOO: (frozenset(range(6)), -1), BAR: (frozenset(range(3)), -1)}
+    assert first.assignment == {FOO: frozenset(range(6)), BAR: frozenset(range(3))}
     kinds = [rec.key.record_type for rec in h.log]
-    assert kinds == [r.MEMBER_METADATA, r.GROUP_METADATA, r.TARGET_METADATA, r.CURRENT_ASSIGNMENT, r.STATE_PARTITIONS]
-    initialize_all(h)
-    second = hb(h, "m1", 2)
-    assert second.member_epoch == 3
-    assert second.assignment == {FOO: frozenset(range(6)), BAR: frozenset(range(3))}
-    assert hb(h, "m1", 3).assignment is None  # nothing changed: not sent again
+    assert kinds == [r.MEMBER_METADATA, r.STATE_PARTITIONS, r.GROUP_METADATA, r.TARGET_MEMBER, r.TARGET_METADATA,
+                     r.CURRENT_ASSIGNMENT, *[r.SHARE_STATE] * 9]
+    states = {(rec.key.topic_id.hex(), rec.key.partition): rec.value for rec in h.log
+              if isinstance(rec.key, r.ShareStateKey)}
+    assert set(states) == {(FOO, p) for p in range(6)} | {(BAR, p) for p in range(3)}
+    assert all(isinstance(v, r.SharePartitionState) and v.start_offset == -1 and v.state_epoch == 2
+               and v.batches == () for v in states.values())
+    assert hb(h, "m1", 2).assignment is None  # nothing changed: not sent again
 
 
 def test_share_group_unknown_member_id_joins() -> None:
@@ -97,8 +87,8 @@ def test_share_group_member_epochs_are_fenced_but_the_previous_one() -> None:
     previous one, is fenced; the previous one passes (the bumped answer was lost)."""
     h = Harness(CONFIG)
     hb(h, "m1", 0)
-    initialize_all(h)
-    assert hb(h, "m1", 2).member_epoch == 3
+    hb(h, "m2", 0)
+    assert hb(h, "m1", 2).member_epoch == 3  # m2's join moved the group on
     assert hb(h, "m1", 2).error == E.NONE  # the previous epoch
     fenced = hb(h, "m1", 4)
     assert fenced.error == E.FENCED_MEMBER_EPOCH and "greater member epoch (4)" in (fenced.message or "")
@@ -111,7 +101,6 @@ def test_share_group_leaving_member_bumps_group_epoch() -> None:
     epoch moves on; the one left gets every partition at its next heartbeat."""
     h = Harness(CONFIG)
     hb(h, "m1", 0)
-    initialize_all(h)
     e2 = hb(h, "m2", 0).member_epoch
     split = hb(h, "m1", 2)
     assert split.error == E.NONE and split.assignment is not None and split.member_epoch == e2
@@ -137,9 +126,6 @@ def test_share_group_members_share_partitions_when_they_outnumber_them() -> None
     h = Harness(CONFIG)
     for m in ("a", "b", "c"):
         hb(h, m, 0, names=("t",), topics=topics)
-        for init in h.initializations:
-            h.call(c.ShareStateInitializedRequest("g", topics, {t: ps for t, (ps, _) in init.topics.items()}))
-        h.initializations = []
     epochs = {m: 0 for m in "abc"}
     got: dict[str, frozenset[int]] = {}
     for _ in range(2):
@@ -184,12 +170,10 @@ def test_share_group_describe_list_and_delete() -> None:
     missing = h.call(c.ShareGroupDescribeRequest("nope", TOPICS))
     assert (missing.error, missing.message) == (E.GROUP_ID_NOT_FOUND, "Group nope not found.")
     hb(h, "m1", 0)
-    initialize_all(h)
-    hb(h, "m1", 2)
     d = h.call(c.ShareGroupDescribeRequest("g", TOPICS))
-    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor) == (E.NONE, "Stable", 3, 3, "simple")
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor) == (E.NONE, "Stable", 2, 2, "simple")
     [m] = d.members
-    assert (m.member_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == ("m1", 3, "client", ("bar", "foo"))
+    assert (m.member_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == ("m1", 2, "client", ("bar", "foo"))
     assert {(t.topic_name, t.partitions) for t in m.assignment} == {("foo", tuple(range(6))), ("bar", (0, 1, 2))}
     listed = h.call(c.ListGroupsRequest())
     assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed.groups] == [("g", "share", "Stable",
@@ -200,7 +184,8 @@ def test_share_group_describe_list_and_delete() -> None:
     assert h.call(c.ListGroupsRequest(states_filter=("empty",))).groups[0].state == "Empty"
     n = len(h.log)
     assert h.call(c.DeleteGroupsRequest(("g",))).results == (("g", E.NONE),)
-    assert [rec.key.record_type for rec in h.log[n:]] == [r.TARGET_METADATA, r.STATE_PARTITIONS, r.GROUP_METADATA]
+    assert [rec.key.record_type for rec in h.log[n:]] == [*[r.SHARE_STATE] * 9, r.TARGET_METADATA,
+                                                           r.STATE_PARTITIONS, r.GROUP_METADATA]
     assert all(rec.value is None for rec in h.log[n:])
     assert "g" not in h.shard.share_groups
     shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
@@ -236,35 +221,56 @@ def test_a_group_id_names_one_kind_of_group() -> None:
     assert hb(h, "m1", 0, group="offsets-only").error == E.GROUP_ID_NOT_FOUND
 
 
-def test_share_group_initialize_retries_and_failures() -> None:
-    """testShareGroupHeartbeatPersisterRequestWithInitializing and the retry interval: partitions
-    being initialized are not asked for again until the interval passes; a failed initialization
-    is asked for again at the next heartbeat; a known topic's new partitions start at offset 0
-    (testShareGroupHeartbeatInitializeOnPartitionUpdate)."""
-    config = GroupConfig(share=ShareConfig(heartbeat_interval_ms=1000, session_timeout_ms=10_000,
-                                           initialize_retry_interval_ms=5000))
-    h = Harness(config)
-    hb(h, "m1", 0)
-    [first] = h.initializations
-    h.initializations = []
-    hb(h, "m1", 2)
-    assert h.initializations == []  # still initializing, within the interval
-    h.call(c.ShareStateInitializedRequest("g", TOPICS, failed={BAR: frozenset(range(3))},
-                                          initialized={FOO: frozenset(range(6))}))
-    hb(h, "m1", 2)
-    [again] = h.initializations
-    assert dict(again.topics) == {BAR: (frozenset(range(3)), -1)}  # failed: unknown again, reset decides
-    h.initializations = []
-    h.sleep(config.share.initialize_retry_interval_ms)
-    resp = hb(h, "m1", 3)
-    assert resp.error == E.NONE, resp
-    [retried] = h.initializations
-    assert set(retried.topics) == {BAR}
-    h.initializations = []
+def test_share_state_of_new_partitions_starts_at_zero_and_of_new_topics_at_the_reset() -> None:
+    """testShareGroupHeartbeatInitializeOnPartitionUpdate and ...MixedNewAndExpandedTopics: a known
+    topic's new partitions start at offset 0 (nothing produced meanwhile is skipped); a topic new
+    to the group at -1 (share.auto.offset.reset decides); the new partitions are assigned at once."""
+    h = Harness(CONFIG)
+    first = hb(h, "m1", 0, names=("foo",))
     grown = {"foo": (FOO, 8), "bar": (BAR, 3)}
-    resp = hb(h, "m1", resp.member_epoch, topics=grown)
-    [update] = h.initializations
-    assert dict(update.topics)[FOO] == (frozenset({6, 7}), 0)
+    n = len(h.log)
+    resp = hb(h, "m1", first.member_epoch, names=("foo", "bar"), topics=grown)
+    created = {(rec.key.topic_id.hex(), rec.key.partition): rec.value.start_offset for rec in h.log[n:]
+               if isinstance(rec.key, r.ShareStateKey) and isinstance(rec.value, r.SharePartitionState)}
+    assert created == {(FOO, 6): 0, (FOO, 7): 0, (BAR, 0): -1, (BAR, 1): -1, (BAR, 2): -1}
+    assert resp.assignment == {FOO: frozenset(range(8)), BAR: frozenset(range(3))}
+
+
+def test_share_state_is_read_and_written_by_partition_leaders_and_fenced() -> None:
+    """A leader loads the state (recording its leader epoch), writes acknowledgements over it
+    from a start offset that never goes back; an older leader is fenced; a partition without
+    state is refused (ShareCoordinatorShardTest's read/write cases, with kcoord's write fence)."""
+    h = Harness(CONFIG)
+    hb(h, "m1", 0)
+    read = h.call(c.ShareStateRequest("g", FOO, 0, leader_epoch=5))
+    assert read.error == E.NONE and read.state is not None and read.state.leader_epoch == 5
+    ack = c.ShareStateWrite(10, (r.StateBatch(10, 14, 2, 1), r.StateBatch(15, 19, 0, 1)))
+    assert h.call(c.ShareStateRequest("g", FOO, 0, 5, ack)).error == E.NONE
+    later = c.ShareStateWrite(8, (r.StateBatch(15, 16, 4, 2),))  # start offset behind: kept at 10
+    assert h.call(c.ShareStateRequest("g", FOO, 0, 6, later)).error == E.NONE
+    state = h.call(c.ShareStateRequest("g", FOO, 0, 6)).state
+    assert state.start_offset == 10 and state.leader_epoch == 6
+    assert state.batches == (r.StateBatch(10, 14, 2, 1), r.StateBatch(15, 16, 4, 2), r.StateBatch(17, 19, 0, 1))
+    assert h.call(c.ShareStateRequest("g", FOO, 0, 5, ack)).error == E.FENCED_LEADER_EPOCH
+    assert h.call(c.ShareStateRequest("g", FOO, 0, 5)).error == E.FENCED_LEADER_EPOCH
+    missing = h.call(c.ShareStateRequest("g", FOO, 99, 6))
+    assert (missing.error, missing.message) == (E.INVALID_REQUEST, "Read on uninitialized share partition.")
+    assert h.call(c.ShareStateRequest("nope", FOO, 0, 6)).error == E.INVALID_REQUEST
+    shard, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    assert shard.share_groups["g"].share_states[(FOO, 0)] == h.shard.share_groups["g"].share_states[(FOO, 0)]
+
+
+def test_state_batches_combine_later_over_earlier_from_the_start_offset() -> None:
+    """PersisterStateBatchCombinerTest's shapes: overlap split, below-start pruned, neighbours of
+    one state and count joined."""
+    from coordinator.share_group.state import combine
+    b = r.StateBatch
+    assert combine([b(0, 9, 0, 1)], [b(3, 5, 2, 1)], 0) == (b(0, 2, 0, 1), b(3, 5, 2, 1), b(6, 9, 0, 1))
+    assert combine([b(0, 9, 0, 1)], [b(0, 9, 2, 1)], 4) == (b(4, 9, 2, 1),)
+    assert combine([b(0, 4, 2, 1)], [b(5, 9, 2, 1)], 0) == (b(0, 9, 2, 1),)
+    assert combine([b(0, 4, 2, 1), b(10, 12, 4, 3)], [b(3, 11, 0, 2)], 2) == (b(2, 2, 2, 1), b(3, 11, 0, 2),
+                                                                            b(12, 12, 4, 3))
+    assert combine([], [b(5, 4, 0, 1)], 0) == ()
 
 
 def test_share_records_round_trip_through_kafkas_layout() -> None:
@@ -279,6 +285,8 @@ def test_share_records_round_trip_through_kafkas_layout() -> None:
         (r.TARGET_MEMBER, r.ShareTargetMemberValue((r.SharePartitions(tid, (0, 2)),))),
         (r.CURRENT_ASSIGNMENT, r.ShareAssignmentValue(3, 2, 0, (r.SharePartitions(tid, (1,)),))),
         (r.STATE_PARTITIONS, r.ShareStateValue((r.StateTopic(tid, "foo", (0, 1)),), (), (r.StateTopic(tid, "x"),))),
+        (r.SHARE_STATE, r.SharePartitionState(3, 2, 7, 100, 1, 2, (r.StateBatch(100, 104, 2, 1),), 5)),
+        (r.SHARE_STATE, r.SharePartitionState(0, 2, -1, -1, 1, 1)),
     ]
     for kind, value in values:
         assert codec.decode_value(kind, codec.encode_value(value)) == value
@@ -287,3 +295,6 @@ def test_share_records_round_trip_through_kafkas_layout() -> None:
     key = r.ShareMemberKey(r.CURRENT_ASSIGNMENT, "g", "m")
     assert codec.encode_key(key) == bytes.fromhex("000e" "0001") + b"g" + bytes.fromhex("0001") + b"m"
     assert codec.decode_key(codec.encode_key(key)) == key
+    state_key = r.ShareStateKey("g", tid, 3)
+    assert codec.encode_key(state_key) == bytes.fromhex("0064" "0001") + b"g" + tid + bytes.fromhex("00000003")
+    assert codec.decode_key(codec.encode_key(state_key)) == state_key
