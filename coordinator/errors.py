@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     INVALID_FETCH_SIZE = 4
     FENCED_LEADER_EPOCH = 74  # share state: a leader older than one already seen
     FENCED_STATE_EPOCH = 124  # share state: an initialization older than the stored state
+    INVALID_RECORD_STATE = 121  # share fetch: acknowledging a record not acquired by the member
 
 
 def map_append_error(error: ErrorCode) -> ErrorCode:

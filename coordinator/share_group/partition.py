@@ -1,0 +1,217 @@
+"""A share partition: one group's view of one topic-partition on the partition's leader (Kafka's
+SharePartition), as a pure state machine. Records are acquired by one member at a time under a
+lock, then acknowledged (ACCEPT), released (RELEASE: delivered again), rejected (REJECT) or let go
+when the lock expires; a record delivered ``delivery_limit`` times is archived instead of being
+made available again. The start offset (SPSO) is the first offset not yet acknowledged or
+archived; at most ``max_record_locks`` offsets from it are in flight.
+
+Every change but an acquisition is to be persisted (the group coordinator keeps the share state)
+before it is answered: each change returns an ``Undo`` that puts the partition back should that
+write fail, and ``state_batches`` gives what to write. Time comes in as ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from coordinator.errors import ErrorCode
+
+from .records import StateBatch
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACK_TYPES = frozenset({GAP, ACCEPT, RELEASE, REJECT, RENEW})
+
+
+@dataclass(slots=True)
+class InFlight:
+    state: int
+    delivery_count: int
+    member: str | None = None
+    deadline_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Undo:
+    start: int
+    end: int
+    entries: dict[int, InFlight | None]  # offset -> what it was (None: not in flight)
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass
+class SharePartition:
+    start: int  # SPSO
+    end: int  # the next offset never acquired (SPEO + 1)
+    lock_ms: int = 30_000
+    delivery_limit: int = 5
+    max_record_locks: int = 2000
+    records: dict[int, InFlight] = field(default_factory=dict)
+
+    @classmethod
+    def loaded(cls, start: int, batches: Iterable[StateBatch], lock_ms: int = 30_000, delivery_limit: int = 5,
+               max_record_locks: int = 2000) -> SharePartition:
+        """From the persisted state (its start offset already chosen, -1 resolved by the caller)."""
+        sp = cls(start, start, lock_ms, delivery_limit, max_record_locks)
+        for b in batches:
+            for o in range(max(b.first_offset, start), b.last_offset + 1):
+                sp.records[o] = InFlight(b.delivery_state if b.delivery_state != ACQUIRED else AVAILABLE,
+                                         b.delivery_count)
+                sp.end = max(sp.end, o + 1)
+        sp._advance()
+        return sp
+
+    # ------------------------------------------------------------------ reading
+
+    def fetch_from(self) -> int:
+        """Where the next fetch reads the log: the first record available again, else the end."""
+        again = [o for o, r in self.records.items() if r.state == AVAILABLE]
+        return min(again) if again else self.end
+
+    def room(self) -> int:
+        """How many offsets past the end may still be acquired."""
+        return max(self.max_record_locks - (self.end - self.start), 0)
+
+    def next_deadline(self) -> int | None:
+        locks = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
+        return min(locks) if locks else None
+
+    def acquired_by(self, member: str) -> list[int]:
+        return sorted(o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member)
+
+    # ------------------------------------------------------------------ changes
+
+    def _undo(self, offsets: Iterable[int]) -> Undo:
+        return Undo(self.start, self.end, {o: (InFlight(r.state, r.delivery_count, r.member, r.deadline_ms)
+                                               if (r := self.records.get(o)) is not None else None)
+                                           for o in offsets})
+
+    def rollback(self, undo: Undo) -> None:
+        for o, was in undo.entries.items():
+            if was is None:
+                self.records.pop(o, None)
+            else:
+                self.records[o] = was
+        self.start, self.end = undo.start, undo.end
+
+    def acquire(self, member: str, present: Sequence[int], upto: int, max_records: int,
+                now_ms: int) -> list[Acquired]:
+        """Acquire for ``member`` what the fetched log data holds: ``present`` its offsets in
+        order, ``upto`` the last offset it covers (offsets in it with no record, e.g. compacted
+        away or transaction markers, can never be delivered: archived). In memory only."""
+        got: list[tuple[int, int]] = []
+        for o in present:
+            if len(got) >= max_records:
+                break
+            if o < self.start:
+                continue
+            r = self.records.get(o)
+            if r is None:
+                if o < self.end:
+                    continue  # acknowledged or archived, or still acquired
+                if o - self.start >= self.max_record_locks:
+                    break
+                for gap in range(self.end, o):
+                    self.records[gap] = InFlight(ARCHIVED, 0)
+                r = self.records[o] = InFlight(AVAILABLE, 0)
+                self.end = o + 1
+            if r.state != AVAILABLE:
+                continue
+            r.state, r.member, r.deadline_ms = ACQUIRED, member, now_ms + self.lock_ms
+            r.delivery_count += 1
+            got.append((o, r.delivery_count))
+        if len(got) < max_records and upto >= self.end and upto - self.start < self.max_record_locks:
+            for gap in range(self.end, upto + 1):
+                self.records[gap] = InFlight(ARCHIVED, 0)
+            self.end = upto + 1
+        self._advance()
+        out: list[Acquired] = []
+        for o, n in got:
+            last = out[-1] if out else None
+            if last is not None and last.last_offset + 1 == o and last.delivery_count == n:
+                out[-1] = Acquired(last.first_offset, o, n)
+            else:
+                out.append(Acquired(o, o, n))
+        return out
+
+    def acknowledge(self, member: str, first: int, last: int, types: Sequence[int],
+                    now_ms: int) -> tuple[ErrorCode, Undo | None, list[int]]:
+        """A member's acknowledgement of first..last (one type for all, or one per offset): every
+        offset must be acquired by it, else INVALID_RECORD_STATE and nothing changes."""
+        if last < first or not types or (len(types) != 1 and len(types) != last - first + 1) \
+                or any(t not in ACK_TYPES for t in types):
+            return ErrorCode.INVALID_REQUEST, None, []
+        offsets = range(first, last + 1)
+        for o in offsets:
+            r = self.records.get(o)
+            if r is None or r.state != ACQUIRED or r.member != member:
+                return ErrorCode.INVALID_RECORD_STATE, None, []
+        undo = self._undo(offsets)
+        changed: list[int] = []
+        for i, o in enumerate(offsets):
+            t = types[0] if len(types) == 1 else types[i]
+            r = self.records[o]
+            if t == RENEW:
+                r.deadline_ms = now_ms + self.lock_ms
+                continue
+            if t == ACCEPT:
+                r.state = ACKNOWLEDGED
+            elif t == RELEASE:
+                r.state = self._released_state(r)
+            else:  # REJECT, GAP
+                r.state = ARCHIVED
+            r.member = None
+            changed.append(o)
+        self._advance()
+        return ErrorCode.NONE, undo, changed
+
+    def _released_state(self, r: InFlight) -> int:
+        return ARCHIVED if r.delivery_count >= self.delivery_limit else AVAILABLE
+
+    def release(self, offsets: Iterable[int]) -> tuple[Undo, list[int]]:
+        """Give back acquired offsets (their lock expired, or their member left)."""
+        offsets = [o for o in offsets if (r := self.records.get(o)) is not None and r.state == ACQUIRED]
+        undo = self._undo(offsets)
+        for o in offsets:
+            r = self.records[o]
+            r.state, r.member = self._released_state(r), None
+        self._advance()
+        return undo, offsets
+
+    def expired(self, now_ms: int) -> list[int]:
+        return sorted(o for o, r in self.records.items() if r.state == ACQUIRED and r.deadline_ms <= now_ms)
+
+    def _advance(self) -> None:
+        while (r := self.records.get(self.start)) is not None and r.state in (ACKNOWLEDGED, ARCHIVED):
+            del self.records[self.start]
+            self.start += 1
+        if self.start > self.end:
+            self.end = self.start
+
+    # ------------------------------------------------------------------ persisting
+
+    def state_batches(self, offsets: Iterable[int]) -> tuple[StateBatch, ...]:
+        """What to persist of ``offsets`` (acquired ones as available: a lock does not outlive its
+        leader), as batches; offsets below the start are implied by it."""
+        out: list[StateBatch] = []
+        for o in sorted(set(offsets)):
+            if o < self.start:
+                continue
+            r = self.records.get(o)
+            if r is None:
+                continue
+            state = AVAILABLE if r.state == ACQUIRED else r.state
+            prev = out[-1] if out else None
+            if prev is not None and prev.last_offset + 1 == o and (prev.delivery_state, prev.delivery_count) == (
+                    state, r.delivery_count):
+                out[-1] = StateBatch(prev.first_offset, o, state, r.delivery_count)
+            else:
+                out.append(StateBatch(o, o, state, r.delivery_count))
+        return tuple(out)
