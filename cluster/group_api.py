@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
+from cluster import share_fetch
 from cluster.apis import consumer_groups, share_groups
 from cluster.apis.groups import GroupApi
 from cluster.apis.groups import register as register_handlers
@@ -65,4 +66,5 @@ def register(node: NodeServices) -> GroupApi:
     api = register_handlers(node, driver)
     consumer = consumer_groups.register(node, api)
     share_groups.register(node, consumer, node.config.group_share_enable)
+    api.companions.append(share_fetch.register(node, api, node.config.group_share_enable))
     return api

@@ -25,6 +25,7 @@ from .classic_groups import ClassicGroupHandlers
 from .config import GroupConfig
 from .consumer_group.group import ConsumerGroup
 from .consumer_group.group import GroupState as ConsumerGroupState
+from .consumer_group.heartbeat_request import invalid as consumer_invalid
 from .consumer_groups import ConsumerGroupHandlers
 from .errors import ErrorCode
 from .group import ClassicGroup, GroupState, Token
@@ -34,6 +35,7 @@ from .mixed_groups import MixedGroupHandlers
 from .offset_handlers import OffsetHandlers
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitValue, Record
 from .share_group.group import ShareGroup
+from .share_group.heartbeat import invalid as share_invalid
 from .share_groups import ShareGroupHandlers
 from .timers import EXPIRE_KEY, TimerKind, TimerSet, heartbeat_key
 from .txn_offsets import PendingOffsets
@@ -171,7 +173,9 @@ class GroupCoordinatorShard:
     # consumer group (an online upgrade) goes to the mixed handlers
 
     def _on_consumer_heartbeat(self, request: c.ConsumerGroupHeartbeatRequest, token: Token) -> None:
-        other = self._other_kind(request.group_id, "consumer")
+        # the request's own checks come first (Kafka makes them before the group is looked up)
+        bad = consumer_invalid(request.heartbeat, self.config.consumer_of(request.group_id).assignors)
+        other = None if bad is not None else self._other_kind(request.group_id, "consumer")
         self.w.respond(token, other and c.ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, other)
                        or self._consumer_heartbeat(request))
 
@@ -192,7 +196,7 @@ class GroupCoordinatorShard:
         return None
 
     def _on_share_heartbeat(self, request: c.ShareGroupHeartbeatRequest, token: Token) -> None:
-        other = self._other_kind(request.group_id, "share")
+        other = None if share_invalid(request.heartbeat) is not None else self._other_kind(request.group_id, "share")
         self.w.respond(token, other and c.ShareGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, other)
                        or self.share.heartbeat(request))
 

@@ -85,11 +85,17 @@ class GroupApi:
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition
         # KIP-890 guards of verified TxnOffsetCommits, by (partition, producer id)
         self._verified: VerificationGuards[tuple[int, int]] = VerificationGuards()
+        # what runs beside the coordinator and starts and stops with it (the share fetch manager)
+        self.companions: list[Any] = []
 
     async def start(self) -> None:
         await self.driver.start()
+        for companion in self.companions:
+            await companion.start()
 
     async def stop(self) -> None:
+        for companion in self.companions:
+            await companion.stop()
         await self.driver.stop()
 
     def partition(self, group_id: str) -> int:

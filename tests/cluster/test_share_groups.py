@@ -7,6 +7,8 @@ UNSUPPORTED_VERSION, as Kafka's do while its share.version is 0."""
 
 from __future__ import annotations
 
+import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from tests.wire.raw import ask
 
 pytestmark = pytest.mark.cluster
 RETRY = ("not_coordinator", "coordinator_not_available", "coordinator_load_in_progress")
+_MS = datetime.timedelta(milliseconds=1)
 
 
 @pytest.fixture
@@ -107,3 +110,93 @@ def test_share_apis_answer_unsupported_version_unless_enabled(tmp_path: Path) ->
         assert r.groups[0].error_code.name == "unsupported_version"
     finally:
         c.kill_all()
+
+
+def _leaders(cluster: Cluster, topic: str) -> tuple[uuid.UUID, dict[int, int]]:
+    """The topic's id and each partition's leader (node id), from Metadata."""
+    m = req_mod(3, 12)
+    r = ask(cluster.address(0), 3, 12, m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(topic_id=None, name=topic),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    t = r.topics[0]
+    return t.topic_id, {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+
+
+def _share_fetch(cluster: Cluster, node: int, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+                 partitions: list[int], acks: dict[int, list[tuple[int, int, list[int]]]] | None = None,
+                 max_records: int = 500, wait_ms: int = 2000) -> Any:
+    m = req_mod(78, 2)
+    acks = acks or {}
+    return ask(cluster.address(node), 78, 2, m.ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait=wait_ms * _MS, min_bytes=1,
+        max_bytes=1 << 20, max_records=max_records, batch_size=max_records, share_acquire_mode=0,
+        is_renew_ack=False, topics=(m.FetchTopic(topic_id=topic_id, partitions=tuple(
+            m.FetchPartition(partition_index=p, acknowledgement_batches=tuple(
+                m.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=tuple(types))
+                for f, last, types in acks.get(p, ()))) for p in partitions)),), forgotten_topics_data=()))
+
+
+def _acquired(resp: Any) -> dict[int, list[tuple[int, int, int]]]:
+    assert resp.error_code.name == "none", resp
+    return {int(p.partition_index): [(int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+                                     for a in p.acquired_records]
+            for t in resp.responses for p in t.partitions}
+
+
+def test_share_fetch_acquires_acknowledges_and_redelivers(cluster: Cluster) -> None:
+    """One partition, two members on its leader: records are acquired by one member at a time;
+    ACCEPT finishes them, RELEASE delivers them again (delivery count 2) to the other member;
+    acknowledging what one does not hold is INVALID_RECORD_STATE; the state (what is done)
+    survives a SIGKILL of the group's coordinator and of the partition's leader."""
+    from confluent_kafka import Producer
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("q1", 1, 3)])["q1"].result(30)
+    group = f"sf-{uuid.uuid4().hex[:8]}"
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    assert _beat(cluster, group, a, 0, ("q1",)).error_code.name == "none"
+    assert _beat(cluster, group, b, 0, ("q1",)).error_code.name == "none"
+    topic_id, leaders = _leaders(cluster, "q1")
+    leader = leaders[0]
+    # the first fetch loads the share partition at the log's end (share.auto.offset.reset latest)
+    assert _acquired(_share_fetch(cluster, leader, group, a, 0, topic_id, [0], wait_ms=0)) == {0: []}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    for i in range(10):
+        producer.produce("q1", value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+
+    assert _acquired(_share_fetch(cluster, leader, group, a, 1, topic_id, [0])) == {0: [(0, 9, 1)]}
+    assert _acquired(_share_fetch(cluster, leader, group, b, 0, topic_id, [0], wait_ms=200)) == {0: []}
+    # b cannot acknowledge what it does not hold; a accepts 0-4 and releases 5-9
+    r = _share_fetch(cluster, leader, group, b, 1, topic_id, [0], {0: [(0, 0, [1])]}, wait_ms=0)
+    assert [int(p.acknowledge_error_code) for t in r.responses for p in t.partitions] == [121]
+    m = req_mod(79, 2)
+    acked = ask(cluster.address(leader), 79, 2, m.ShareAcknowledgeRequest(
+        group_id=group, member_id=a, share_session_epoch=2, is_renew_ack=False, topics=(m.AcknowledgeTopic(
+            topic_id=topic_id, partitions=(m.AcknowledgePartition(partition_index=0, acknowledgement_batches=(
+                m.AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=(1,)),
+                m.AcknowledgementBatch(first_offset=5, last_offset=9, acknowledge_types=(2,)))),)),)))
+    assert acked.error_code.name == "none" and [int(p.error_code) for t in acked.responses for p in t.partitions] == [0]
+    assert _acquired(_share_fetch(cluster, leader, group, b, 2, topic_id, [0])) == {0: [(5, 9, 2)]}
+
+    coordinator = _coordinator(cluster, group)
+    cluster.kill(coordinator)
+    if leader != coordinator:
+        cluster.kill(leader)
+    topic_id, leaders = None, {}
+    for _ in range(100):
+        topic_id, leaders = _leaders(cluster, "q1")
+        if leaders.get(0, -1) >= 0 and cluster.alive(leaders[0]):
+            break
+        time.sleep(0.2)
+    c2 = str(uuid.uuid4())
+    assert _beat(cluster, group, c2, 0, ("q1",)).error_code.name == "none"
+    again: dict[int, list[tuple[int, int, int]]] = {}
+    for _ in range(50):  # the new leader loads the state; b's lock did not outlive the old leader
+        try:
+            again = _acquired(_share_fetch(cluster, leaders[0], group, c2, 0, topic_id, [0]))
+        except AssertionError:
+            time.sleep(0.2)
+            continue
+        if again.get(0):
+            break
+    assert again == {0: [(5, 9, 2)]}, again  # 0-4 stay done; 5-9 come back (count from the stored state)

@@ -298,3 +298,18 @@ def test_share_records_round_trip_through_kafkas_layout() -> None:
     state_key = r.ShareStateKey("g", tid, 3)
     assert codec.encode_key(state_key) == bytes.fromhex("0064" "0001") + b"g" + tid + bytes.fromhex("00000003")
     assert codec.decode_key(codec.encode_key(state_key)) == state_key
+
+
+def test_a_request_is_checked_before_the_kind_of_its_group() -> None:
+    """Kafka refuses a malformed heartbeat (KafkaApis, GroupCoordinatorService) before it looks
+    the group up: an empty member id is INVALID_REQUEST even for a group of another kind (found
+    by the differential harness)."""
+    from coordinator.consumer_group.heartbeat_request import ConsumerHeartbeat
+    h = Harness(CONFIG)
+    h.commit("classic", {("foo", 0): 1})
+    resp = h.call(c.ShareGroupHeartbeatRequest(ShareHeartbeat("classic", "", 0, subscribed_topic_names=("foo",)),
+                                               TOPICS))
+    assert resp.error == E.INVALID_REQUEST
+    hb(h, "m1", 0, group="s")
+    consumer = h.call(c.ConsumerGroupHeartbeatRequest(ConsumerHeartbeat("s", "c1", 0, owned={}), TOPICS))
+    assert consumer.error == E.INVALID_REQUEST  # no rebalance timeout in a first request
