@@ -49,6 +49,8 @@ DELIVERY_LIMIT = 5  # group.share.delivery.count.limit
 MAX_RECORD_LOCKS = 2000  # group.share.partition.max.record.locks
 EXPIRY_TICK_S = 0.1
 MAX_SESSIONS = 2000  # group.share.max.share.sessions
+COORDINATOR_MOVING = frozenset({int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                int(ErrorCode.NOT_COORDINATOR)})
 
 
 class Needs(Registers, Placement, Identity, Catalog, Guarded, Protocol):
@@ -350,8 +352,14 @@ class ShareFetchApi:
             try:
                 loaded = await self._load(key, part)
             except StateError as e:
-                errors[(t, p)] = e.code if e.code not in (int(ErrorCode.FENCED_LEADER_EPOCH),) \
-                    else int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                if e.code in COORDINATOR_MOVING:
+                    waiters.append(part)  # as Kafka's persister retries: no data yet, not an error
+                    continue
+                # what Kafka's share consumer takes for these: look the leader up again, or go on
+                errors[(t, p)] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER) if e.code == int(
+                    ErrorCode.FENCED_LEADER_EPOCH) else int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                log.info("event=share_partition_load_failed group=%s topic_id=%s partition=%d error=%d message=%r",
+                         group, t, p, e.code, str(e))
                 continue
             sp = loaded.sp
             start = sp.fetch_from()

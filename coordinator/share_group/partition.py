@@ -65,6 +65,10 @@ class SharePartition:
                 sp.records[o] = InFlight(b.delivery_state if b.delivery_state != ACQUIRED else AVAILABLE,
                                          b.delivery_count)
                 sp.end = max(sp.end, o + 1)
+        for o in range(start, sp.end):
+            # not persisted: acquired by the last leader and never acknowledged (its lock did not
+            # outlive it), or never fetched at all: available, as Kafka's initial read gap is
+            sp.records.setdefault(o, InFlight(AVAILABLE, 0))
         sp._advance()
         return sp
 

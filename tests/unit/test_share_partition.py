@@ -108,6 +108,10 @@ def test_persisted_batches_and_reload() -> None:
     _, _, changed = p.acknowledge("a", 2, 5, [ACCEPT, ACCEPT, RELEASE, REJECT], 1)
     assert p.state_batches(changed) == (StateBatch(2, 3, ACKNOWLEDGED, 1), StateBatch(4, 4, AVAILABLE, 1),
                                         StateBatch(5, 5, ARCHIVED, 1))
+    # a new leader knows only what was written: what the last one had acquired is available
+    only_acks = SharePartition.loaded(0, p.state_batches(changed))
+    assert only_acks.fetch_from() == 0 and only_acks.acquire("c", range(6), 5, 500, 0) == [
+        Acquired(0, 1, 1), Acquired(4, 4, 2)]
     again = SharePartition.loaded(0, p.state_batches(range(6)))
     # 0 and 1 were acquired, not acknowledged: after a reload they are available (count kept)
     assert again.start == 0 and again.fetch_from() == 0 and again.records[0].delivery_count == 1
