@@ -313,3 +313,32 @@ def test_a_request_is_checked_before_the_kind_of_its_group() -> None:
     hb(h, "m1", 0, group="s")
     consumer = h.call(c.ConsumerGroupHeartbeatRequest(ConsumerHeartbeat("s", "c1", 0, owned={}), TOPICS))
     assert consumer.error == E.INVALID_REQUEST  # no rebalance timeout in a first request
+
+
+def test_compacted_share_records_replay_to_the_same_groups_and_state() -> None:
+    """``__consumer_offsets`` compaction keeps the latest record per key: a share group's records
+    (members joining and leaving, a deleted and recreated group, share state written over) replay
+    from the compacted log to what the whole log gives."""
+    from cluster.offsets_compaction import compact_offsets
+    from coordinator.codec import decode_batch, encode_batch
+    h = Harness(CONFIG)
+    hb(h, "m1", 0)
+    hb(h, "m2", 0)
+    h.call(c.ShareStateRequest("g", FOO, 0, 3, c.ShareStateWrite(0, (r.StateBatch(0, 4, 2, 1),))))
+    h.call(c.ShareStateRequest("g", FOO, 0, 3, c.ShareStateWrite(5, (r.StateBatch(5, 9, 4, 2),))))
+    h.call(c.ShareGroupHeartbeatRequest(ShareHeartbeat("g", "m2", -1), TOPICS))
+    hb(h, "x", 0, group="gone")
+    h.call(c.ShareGroupHeartbeatRequest(ShareHeartbeat("gone", "x", -1), TOPICS))
+    assert h.call(c.DeleteGroupsRequest(("gone",))).results == (("gone", E.NONE),)
+    hb(h, "y", 0, group="gone", names=("bar",))
+    whole, _ = GroupCoordinatorShard.load(list(h.log), h.now, CONFIG)
+    compacted = [rec for payload in compact_offsets([encode_batch(h.log)]) for rec in decode_batch(payload)]
+    assert len(compacted) < len(h.log)
+    again, _ = GroupCoordinatorShard.load(compacted, h.now, CONFIG)
+
+    def view(shard: GroupCoordinatorShard) -> dict[str, Any]:
+        return {g: (s.epoch, s.assignment_epoch, {m: (x.metadata, x.epoch, dict(x.assigned)) for m, x in s.members.items()},
+                    dict(s.targets), dict(s.share_states)) for g, s in shard.share_groups.items()}
+    assert view(again) == view(whole)
+    assert set(whole.share_groups) == {"g", "gone"} and whole.share_groups["gone"].share_states.keys() == {
+        (BAR, p) for p in range(3)}
