@@ -264,9 +264,10 @@ class ShareFetchApi:
 
     async def share_fetch(self, ctx: RequestContext, req: Any) -> Any:
         m = resp_mod(SHARE_FETCH, version_of(req))
-        group, member, epoch = req.group_id or "", req.member_id or "", int(req.share_session_epoch)
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, group):
-            return _fetch_error(req, KErr.group_authorization_failed)
+        bad = _refused(ctx, req)
+        if bad is not None:
+            return _fetch_error(req, *bad)
+        group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
         wanted = [(t.topic_id.hex, int(p.partition_index), p.acknowledgement_batches)
                   for t in req.topics if t.topic_id is not None for p in t.partitions]
         has_acks = any(acks for _t, _p, acks in wanted)
@@ -392,9 +393,10 @@ class ShareFetchApi:
 
     async def share_acknowledge(self, ctx: RequestContext, req: Any) -> Any:
         m = resp_mod(SHARE_ACKNOWLEDGE, version_of(req))
-        group, member, epoch = req.group_id or "", req.member_id or "", int(req.share_session_epoch)
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, group):
-            return _ack_error(req, KErr.group_authorization_failed)
+        bad = _refused(ctx, req)
+        if bad is not None:
+            return _ack_error(req, *bad)
+        group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
         skey = (group, member)
         session = self.sessions.get(skey)
         if epoch == 0:
@@ -472,15 +474,26 @@ def _fetch_response(m: Any, parts: dict[str, list[Any]]) -> Any:
                               for t, ps in parts.items()))
 
 
-def _fetch_error(req: Any, code: Any) -> Any:
+def _refused(ctx: RequestContext, req: Any) -> tuple[KErr, str | None] | None:
+    """KafkaApis's checks of a ShareFetch or ShareAcknowledge, in its order."""
+    if req.group_id is None:
+        return KErr.invalid_request, "Invalid group id in the request."
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return KErr.group_authorization_failed, None
+    if not req.member_id or len(req.member_id) > 36:
+        return KErr.invalid_request, "Invalid member id in the request."
+    return None
+
+
+def _fetch_error(req: Any, code: Any, message: str | None = None) -> Any:
     m = resp_mod(SHARE_FETCH, version_of(req))
-    return mk(m.ShareFetchResponse, throttle_time=ZERO, error_code=code, error_message=None,
+    return mk(m.ShareFetchResponse, throttle_time=ZERO, error_code=code, error_message=message,
               acquisition_lock_timeout=ZERO, responses=(), node_endpoints=())
 
 
-def _ack_error(req: Any, code: Any) -> Any:
+def _ack_error(req: Any, code: Any, message: str | None = None) -> Any:
     m = resp_mod(SHARE_ACKNOWLEDGE, version_of(req))
-    return mk(m.ShareAcknowledgeResponse, throttle_time=ZERO, error_code=code, error_message=None,
+    return mk(m.ShareAcknowledgeResponse, throttle_time=ZERO, error_code=code, error_message=message,
               acquisition_lock_timeout=ZERO, responses=(), node_endpoints=())
 
 

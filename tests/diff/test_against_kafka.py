@@ -52,6 +52,12 @@ for _kind, _v in (("minimal", 12), ("existing", 12), ("minimal", 13), ("existing
     KNOWN[(f"{_kind}_3_v{_v}", f"{_kind}.")] = (
         "a Metadata topic with neither a name nor an id: Kafka 4.4 fails the whole request (UNKNOWN_SERVER_ERROR, "
         "no brokers); kcoord answers UNKNOWN_TOPIC_ID for it")
+for _kind in ("minimal", "existing"):
+    for _key, _v in ((84, 0), (85, 1)):
+        KNOWN[(f"{_kind}_{_key}_v{_v}", f"{_kind}.results")] = (
+            "Read/WriteShareGroupState (between nodes): Kafka's share coordinator of the key, a partition of "
+            "__share_group_state, answers; kcoord's share state is kept by the group's own coordinator, which "
+            "answers INVALID_REQUEST for share state it does not have (docs/compatibility.md, share groups)")
 for _kind, _v in (("minimal", 1), ("existing", 1), ("minimal", 2), ("existing", 2)):
     KNOWN[(f"{_kind}_27_v{_v}", f"{_kind}.markers")] = (
         "WriteTxnMarkers for a marker naming no partition: Kafka 4.4 leaves the marker out of its answer; kcoord "
