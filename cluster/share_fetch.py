@@ -49,6 +49,8 @@ DELIVERY_LIMIT = 5  # group.share.delivery.count.limit
 MAX_RECORD_LOCKS = 2000  # group.share.partition.max.record.locks
 EXPIRY_TICK_S = 0.1
 MAX_SESSIONS = 2000  # group.share.max.share.sessions
+SESSION_IDLE_S = 60.0  # a session unused this long gives way to a new one when the cache is full
+MAX_SESSION_PARTITIONS = 10_000
 COORDINATOR_MOVING = frozenset({int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                 int(ErrorCode.NOT_COORDINATOR)})
 
@@ -63,7 +65,8 @@ Key = tuple[str, str, int]  # (group, topic id hex, partition)
 @dataclass
 class Session:
     epoch: int
-    partitions: list[tuple[str, int]] = field(default_factory=list)  # (topic id hex, partition), in order
+    partitions: dict[tuple[str, int], None] = field(default_factory=dict)  # (topic id hex, partition), in order
+    used_s: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -85,7 +88,7 @@ class ShareFetchApi:
         self.groups = groups
         self.sessions: dict[tuple[str, str], Session] = {}
         self.loaded: dict[Key, Loaded] = {}
-        self._loading: dict[Key, asyncio.Future[Loaded]] = {}
+        self._loading: dict[Key, asyncio.Task[Loaded]] = {}
         self.peers = PeerClient(f"kcoord-{node.node_id}-share-state", ssl_context=peer_context(node.config))
         self._expiry: asyncio.Task[None] | None = None
 
@@ -113,7 +116,7 @@ class ShareFetchApi:
                     state = SharePartitionState(0, int(p.state_epoch), leader_epoch, int(p.start_offset), 0, 0, tuple(
                         StateBatch(int(b.first_offset), int(b.last_offset), int(b.delivery_state),
                                    int(b.delivery_count)) for b in p.state_batches))
-                return c.ShareStateResponse(ErrorCode(int(p.error_code)), p.error_message, state)
+                return c.ShareStateResponse(_code(int(p.error_code)), p.error_message, state)
             m = req_mod(WRITE_STATE, 1)
             r = await self.peers.request(leader.host, leader.port, WRITE_STATE, 1, mk(
                 m.WriteShareGroupStateRequest, group_id=group, topics=(mk(
@@ -124,45 +127,41 @@ class ShareFetchApi:
                                                delivery_state=b.delivery_state, delivery_count=b.delivery_count)
                                             for b in write.batches)),)),)))
             p = r.results[0].partitions[0]
-            return c.ShareStateResponse(ErrorCode(int(p.error_code)), p.error_message)
+            return c.ShareStateResponse(_code(int(p.error_code)), p.error_message)
         except PeerRequestError as e:
             raise StateError(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), str(e)) from e
 
     async def _load(self, key: Key, part: DataPartition) -> Loaded:
-        group, topic, partition = key
-        epoch = max(part.reported_epoch, 0)
+        """The share partition, loaded once per leadership; concurrent requests share one load,
+        which runs as a task of its own (a requester that goes away does not cancel it)."""
+        epoch = max(part.leader_term, 0)
         have = self.loaded.get(key)
         if have is not None and have.leader_epoch == epoch:
             return have
-        pending = self._loading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[Loaded] = asyncio.get_running_loop().create_future()
-        self._loading[key] = fut
-        try:
-            resp = await self._state(group, topic, partition, epoch, None)
-            if resp.error is not ErrorCode.NONE or resp.state is None:
-                raise StateError(int(resp.error), resp.message)
-            start = resp.state.start_offset
-            if start < 0:  # share.auto.offset.reset: latest unless the group says earliest
-                reset = self.node.metadata.group_configs.get(group, {}).get("share.auto.offset.reset", "latest")
-                start = part.data.log_start_offset if reset == "earliest" else part.data.high_watermark
-                fixed = await self._state(group, topic, partition, epoch, c.ShareStateWrite(start, ()))
-                if fixed.error is not ErrorCode.NONE:
-                    raise StateError(int(fixed.error), fixed.message)
-            sp = SharePartition.loaded(start, resp.state.batches, LOCK_MS, DELIVERY_LIMIT, MAX_RECORD_LOCKS)
-            done = Loaded(sp, epoch)
-            self.loaded[key] = done
-            log.info("event=share_partition_loaded group=%s topic_id=%s partition=%d start=%d leader_epoch=%d",
-                     group, topic, partition, start, epoch)
-            fut.set_result(done)
-            return done
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # retrieved: waiters get it through shield
-            raise
-        finally:
-            self._loading.pop(key, None)
+        task = self._loading.get(key)
+        if task is None:
+            task = self._loading[key] = asyncio.ensure_future(self._read_state(key, part, epoch))
+            task.add_done_callback(lambda t: (self._loading.pop(key, None), t.cancelled() or t.exception()))
+        return await asyncio.shield(task)
+
+    async def _read_state(self, key: Key, part: DataPartition, epoch: int) -> Loaded:
+        group, topic, partition = key
+        resp = await self._state(group, topic, partition, epoch, None)
+        if resp.error is not ErrorCode.NONE or resp.state is None:
+            raise StateError(int(resp.error), resp.message)
+        start = resp.state.start_offset
+        if start < 0:  # share.auto.offset.reset: latest unless the group says earliest
+            reset = self.node.metadata.group_configs.get(group, {}).get("share.auto.offset.reset", "latest")
+            start = part.data.log_start_offset if reset == "earliest" else part.data.high_watermark
+            fixed = await self._state(group, topic, partition, epoch, c.ShareStateWrite(start, ()))
+            if fixed.error is not ErrorCode.NONE:
+                raise StateError(int(fixed.error), fixed.message)
+        done = Loaded(SharePartition.loaded(start, resp.state.batches, LOCK_MS, DELIVERY_LIMIT, MAX_RECORD_LOCKS),
+                      epoch)
+        self.loaded[key] = done
+        log.info("event=share_partition_loaded group=%s topic_id=%s partition=%d start=%d leader_epoch=%d",
+                 group, topic, partition, start, epoch)
+        return done
 
     async def _persist(self, key: Key, loaded: Loaded, undo: Undo, changed: Iterable[int]) -> int:
         """Write what changed; undo it in memory when the write fails. Returns the error code."""
@@ -173,10 +172,15 @@ class ShareFetchApi:
             code = int(resp.error)
         except StateError as e:
             code = e.code
+        except Exception as e:  # noqa: BLE001 - whatever failed, the change was not stored
+            log.warning("event=share_state_write_failed group=%s topic_id=%s partition=%d error=%r", *key, str(e))
+            code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
         if code != 0:
             sp.rollback(undo)
-            if code == int(ErrorCode.FENCED_LEADER_EPOCH):
-                self.loaded.pop(key, None)  # another leader took over: load again if we lead again
+            if code in (int(ErrorCode.FENCED_LEADER_EPOCH), int(ErrorCode.INVALID_REQUEST)) \
+                    and self.loaded.get(key) is loaded:
+                # another leader took over, or the group's state is gone: load again when asked
+                del self.loaded[key]
         return code
 
     # ---------------------------------------------------------------- lock expiry
@@ -212,8 +216,10 @@ class ShareFetchApi:
 
     # ---------------------------------------------------------------- acknowledgements
 
-    async def _acknowledge(self, group: str, member: str, topic: str, partition: int,
-                           batches: Any) -> tuple[int, str | None]:
+    async def _acknowledge(self, group: str, member: str, topic: str, partition: int, batches: Any,
+                           renew: bool) -> tuple[int, str | None]:
+        """A member's acknowledgement batches of one partition: all applied or none, in one write
+        (Kafka validates them all first too). RENEW only where the request says it holds some."""
         key = (group, topic, partition)
         part = self._leading(topic, partition)
         if isinstance(part, int):
@@ -223,18 +229,24 @@ class ShareFetchApi:
         except StateError as e:
             return e.code, str(e)
         async with loaded.lock:
+            sp = loaded.sp
+            undo = sp.snapshot()
+            changed: list[int] = []
             for b in batches:
                 types = [int(t) for t in b.acknowledge_types]
-                code, undo, changed = loaded.sp.acknowledge(member, int(b.first_offset), int(b.last_offset), types,
-                                                            self.node_now())
+                if RENEW in types and not renew:
+                    sp.rollback(undo)
+                    return int(ErrorCode.INVALID_REQUEST), None
+                code, _, done = sp.acknowledge(member, int(b.first_offset), int(b.last_offset), types,
+                                               self.node_now())
                 if code is not ErrorCode.NONE:
+                    sp.rollback(undo)
                     return int(code), None
-                if undo is not None and changed:
-                    written = await self._persist(key, loaded, undo, changed)
-                    if written != 0:
-                        return written, None
-                elif types == [RENEW]:
-                    continue
+                changed.extend(done)
+            if changed:
+                written = await self._persist(key, loaded, undo, changed)
+                if written != 0:
+                    return written, None
         return 0, None
 
     def _leading(self, topic: str, partition: int) -> DataPartition | int:
@@ -245,12 +257,23 @@ class ShareFetchApi:
         if part is None:
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not part.is_leader:
+            for key in [k for k in self.loaded if k[1:] == (topic, partition)]:
+                del self.loaded[key]  # another node leads it now: it loads the state from the coordinator
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
 
     def _name(self, topic: str) -> str | None:
         meta = self.node.metadata.by_id(uuid.UUID(hex=topic))
         return meta.name if meta is not None and not meta.internal else None
+
+    def _evict_idle(self) -> bool:
+        """Make room for a session: drop the longest unused one if it has been idle a while (its
+        member's records go back as their locks run out). Whether one went."""
+        oldest = min(self.sessions.items(), key=lambda kv: kv[1].used_s, default=None)
+        if oldest is None or time.monotonic() - oldest[1].used_s < SESSION_IDLE_S:
+            return False
+        del self.sessions[oldest[0]]
+        return True
 
     def _release_member(self, group: str, member: str) -> None:
         """A closed session: the member's acquired records go back (written by the expiry loop's
@@ -266,7 +289,7 @@ class ShareFetchApi:
         m = resp_mod(SHARE_FETCH, version_of(req))
         bad = _refused(ctx, req)
         if bad is not None:
-            return _fetch_error(req, *bad)
+            return _fetch_error(req, bad[0])  # Kafka's error answer carries no message
         group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
         wanted = [(t.topic_id.hex, int(p.partition_index), p.acknowledgement_batches)
                   for t in req.topics if t.topic_id is not None for p in t.partitions]
@@ -276,9 +299,9 @@ class ShareFetchApi:
         if epoch == 0:
             if has_acks:
                 return _fetch_error(req, KErr.invalid_request)
-            if session is None and len(self.sessions) >= MAX_SESSIONS:
+            if session is None and len(self.sessions) >= MAX_SESSIONS and not self._evict_idle():
                 return _fetch_error(req, KErr.share_session_limit_reached)
-            session = self.sessions[skey] = Session(1, [(t, p) for t, p, _ in wanted])
+            session = self.sessions[skey] = Session(1, dict.fromkeys((t, p) for t, p, _ in wanted))
             full = True
         elif session is None:
             return _fetch_error(req, KErr.share_session_not_found)
@@ -288,18 +311,24 @@ class ShareFetchApi:
             return _fetch_error(req, KErr.invalid_share_session_epoch)
         else:
             full = False
-            session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
-            gone = {(f.topic_id.hex, int(p)) for f in req.forgotten_topics_data if f.topic_id is not None
-                    for p in f.partitions}
-            session.partitions = [tp for tp in session.partitions if tp not in gone]
+            session.epoch = _next_epoch(session.epoch)
+            for f in req.forgotten_topics_data:
+                for p in f.partitions:
+                    if f.topic_id is not None:
+                        session.partitions.pop((f.topic_id.hex, int(p)), None)
             for t, p, _ in wanted:
-                if (t, p) not in session.partitions:
-                    session.partitions.append((t, p))
+                session.partitions[(t, p)] = None
+        if len(session.partitions) > MAX_SESSION_PARTITIONS:
+            self.sessions.pop(skey, None)
+            return _fetch_error(req, KErr.invalid_request, f"A share session holds at most {MAX_SESSION_PARTITIONS} "
+                                                           "partitions.")
+        session.used_s = time.monotonic()
         denied = {t for t, _p, _ in wanted if not self._may_read(ctx, t)}
         acks: dict[tuple[str, int], int] = {}
         for t, p, batches in wanted:
             if batches and t not in denied:
-                acks[(t, p)], _ = await self._acknowledge(group, member, t, p, batches)
+                acks[(t, p)], _ = await self._acknowledge(group, member, t, p, batches,
+                                                          bool(getattr(req, "is_renew_ack", False)))
         if epoch == -1:
             self.sessions.pop(skey, None)
             self._release_member(group, member)
@@ -362,25 +391,25 @@ class ShareFetchApi:
                 log.info("event=share_partition_load_failed group=%s topic_id=%s partition=%d error=%d message=%r",
                          group, t, p, e.code, str(e))
                 continue
-            sp = loaded.sp
-            start = sp.fetch_from()
-            hw = part.data.high_watermark
-            if start < part.data.log_start_offset:
-                start = part.data.log_start_offset
-            if start >= hw or (sp.room() == 0 and start >= sp.end):
-                waiters.append(part)
-                continue
-            plan = part.plan_read(start, budget, min_one=True)
-            data = plan.execute()
-            present: list[int] = []
-            upto = start - 1
-            for _pos, h in iter_batches(data, verify_crc=False):
-                if h.last_offset >= hw:
-                    break
-                upto = h.last_offset
-                if not h.attributes & CONTROL_BATCH:
-                    present.extend(range(max(h.base_offset, start), h.last_offset + 1))
-            acquired = sp.acquire(member, present, upto, max_records, self.node_now())
+            async with loaded.lock:  # not while an acknowledgement's write is in flight
+                sp = loaded.sp
+                if part.data.log_start_offset > sp.start:
+                    sp.below_log_start(part.data.log_start_offset)
+                start = sp.fetch_from()
+                hw = part.data.high_watermark
+                if start >= hw or (sp.room() == 0 and start >= sp.end):
+                    waiters.append(part)
+                    continue
+                data = part.plan_read(start, budget, min_one=True).execute()
+                present: list[int] = []
+                upto = start - 1
+                for _pos, h in iter_batches(data, verify_crc=False):
+                    if h.last_offset >= hw:
+                        break
+                    upto = h.last_offset
+                    if not h.attributes & CONTROL_BATCH:
+                        present.extend(range(max(h.base_offset, start), h.last_offset + 1))
+                acquired = sp.acquire(member, present, upto, max_records, self.node_now(), first=start)
             if not acquired:
                 waiters.append(part)
                 continue
@@ -395,7 +424,7 @@ class ShareFetchApi:
         m = resp_mod(SHARE_ACKNOWLEDGE, version_of(req))
         bad = _refused(ctx, req)
         if bad is not None:
-            return _ack_error(req, *bad)
+            return _ack_error(req, bad[0])
         group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
         skey = (group, member)
         session = self.sessions.get(skey)
@@ -406,7 +435,8 @@ class ShareFetchApi:
         if epoch != -1:
             if epoch != session.epoch:
                 return _ack_error(req, KErr.invalid_share_session_epoch)
-            session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+            session.epoch = _next_epoch(session.epoch)
+        session.used_s = time.monotonic()
         results: dict[str, list[Any]] = {}
         for t in req.topics:
             if t.topic_id is None:
@@ -414,7 +444,8 @@ class ShareFetchApi:
             for p in t.partitions:
                 tid = t.topic_id.hex
                 code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if not self._may_read(ctx, tid) else (
-                    await self._acknowledge(group, member, tid, int(p.partition_index), p.acknowledgement_batches))[0]
+                    await self._acknowledge(group, member, tid, int(p.partition_index), p.acknowledgement_batches,
+                                            bool(getattr(req, "is_renew_ack", False))))[0]
                 results.setdefault(tid, []).append(mk(
                     m.PartitionData, partition_index=p.partition_index, error_code=KErr(code), error_message=None,
                     current_leader=mk(m.LeaderIdAndEpoch, leader_id=-1, leader_epoch=-1)))
@@ -472,6 +503,18 @@ def _fetch_response(m: Any, parts: dict[str, list[Any]]) -> Any:
               acquisition_lock_timeout=datetime.timedelta(milliseconds=LOCK_MS), node_endpoints=(),
               responses=tuple(mk(m.ShareFetchableTopicResponse, topic_id=uuid.UUID(hex=t), partitions=tuple(ps))
                               for t, ps in parts.items()))
+
+
+def _code(value: int) -> ErrorCode:
+    """Another node's error code as the coordinator's (one it does not name: unknown)."""
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _next_epoch(epoch: int) -> int:
+    return epoch + 1 if epoch < 2**31 - 1 else 1
 
 
 def _refused(ctx: RequestContext, req: Any) -> tuple[KErr, str | None] | None:

@@ -145,7 +145,7 @@ def share_heartbeat(group: ShareGroup | None, hb: ShareHeartbeat, topics: TopicI
     init = _initialize(step, names, topics)
     bump = subscription_changed
     if group.assignment_epoch >= group.epoch:
-        bump = bump or _initialized_assignment_pending(group)
+        bump = bump or _initialized_assignment_pending(group, topics)
     digest = subscription_hash({topics[t][0]: topics[t][1] for t in names if t in topics})
     epoch = group.epoch
     if bump or digest != group.metadata_hash:
@@ -183,18 +183,21 @@ def _fenced_message(epoch: int, member: ShareMember) -> str:
             f"({member.previous_epoch}). The member must abandon all its partitions and rejoin.")
 
 
-def _initialized_assignment_pending(group: ShareGroup) -> bool:
+def _initialized_assignment_pending(group: ShareGroup, topics: TopicImage) -> bool:
     """Kafka's initializedAssignmentPending: a subscribed topic has initialized partitions that
-    the target does not cover exactly (they were initialized after the last target)."""
+    the target does not cover exactly (they were initialized after the last target). A topic
+    deleted since (its id gone from the cluster) is no longer assignable: it counts for nothing."""
     sp = group.state_partitions
     if not group.members or sp is None or not sp.initialized:
         return False
-    names = group.subscribed_names()
+    names = {n for n in group.subscribed_names() if n in topics}
+    live = {tid: count for tid, count in topics.values()}
     assigned: dict[str, set[int]] = {}
     for target in group.targets.values():
         for t, ps in target.items():
             assigned.setdefault(t, set()).update(ps)
-    return any(v.name in names and assigned.get(t) != set(v.partitions) for t, v in sp.initialized.items())
+    return any(v.name in names and t in live and assigned.get(t) != {p for p in v.partitions if p < live[t]}
+               for t, v in sp.initialized.items())
 
 
 def _new_target(step: _Step, epoch: int, topics: TopicImage, now_ms: int) -> None:

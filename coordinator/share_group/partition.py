@@ -34,9 +34,12 @@ class InFlight:
 
 @dataclass(frozen=True, slots=True)
 class Undo:
+    """The whole partition as it was (a change moves the start over records it then forgets, so
+    only a whole copy can put it back; at most ``max_record_locks`` entries)."""
+
     start: int
     end: int
-    entries: dict[int, InFlight | None]  # offset -> what it was (None: not in flight)
+    entries: dict[int, InFlight]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,38 +95,40 @@ class SharePartition:
 
     # ------------------------------------------------------------------ changes
 
-    def _undo(self, offsets: Iterable[int]) -> Undo:
-        return Undo(self.start, self.end, {o: (InFlight(r.state, r.delivery_count, r.member, r.deadline_ms)
-                                               if (r := self.records.get(o)) is not None else None)
-                                           for o in offsets})
+    def snapshot(self) -> Undo:
+        return Undo(self.start, self.end, {o: InFlight(r.state, r.delivery_count, r.member, r.deadline_ms)
+                                           for o, r in self.records.items()})
 
     def rollback(self, undo: Undo) -> None:
-        for o, was in undo.entries.items():
-            if was is None:
-                self.records.pop(o, None)
-            else:
-                self.records[o] = was
+        """Back to ``undo``: the caller holds the partition for the whole change and its write, so
+        nothing else happened in between."""
+        self.records = {o: InFlight(r.state, r.delivery_count, r.member, r.deadline_ms)
+                        for o, r in undo.entries.items()}
         self.start, self.end = undo.start, undo.end
 
-    def acquire(self, member: str, present: Sequence[int], upto: int, max_records: int,
-                now_ms: int) -> list[Acquired]:
-        """Acquire for ``member`` what the fetched log data holds: ``present`` its offsets in
-        order, ``upto`` the last offset it covers (offsets in it with no record, e.g. compacted
-        away or transaction markers, can never be delivered: archived). In memory only."""
+    def acquire(self, member: str, present: Sequence[int], upto: int, max_records: int, now_ms: int,
+                first: int | None = None) -> list[Acquired]:
+        """Acquire for ``member`` what the fetched log data holds: ``present`` its deliverable
+        offsets in order, ``first``..``upto`` the offsets it covers. An offset covered but not
+        present (compacted away, a transaction marker) can never be delivered: archived. In
+        memory only."""
         got: list[tuple[int, int]] = []
+        prev = (first if first is not None else (present[0] if present else upto + 1)) - 1
+        stopped = False
         for o in present:
-            if len(got) >= max_records:
+            if len(got) >= max_records or not self._gaps(prev + 1, o):
+                stopped = True
                 break
+            prev = o
             if o < self.start:
                 continue
             r = self.records.get(o)
             if r is None:
                 if o < self.end:
-                    continue  # acknowledged or archived, or still acquired
+                    continue  # acknowledged or archived
                 if o - self.start >= self.max_record_locks:
+                    stopped = True
                     break
-                for gap in range(self.end, o):
-                    self.records[gap] = InFlight(ARCHIVED, 0)
                 r = self.records[o] = InFlight(AVAILABLE, 0)
                 self.end = o + 1
             if r.state != AVAILABLE:
@@ -131,10 +136,8 @@ class SharePartition:
             r.state, r.member, r.deadline_ms = ACQUIRED, member, now_ms + self.lock_ms
             r.delivery_count += 1
             got.append((o, r.delivery_count))
-        if len(got) < max_records and upto >= self.end and upto - self.start < self.max_record_locks:
-            for gap in range(self.end, upto + 1):
-                self.records[gap] = InFlight(ARCHIVED, 0)
-            self.end = upto + 1
+        if not stopped:
+            self._gaps(prev + 1, upto + 1)
         self._advance()
         out: list[Acquired] = []
         for o, n in got:
@@ -144,6 +147,38 @@ class SharePartition:
             else:
                 out.append(Acquired(o, o, n))
         return out
+
+    def _gaps(self, first: int, stop: int) -> bool:
+        """Archive the offsets first..stop-1, which hold no deliverable record: those available
+        (a new leader knows them only as not written) and those past the end. False when the
+        window cannot take them all."""
+        for o in range(max(first, self.start), stop):
+            r = self.records.get(o)
+            if r is None:
+                if o < self.end:
+                    continue
+                if o - self.start >= self.max_record_locks:
+                    return False
+                self.records[o] = InFlight(ARCHIVED, 0)
+                self.end = o + 1
+            elif r.state == AVAILABLE:
+                r.state = ARCHIVED
+        return True
+
+    def below_log_start(self, log_start: int) -> bool:
+        """The log no longer holds offsets below ``log_start`` (retention, DeleteRecords): what
+        is available there is archived and the start moves on (Kafka's
+        archiveAvailableRecordsOnLsoMovement). Whether anything changed."""
+        if self.start >= log_start:
+            return False
+        for o in range(self.start, min(log_start, self.end)):
+            r = self.records.get(o)
+            if r is not None and r.state == AVAILABLE:
+                r.state = ARCHIVED
+        self._advance()
+        if self.start >= self.end and self.end < log_start:
+            self.start = self.end = log_start
+        return True
 
     def acknowledge(self, member: str, first: int, last: int, types: Sequence[int],
                     now_ms: int) -> tuple[ErrorCode, Undo | None, list[int]]:
@@ -157,7 +192,7 @@ class SharePartition:
             r = self.records.get(o)
             if r is None or r.state != ACQUIRED or r.member != member:
                 return ErrorCode.INVALID_RECORD_STATE, None, []
-        undo = self._undo(offsets)
+        undo = self.snapshot()
         changed: list[int] = []
         for i, o in enumerate(offsets):
             t = types[0] if len(types) == 1 else types[i]
@@ -182,7 +217,7 @@ class SharePartition:
     def release(self, offsets: Iterable[int]) -> tuple[Undo, list[int]]:
         """Give back acquired offsets (their lock expired, or their member left)."""
         offsets = [o for o in offsets if (r := self.records.get(o)) is not None and r.state == ACQUIRED]
-        undo = self._undo(offsets)
+        undo = self.snapshot()
         for o in offsets:
             r = self.records[o]
             r.state, r.member = self._released_state(r), None

@@ -342,3 +342,15 @@ def test_compacted_share_records_replay_to_the_same_groups_and_state() -> None:
     assert view(again) == view(whole)
     assert set(whole.share_groups) == {"g", "gone"} and whole.share_groups["gone"].share_states.keys() == {
         (BAR, p) for p in range(3)}
+
+
+def test_a_deleted_topic_does_not_bump_the_group_at_every_heartbeat() -> None:
+    """From the review: a subscribed topic's share state outlives the topic; the group must not
+    take a new epoch at each heartbeat for it."""
+    h = Harness(CONFIG)
+    first = hb(h, "m1", 0)
+    without_bar = {"foo": (FOO, 6)}
+    after = hb(h, "m1", first.member_epoch, topics=without_bar)
+    n = len(h.log)
+    again = hb(h, "m1", after.member_epoch, topics=without_bar)
+    assert again.member_epoch == after.member_epoch and len(h.log) == n

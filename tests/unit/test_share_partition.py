@@ -150,3 +150,42 @@ def test_every_offset_is_acquired_by_at_most_one_member_and_the_start_only_moves
         assert p.end - p.start <= 8
         holders = [o for o, r in p.records.items() if r.state == 1]
         assert len(holders) == len(set(holders))
+
+
+def test_a_rollback_brings_back_what_the_start_moved_over() -> None:
+    """From the review: 5-9 acknowledged, then 0-4 acknowledged and the start moves to 10 (5-9
+    forgotten); the write fails: 5-9 must come back with 0-4, or the start would stop at 5."""
+    p = sp()
+    p.acquire("a", range(10), 9, 500, 0)
+    p.acknowledge("a", 5, 9, [ACCEPT], 1)
+    _, undo, _ = p.acknowledge("a", 0, 4, [ACCEPT], 1)
+    assert p.start == 10 and undo is not None
+    p.rollback(undo)
+    assert p.start == 0 and all(p.records[o].state == ACKNOWLEDGED for o in range(5, 10))
+    p.acknowledge("a", 0, 4, [ACCEPT], 2)
+    assert p.start == 10
+
+
+def test_an_offset_a_new_leader_knows_as_unwritten_but_the_log_has_no_record_for_is_archived() -> None:
+    """From the review: a transaction marker at 10 was archived by the last leader, but only 11-20
+    were written; the new leader has 10 available, and the fetched data (11-20, covering 10-20)
+    must archive it, or the start stops at 10 for good."""
+    p = SharePartition.loaded(10, [StateBatch(11, 20, ACKNOWLEDGED, 1)])
+    assert p.start == 10 and p.records[10].state == AVAILABLE
+    assert p.acquire("a", [], 20, 500, 0, first=10) == []
+    assert p.start == 21 and p.records == {}
+
+
+def test_records_below_the_log_start_are_archived_and_the_start_moves_on() -> None:
+    """From the review: a group idle longer than retention (its start far below the log start),
+    and released records the log deleted meanwhile."""
+    p = sp(max_record_locks=4)
+    assert p.below_log_start(1_000_000) and p.start == 1_000_000 and p.end == 1_000_000
+    assert p.acquire("a", [1_000_000], 1_000_000, 500, 0) == [Acquired(1_000_000, 1_000_000, 1)]
+    q = sp()
+    q.acquire("a", range(6), 5, 500, 0)
+    q.release([0, 1, 2])
+    q.acknowledge("a", 4, 4, [ACCEPT], 1)
+    assert q.below_log_start(5) and q.start == 3  # 3 is still acquired by a
+    q.acknowledge("a", 3, 3, [ACCEPT], 1)
+    assert q.start == 5
