@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from bench import cluster3, commit, compaction, e2e, heartbeat, join, kafka_peer, rebalance, txn
+from bench import cluster3, commit, compaction, e2e, heartbeat, join, kafka_peer, rebalance, share, txn
 from bench.brokers import BenchError, Profiler, Started, start_kcoord, start_tansu
 from bench.report import Reporter, ratios_of
 
@@ -38,6 +38,7 @@ SCENARIOS: dict[str, Any] = {
     "txn": txn,
     "join": join.Join,
     "compaction": compaction.Compaction,
+    "share": share,
 }
 HELP = {
     "commit": "K clients commit offsets: sync (1 and 10 offsets) and async (window 16); no commit lost",
@@ -50,6 +51,7 @@ HELP = {
     "txn": "one transactional producer commits every --batch records: transactions/s, commit latency, read back",
     "join": "a node joins a 3-node cluster holding --data-mb of records and --offsets offsets: time to vote everywhere",
     "compaction": "3 nodes compact --data-mb of updates: MB/s, and commit/produce latency meanwhile vs before (--start-cluster)",
+    "share": "C Java share consumers drain M records (KIP-932): records acknowledged/s, time to the first record",
 }
 
 
