@@ -17,12 +17,16 @@ serves share groups by default.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import kafka_peer
 from bench.brokers import BenchError
 from bench.common import bulk_produce, create_topic, run_id
 from bench.report import Metric, Reporter, rnd
@@ -82,9 +86,21 @@ def _earliest(bootstrap: str, group: str) -> None:
         raise BenchError(f"{bootstrap}: cannot set the group's share.auto.offset.reset: error {code}")
 
 
-def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, Any]:
-    from chaos.java_client import compile_program
+def _compile(out_dir: Path) -> str:
+    """ShareBench compiled against Kafka's own jars (they hold kafka-clients); the classpath."""
+    libs = str(kafka_peer.kafka_libs(kafka_peer.KAFKA_VERSION) / "*")
+    javac = shutil.which("javac")
+    if javac is None:
+        raise BenchError("the share bench needs a JDK (javac)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([javac, "-cp", libs, "-d", str(out_dir), str(JAVA_SOURCE)], capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        raise BenchError(f"javac: {proc.stderr[-2000:]}")
+    return os.pathsep.join([str(out_dir), libs])
 
+
+def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, Any]:
     rid = run_id()
     topic, group = f"share-bench-{rid}", f"share-bench-{rid}"
     create_topic(bootstrap, topic, args.partitions, replication_factor=args.replication_factor)
@@ -92,7 +108,14 @@ def run_one(name: str, bootstrap: str, args: Any, rep: Reporter) -> dict[str, An
     value = b"x" * args.size
     bulk_produce(bootstrap, topic, args.messages, lambda i: {"value": value, "partition": i % args.partitions}, rep,
                  f"{name}: produce")
-    cp = compile_program(JAVA_SOURCE, Path(f"/tmp/kcoord-bench-share-{rid}"))
+    classes = Path(tempfile.mkdtemp(prefix="kcoord-bench-share-"))
+    try:
+        return _drain(name, bootstrap, topic, group, _compile(classes), args, rep)
+    finally:
+        shutil.rmtree(classes, ignore_errors=True)
+
+
+def _drain(name: str, bootstrap: str, topic: str, group: str, cp: str, args: Any, rep: Reporter) -> dict[str, Any]:
     counts = [0] * args.consumers
     first: list[float] = []
 
