@@ -166,7 +166,7 @@ class ShareFetchApi:
     async def _persist(self, key: Key, loaded: Loaded, undo: Undo, changed: Iterable[int]) -> int:
         """Write what changed; undo it in memory when the write fails. Returns the error code."""
         sp = loaded.sp
-        write = c.ShareStateWrite(sp.start, sp.state_batches(changed))
+        write = c.ShareStateWrite(sp.start, sp.state_batches(changed), sp.done_count())
         try:
             resp = await self._state(key[0], key[1], key[2], loaded.leader_epoch, write)
             code = int(resp.error)

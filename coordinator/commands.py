@@ -429,6 +429,30 @@ class ShareStateResponse:
     message: str | None = None
     state: SharePartitionState | None = None  # a read's answer
 
+
+@dataclass(frozen=True, slots=True)
+class ShareOffsetsRequest:
+    """DescribeShareGroupOffsets for one group: ``topics`` (topic id hex, partitions) or None for
+    every partition the group has share state for."""
+
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffset:
+    topic_id: str  # hex
+    partition: int
+    start_offset: int  # -1: no share state
+    leader_epoch: int
+    delivery_complete_count: int  # -1: unknown
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffsetsResponse:
+    error: ErrorCode
+    offsets: tuple[ShareOffset, ...] = ()
+
 Request = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -447,6 +471,7 @@ Request = (
     | ShareGroupHeartbeatRequest
     | ShareGroupDescribeRequest
     | ShareStateRequest
+    | ShareOffsetsRequest
 )
 
 
@@ -467,6 +492,7 @@ Response = (
     | ShareGroupHeartbeatResponse
     | ShareGroupDescribeResponse
     | ShareStateResponse
+    | ShareOffsetsResponse
 )
 
 
@@ -503,6 +529,7 @@ REQUESTS: Mapping[type, RequestKind] = {
     ShareGroupHeartbeatRequest: RequestKind(False, lambda r, e: ShareGroupHeartbeatResponse(e)),
     ShareGroupDescribeRequest: RequestKind(True, lambda r, e: ShareGroupDescribeResponse(e, r.group_id)),
     ShareStateRequest: RequestKind(False, lambda r, e: ShareStateResponse(e)),
+    ShareOffsetsRequest: RequestKind(True, lambda r, e: ShareOffsetsResponse(e)),
 }
 
 

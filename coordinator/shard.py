@@ -208,6 +208,9 @@ class GroupCoordinatorShard:
     def _on_share_state(self, request: c.ShareStateRequest, token: Token) -> None:
         self.w.respond(token, self.share.share_state(request))
 
+    def _on_share_offsets(self, request: c.ShareOffsetsRequest, token: Token) -> None:
+        self.w.respond(token, self.share.offsets(request))
+
     def _on_join(self, request: c.JoinGroupRequest, token: Token) -> None:
         if request.group_id in self.share_groups:
             # a classic member cannot join a group of another kind (Kafka: no member id given)
@@ -381,6 +384,7 @@ _HANDLERS: dict[type, str] = {
     c.ShareGroupHeartbeatRequest: "_on_share_heartbeat",
     c.ShareGroupDescribeRequest: "_on_share_describe",
     c.ShareStateRequest: "_on_share_state",
+    c.ShareOffsetsRequest: "_on_share_offsets",
     c.JoinGroupRequest: "_on_join",
     c.SyncGroupRequest: "_on_sync",
     c.HeartbeatRequest: "_on_heartbeat",

@@ -81,6 +81,19 @@ class ShareGroupHandlers:
             self.w.write(Record(*record))
         return c.ShareStateResponse(error, message, current)
 
+    def offsets(self, req: c.ShareOffsetsRequest) -> c.ShareOffsetsResponse:
+        """DescribeShareGroupOffsets: each partition's start offset, leader epoch and delivery
+        complete count (start -1 where there is no share state, as Kafka answers)."""
+        group = self.groups.get(req.group_id)
+        states = group.share_states if group is not None else {}
+        wanted = sorted(states) if req.topics is None else [(t, p) for t, ps in req.topics for p in ps]
+        out = []
+        for t, p in wanted:
+            s = states.get((t, p))
+            out.append(c.ShareOffset(t, p, s.start_offset, s.leader_epoch, s.delivery_complete_count) if s is not None
+                       else c.ShareOffset(t, p, -1, 0, -1))
+        return c.ShareOffsetsResponse(E.NONE, tuple(out))
+
     # ================================================================ timers
 
     def arm_session(self, group_id: str, member_id: str) -> None:

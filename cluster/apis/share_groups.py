@@ -34,8 +34,9 @@ class Needs(Registers, Catalog, Guarded, Protocol):
 
 log = logging.getLogger("kcoord.share_groups")
 
-SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
-RANGES = {SHARE_GROUP_HEARTBEAT: (1, 1), SHARE_GROUP_DESCRIBE: (1, 1)}
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 76, 77, 90
+RANGES = {SHARE_GROUP_HEARTBEAT: (1, 1), SHARE_GROUP_DESCRIBE: (1, 1), DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1)}
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class ShareGroupApi:
@@ -101,13 +102,87 @@ class ShareGroupApi:
             for a in answers))
 
 
+    async def describe_offsets(self, ctx: RequestContext, req: Any) -> Any:
+        """DescribeShareGroupOffsets (90): each partition's start offset, leader epoch and (v1)
+        lag, the partition's end less the start less what is done past it (-1 where unknown)."""
+        mod = resp_mod(DESCRIBE_SHARE_GROUP_OFFSETS, version_of(req))
+        meta = self.node.metadata
+
+        async def one(g: Any) -> Any:
+            if not self.enabled:
+                return mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
+                          error_code=KErr.unsupported_version)
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id):
+                return mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
+                          error_code=KErr.group_authorization_failed)
+            unknown: list[Any] = []
+            asked: list[tuple[str, tuple[int, ...]]] | None = None
+            if g.topics is not None:
+                asked = []
+                for t in g.topics:
+                    known = meta.topics.get(t.topic_name)
+                    if known is None or known.internal:
+                        unknown.append(mk(mod.DescribeShareGroupOffsetsResponseTopic, topic_name=t.topic_name,
+                                          topic_id=ZERO_UUID, partitions=tuple(mk(
+                                              mod.DescribeShareGroupOffsetsResponsePartition, partition_index=p,
+                                              start_offset=-1, leader_epoch=0, lag=-1, error_code=KErr.none)
+                                              for p in t.partitions)))
+                    else:
+                        asked.append((known.topic_id.hex, tuple(int(p) for p in t.partitions)))
+                if not asked:
+                    return mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=tuple(unknown),
+                              error_code=KErr.none)
+            answer: c.ShareOffsetsResponse = await self.groups.call(
+                g.group_id, c.ShareOffsetsRequest(g.group_id, None if asked is None else tuple(asked)))
+            if answer.error is not ErrorCode.NONE:
+                return mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
+                          error_code=kerr(answer.error))
+            by_topic: dict[str, list[c.ShareOffset]] = {}
+            for o in answer.offsets:
+                by_topic.setdefault(o.topic_id, []).append(o)
+            topics = []
+            for tid, offsets in by_topic.items():
+                known = meta.by_id(uuid.UUID(hex=tid))
+                if known is None:
+                    continue
+                denied = not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, known.name)
+                topics.append(mk(mod.DescribeShareGroupOffsetsResponseTopic, topic_name=known.name,
+                                 topic_id=uuid.UUID(hex=tid), partitions=tuple(
+                                     self._offset(mod, known.name, o, denied) for o in offsets)))
+            return mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id,
+                      topics=(*topics, *unknown), error_code=KErr.none)
+
+        groups = await asyncio.gather(*(one(g) for g in req.groups))
+        return mk(mod.DescribeShareGroupOffsetsResponse, throttle_time=ZERO, groups=tuple(groups))
+
+    def _offset(self, mod: Any, topic: str, o: c.ShareOffset, denied: bool) -> Any:
+        if denied:
+            return mk(mod.DescribeShareGroupOffsetsResponsePartition, partition_index=o.partition, start_offset=-1,
+                      leader_epoch=0, lag=-1, error_code=KErr.topic_authorization_failed)
+        lag = -1
+        part = self.node.topology.partition(topic, o.partition)
+        if part is not None and o.start_offset >= 0 and o.delivery_complete_count >= 0:
+            lag = max(part.data.high_watermark - o.start_offset - o.delivery_complete_count, 0)
+        return mk(mod.DescribeShareGroupOffsetsResponsePartition, partition_index=o.partition,
+                  start_offset=o.start_offset, leader_epoch=max(o.leader_epoch, 0) if o.start_offset >= 0 else 0,
+                  lag=lag, error_code=KErr.none)
+
+
 def _error_response(api_key: int) -> Any:
+    if api_key == DESCRIBE_SHARE_GROUP_OFFSETS:
+        def build(req: Any, error: Any) -> Any:
+            mod = resp_mod(api_key, version_of(req))
+            return mk(mod.DescribeShareGroupOffsetsResponse, throttle_time=ZERO, groups=tuple(
+                mk(mod.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(), error_code=error)
+                for g in req.groups))
+        return build
     return error_response(api_key, "ShareGroupHeartbeatResponse", "ShareGroupDescribeResponse", SHARE_GROUP_HEARTBEAT)
 
 
 def register(node: Needs, consumer: ConsumerGroupApi, enabled: bool) -> ShareGroupApi:
     api = ShareGroupApi(consumer, enabled)
-    for key, handler in ((SHARE_GROUP_HEARTBEAT, api.heartbeat), (SHARE_GROUP_DESCRIBE, api.describe)):
+    for key, handler in ((SHARE_GROUP_HEARTBEAT, api.heartbeat), (SHARE_GROUP_DESCRIBE, api.describe),
+                         (DESCRIBE_SHARE_GROUP_OFFSETS, api.describe_offsets)):
         lo, hi = RANGES[key]
         node.registry.register(key, lo, hi, handler, error_response=_error_response(key),
                                authorize=heartbeat_gate if key == SHARE_GROUP_HEARTBEAT else None)

@@ -86,6 +86,11 @@ class SharePartition:
         """How many offsets past the end may still be acquired."""
         return max(self.max_record_locks - (self.end - self.start), 0)
 
+    def done_count(self) -> int:
+        """Offsets from the start on whose delivery is complete (acknowledged or archived): Kafka's
+        DeliveryCompleteCount, which the group's offsets describe subtracts from the lag."""
+        return sum(1 for r in self.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
+
     def next_deadline(self) -> int | None:
         locks = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
         return min(locks) if locks else None

@@ -178,6 +178,16 @@ def test_share_fetch_acquires_acknowledges_and_redelivers(cluster: Cluster) -> N
                 m.AcknowledgementBatch(first_offset=5, last_offset=9, acknowledge_types=(2,)))),)),)))
     assert acked.error_code.name == "none" and [int(p.error_code) for t in acked.responses for p in t.partitions] == [0]
     assert _acquired(_share_fetch(cluster, leader, group, b, 2, topic_id, [0])) == {0: [(5, 9, 2)]}
+    # DescribeShareGroupOffsets: the start offset, and the lag (end 10 - start 5 - none done past it)
+    d = req_mod(90, 1)
+    described = ask(cluster.address(_coordinator(cluster, group)), 90, 1, d.DescribeShareGroupOffsetsRequest(
+        groups=(d.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),
+                d.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
+                    d.DescribeShareGroupOffsetsRequestTopic(topic_name="nope", partitions=(0,)),)))))
+    whole, unknown = described.groups
+    assert [(t.topic_name, [(int(p.partition_index), int(p.start_offset), int(p.lag)) for p in t.partitions])
+            for t in whole.topics] == [("q1", [(0, 5, 5)])]
+    assert [(t.topic_name, [int(p.start_offset) for p in t.partitions]) for t in unknown.topics] == [("nope", [-1])]
 
     coordinator = _coordinator(cluster, group)
     cluster.kill(coordinator)

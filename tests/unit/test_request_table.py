@@ -27,6 +27,6 @@ def test_reads_are_the_requests_answered_from_state() -> None:
     reads = {t.__name__ for t, kind in c.REQUESTS.items() if kind.reads}
     assert reads == {"JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest", "OffsetFetchRequest",
                      "DescribeGroupsRequest", "ListGroupsRequest", "ConsumerGroupDescribeRequest",
-                     "ShareGroupDescribeRequest"}
+                     "ShareGroupDescribeRequest", "ShareOffsetsRequest"}
     assert c.error_response(c.ListGroupsRequest(), ErrorCode.NOT_COORDINATOR) == \
         c.ListGroupsResponse(ErrorCode.NOT_COORDINATOR)

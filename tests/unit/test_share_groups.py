@@ -354,3 +354,17 @@ def test_a_deleted_topic_does_not_bump_the_group_at_every_heartbeat() -> None:
     n = len(h.log)
     again = hb(h, "m1", after.member_epoch, topics=without_bar)
     assert again.member_epoch == after.member_epoch and len(h.log) == n
+
+
+def test_share_group_offsets_describe_start_offsets_and_what_is_done() -> None:
+    """DescribeShareGroupOffsets reads the share state: the start offset, the leader epoch and the
+    delivery complete count of each partition (start -1 where there is none, as Kafka answers)."""
+    h = Harness(CONFIG)
+    hb(h, "m1", 0)
+    h.call(c.ShareStateRequest("g", FOO, 1, 4, c.ShareStateWrite(7, (r.StateBatch(8, 9, 2, 1),), 2)))
+    every = h.call(c.ShareOffsetsRequest("g", None))
+    assert len(every.offsets) == 9
+    assert c.ShareOffset(FOO, 1, 7, 4, 2) in every.offsets
+    some = h.call(c.ShareOffsetsRequest("g", ((FOO, (1, 99)),)))
+    assert some.offsets == (c.ShareOffset(FOO, 1, 7, 4, 2), c.ShareOffset(FOO, 99, -1, 0, -1))
+    assert h.call(c.ShareOffsetsRequest("none", None)).offsets == ()
