@@ -58,6 +58,11 @@ for _kind in ("minimal", "existing"):
             "Read/WriteShareGroupState (between nodes): Kafka's share coordinator of the key, a partition of "
             "__share_group_state, answers; kcoord's share state is kept by the group's own coordinator, which "
             "answers INVALID_REQUEST for share state it does not have (docs/compatibility.md, share groups)")
+for _v in (0, 1):
+    KNOWN[(f"existing_90_v{_v}", "existing.groups")] = (
+        "DescribeShareGroupOffsets naming an existing topic for a group with no share state (here a classic "
+        "group's id): Kafka 4.4 fails the group with UNKNOWN_SERVER_ERROR (its share coordinator's summary read "
+        "fails); kcoord answers the partitions with start offset -1, as Kafka does for an unknown topic")
 for _kind, _v in (("minimal", 1), ("existing", 1), ("minimal", 2), ("existing", 2)):
     KNOWN[(f"{_kind}_27_v{_v}", f"{_kind}.markers")] = (
         "WriteTxnMarkers for a marker naming no partition: Kafka 4.4 leaves the marker out of its answer; kcoord "
