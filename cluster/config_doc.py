@@ -74,9 +74,10 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     'group_consumer_max_size': 'Members per consumer-protocol group.',
     'group_share_enable': (
-        'Serve share groups (KIP-932, early access: ShareGroupHeartbeat and ShareGroupDescribe; '
-        'share fetching is not served yet). Off: their APIs answer UNSUPPORTED_VERSION, as Kafka does '
-        'while `share.version` is 0.'),
+        'Serve share groups (KIP-932, early access; docs/compatibility.md): ShareGroupHeartbeat and '
+        'ShareGroupDescribe, ShareFetch and ShareAcknowledge, DescribeShareGroupOffsets. Set it on every '
+        'node, once every node runs this release. Off: their APIs answer UNSUPPORTED_VERSION, as Kafka '
+        'does while `share.version` is 0.'),
     'group_share_heartbeat_interval_ms': 'Heartbeat interval told to share group members.',
     'group_share_session_timeout_ms': 'A share group member that sends no heartbeat for this long is removed.',
     'group_share_max_size': 'Members per share group (1..1000; Kafka: 200).',
