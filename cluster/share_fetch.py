@@ -203,7 +203,8 @@ class ShareFetchApi:
                     continue
                 try:
                     async with loaded.lock:
-                        undo, released = loaded.sp.release(loaded.sp.expired(self.node_now()))
+                        undo = loaded.sp.snapshot()
+                        released = loaded.sp.release(loaded.sp.expired(self.node_now()))
                         if released:
                             await self._persist(key, loaded, undo, released)
                 except Exception as e:  # noqa: BLE001 - logged; the next tick tries again
@@ -237,7 +238,7 @@ class ShareFetchApi:
                 if RENEW in types and not renew:
                     sp.rollback(undo)
                     return int(ErrorCode.INVALID_REQUEST), None
-                code, _, done = sp.acknowledge(member, int(b.first_offset), int(b.last_offset), types,
+                code, done = sp.acknowledge(member, int(b.first_offset), int(b.last_offset), types,
                                                self.node_now())
                 if code is not ErrorCode.NONE:
                     sp.rollback(undo)

@@ -6,8 +6,9 @@ made available again. The start offset (SPSO) is the first offset not yet acknow
 archived; at most ``max_record_locks`` offsets from it are in flight.
 
 Every change but an acquisition is to be persisted (the group coordinator keeps the share state)
-before it is answered: each change returns an ``Undo`` that puts the partition back should that
-write fail, and ``state_batches`` gives what to write. Time comes in as ``now_ms``.
+before it is answered: the caller takes a ``snapshot`` before its changes (one for several) and
+``rollback``s to it should that write fail; ``state_batches`` gives what to write. Time comes in
+as ``now_ms``.
 """
 
 from __future__ import annotations
@@ -186,18 +187,17 @@ class SharePartition:
         return True
 
     def acknowledge(self, member: str, first: int, last: int, types: Sequence[int],
-                    now_ms: int) -> tuple[ErrorCode, Undo | None, list[int]]:
+                    now_ms: int) -> tuple[ErrorCode, list[int]]:
         """A member's acknowledgement of first..last (one type for all, or one per offset): every
         offset must be acquired by it, else INVALID_RECORD_STATE and nothing changes."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1) \
                 or any(t not in ACK_TYPES for t in types):
-            return ErrorCode.INVALID_REQUEST, None, []
+            return ErrorCode.INVALID_REQUEST, []
         offsets = range(first, last + 1)
         for o in offsets:
             r = self.records.get(o)
             if r is None or r.state != ACQUIRED or r.member != member:
-                return ErrorCode.INVALID_RECORD_STATE, None, []
-        undo = self.snapshot()
+                return ErrorCode.INVALID_RECORD_STATE, []
         changed: list[int] = []
         for i, o in enumerate(offsets):
             t = types[0] if len(types) == 1 else types[i]
@@ -214,20 +214,19 @@ class SharePartition:
             r.member = None
             changed.append(o)
         self._advance()
-        return ErrorCode.NONE, undo, changed
+        return ErrorCode.NONE, changed
 
     def _released_state(self, r: InFlight) -> int:
         return ARCHIVED if r.delivery_count >= self.delivery_limit else AVAILABLE
 
-    def release(self, offsets: Iterable[int]) -> tuple[Undo, list[int]]:
+    def release(self, offsets: Iterable[int]) -> list[int]:
         """Give back acquired offsets (their lock expired, or their member left)."""
         offsets = [o for o in offsets if (r := self.records.get(o)) is not None and r.state == ACQUIRED]
-        undo = self.snapshot()
         for o in offsets:
             r = self.records[o]
             r.state, r.member = self._released_state(r), None
         self._advance()
-        return undo, offsets
+        return offsets
 
     def expired(self, now_ms: int) -> list[int]:
         return sorted(o for o, r in self.records.items() if r.state == ACQUIRED and r.deadline_ms <= now_ms)

@@ -32,7 +32,7 @@ def test_acquire_then_accept_moves_the_start_offset() -> None:
     p = sp()
     assert p.acquire("a", range(10), 9, 500, now_ms=0) == [Acquired(0, 9, 1)]
     assert p.acquire("b", range(10), 9, 500, now_ms=0) == []  # all locked by a
-    err, undo, changed = p.acknowledge("a", 0, 4, [ACCEPT], now_ms=1)
+    err, changed = p.acknowledge("a", 0, 4, [ACCEPT], now_ms=1)
     assert err == E.NONE and changed == [0, 1, 2, 3, 4] and p.start == 5
     assert p.acknowledge("b", 5, 5, [ACCEPT], 1)[0] == E.INVALID_RECORD_STATE  # not b's
     assert p.acknowledge("a", 0, 0, [ACCEPT], 1)[0] == E.INVALID_RECORD_STATE  # done already
@@ -43,7 +43,7 @@ def test_release_and_reject_and_per_offset_types() -> None:
     """testAcknowledgeMultipleRecordBatch-style: one type per offset."""
     p = sp()
     p.acquire("a", range(5), 4, 500, 0)
-    err, _, _ = p.acknowledge("a", 0, 4, [ACCEPT, RELEASE, REJECT, GAP, ACCEPT], 1)
+    err, _ = p.acknowledge("a", 0, 4, [ACCEPT, RELEASE, REJECT, GAP, ACCEPT], 1)
     assert err == E.NONE
     assert p.start == 1 and p.records[1].state == AVAILABLE and p.records[2].state == ARCHIVED
     assert p.fetch_from() == 1
@@ -56,7 +56,7 @@ def test_acquisition_lock_timeout_releases_and_counts_deliveries() -> None:
     p = sp(lock_ms=100, delivery_limit=2)
     p.acquire("a", range(3), 2, 500, 0)
     assert p.next_deadline() == 100 and p.expired(99) == []
-    undo, released = p.release(p.expired(100))
+    released = p.release(p.expired(100))
     assert released == [0, 1, 2] and all(p.records[o].state == AVAILABLE for o in released)
     assert p.acquire("b", range(3), 2, 500, 200) == [Acquired(0, 2, 2)]
     p.release(p.expired(300))
@@ -95,9 +95,9 @@ def test_a_failed_write_is_rolled_back() -> None:
     p = sp()
     p.acquire("a", range(4), 3, 500, 0)
     before = {o: (r.state, r.member) for o, r in p.records.items()}
-    _, undo, _ = p.acknowledge("a", 0, 3, [ACCEPT], 1)
+    undo = p.snapshot()
+    p.acknowledge("a", 0, 3, [ACCEPT], 1)
     assert p.start == 4
-    assert undo is not None
     p.rollback(undo)
     assert p.start == 0 and {o: (r.state, r.member) for o, r in p.records.items()} == before
 
@@ -105,7 +105,7 @@ def test_a_failed_write_is_rolled_back() -> None:
 def test_persisted_batches_and_reload() -> None:
     p = sp()
     p.acquire("a", range(6), 5, 500, 0)
-    _, _, changed = p.acknowledge("a", 2, 5, [ACCEPT, ACCEPT, RELEASE, REJECT], 1)
+    _, changed = p.acknowledge("a", 2, 5, [ACCEPT, ACCEPT, RELEASE, REJECT], 1)
     assert p.state_batches(changed) == (StateBatch(2, 3, ACKNOWLEDGED, 1), StateBatch(4, 4, AVAILABLE, 1),
                                         StateBatch(5, 5, ARCHIVED, 1))
     # a new leader knows only what was written: what the last one had acquired is available
@@ -140,7 +140,7 @@ def test_every_offset_is_acquired_by_at_most_one_member_and_the_start_only_moves
             if held:
                 o = held[min(a, len(held) - 1)]
                 kind = (ACCEPT, RELEASE, REJECT, GAP)[b]
-                err, _, changed = p.acknowledge(member, o, o, [kind], now)
+                err, changed = p.acknowledge(member, o, o, [kind], now)
                 assert err == E.NONE
                 if kind in (ACCEPT, REJECT, GAP) or (o not in p.records or p.records[o].state == ARCHIVED):
                     done.add(o)
@@ -158,8 +158,9 @@ def test_a_rollback_brings_back_what_the_start_moved_over() -> None:
     p = sp()
     p.acquire("a", range(10), 9, 500, 0)
     p.acknowledge("a", 5, 9, [ACCEPT], 1)
-    _, undo, _ = p.acknowledge("a", 0, 4, [ACCEPT], 1)
-    assert p.start == 10 and undo is not None
+    undo = p.snapshot()
+    p.acknowledge("a", 0, 4, [ACCEPT], 1)
+    assert p.start == 10
     p.rollback(undo)
     assert p.start == 0 and all(p.records[o].state == ACKNOWLEDGED for o in range(5, 10))
     p.acknowledge("a", 0, 4, [ACCEPT], 2)
